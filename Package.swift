@@ -1,0 +1,60 @@
+// swift-tools-version: 6.1
+//
+// boardloop: Core Foundation's run loop semantics on epoll/eventfd/timerfd/signalfd,
+// with libgpiod line events as port sources, for Linux single-board computers.
+//
+// Layers (lower never imports higher), see ../shared/DESIGN.md:
+//   1. C shims      CLinux (epoll/eventfd/timerfd/signalfd/futex), CGPIOD (libgpiod 1.6 / 2.x)
+//   2. Engine       Boardloop             (Glibc only, never Foundation)
+//   3. GPIO         BoardloopGPIO, BoardloopGPIOMock
+//   4. Board        BoardSupport
+//   5. Daemon lib   BoardDaemon
+//   6. Executables  boardd, boardctl (added with the daemon)
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("StrictConcurrency"),
+]
+
+let package = Package(
+    name: "boardloop",
+    products: [
+        .library(name: "Boardloop", targets: ["Boardloop"]),
+        .library(name: "BoardloopGPIO", targets: ["BoardloopGPIO"]),
+        .library(name: "BoardloopGPIOMock", targets: ["BoardloopGPIOMock"]),
+        .library(name: "BoardloopTestSupport", targets: ["BoardloopTestSupport"]),
+        .executable(name: "loop-demo", targets: ["loop-demo"]),
+    ],
+    targets: [
+        // Layer 1: C shims.
+        .target(name: "CLinux"),
+        .target(
+            name: "CGPIOD",
+            linkerSettings: [.linkedLibrary("gpiod")]
+        ),
+
+        // Layer 2: the engine.
+        .target(name: "Boardloop", dependencies: ["CLinux"], swiftSettings: strict),
+
+        // Layer 3: GPIO.
+        .target(name: "BoardloopGPIO", dependencies: ["Boardloop", "CGPIOD", "CLinux"], swiftSettings: strict),
+        .target(name: "BoardloopGPIOMock", dependencies: ["BoardloopGPIO", "Boardloop", "CLinux"], swiftSettings: strict),
+
+        // Layer 4 and 5: board descriptions and the daemon library (filled by later issues).
+        .target(name: "BoardSupport", dependencies: ["BoardloopGPIO"], swiftSettings: strict),
+        .target(name: "BoardDaemon", dependencies: ["BoardSupport", "BoardloopGPIO", "Boardloop"], swiftSettings: strict),
+
+        // Test support: an in-process malloc counter (interposes malloc & co. in the
+        // executable that links it; counts only on threads that opt in).
+        .target(name: "CAllocationCounter"),
+        .target(name: "BoardloopTestSupport", dependencies: ["CAllocationCounter", "Boardloop"], swiftSettings: strict),
+
+        // Examples.
+        .executableTarget(name: "loop-demo", dependencies: ["Boardloop"], path: "examples/loop-demo", swiftSettings: strict),
+
+        // Tests.
+        .testTarget(name: "BoardloopTests", dependencies: ["Boardloop", "BoardloopTestSupport", "CLinux"], swiftSettings: strict),
+        .testTarget(name: "BoardloopCFDifferentialTests", dependencies: ["Boardloop"], swiftSettings: strict),
+    ]
+)

@@ -1,0 +1,61 @@
+// See CAllocationCounter.h.
+#define _GNU_SOURCE
+#include "CAllocationCounter.h"
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void *__libc_valloc(size_t);
+extern void *__libc_pvalloc(size_t);
+extern void __libc_free(void *);
+
+static __thread int counting;   // initial-exec TLS in the executable: no allocation to reach it
+static uint64_t total_count;
+static uint64_t total_bytes;
+static int interposer_hit;
+
+static inline void note(size_t bytes) {
+    interposer_hit = 1;
+    if (counting) {
+        __atomic_fetch_add(&total_count, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&total_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
+    }
+}
+
+void *malloc(size_t n) { note(n); return __libc_malloc(n); }
+void *calloc(size_t a, size_t b) { note(a * b); return __libc_calloc(a, b); }
+void *realloc(void *p, size_t n) { note(n); return __libc_realloc(p, n); }
+void free(void *p) { __libc_free(p); }
+void *memalign(size_t al, size_t n) { note(n); return __libc_memalign(al, n); }
+void *aligned_alloc(size_t al, size_t n) { note(n); return __libc_memalign(al, n); }
+void *valloc(size_t n) { note(n); return __libc_valloc(n); }
+void *pvalloc(size_t n) { note(n); return __libc_pvalloc(n); }
+int posix_memalign(void **out, size_t al, size_t n) {
+    note(n);
+    void *p = __libc_memalign(al, n);
+    if (!p) return ENOMEM;
+    *out = p;
+    return 0;
+}
+
+void bl_alloc_counting_begin(void) { counting = 1; }
+void bl_alloc_counting_end(void) { counting = 0; }
+uint64_t bl_alloc_count(void) { return __atomic_load_n(&total_count, __ATOMIC_RELAXED); }
+uint64_t bl_alloc_bytes(void) { return __atomic_load_n(&total_bytes, __ATOMIC_RELAXED); }
+void bl_alloc_reset(void) {
+    __atomic_store_n(&total_count, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&total_bytes, 0, __ATOMIC_RELAXED);
+}
+int bl_alloc_interposer_active(void) {
+    interposer_hit = 0;
+    // strdup lives in libc: its malloc call reaches us only if the
+    // interposition works for code outside this executable too.
+    char *volatile p = strdup("x");
+    free(p);
+    return interposer_hit;
+}

@@ -1,0 +1,138 @@
+// CLinux: the few Linux primitives boardloop's engine needs that Glibc does not
+// expose to Swift on this toolchain (epoll, eventfd, timerfd, signalfd, futex,
+// gettid, thread naming, timer slack), as plain C functions with plain C types.
+//
+// Why a shim and not Glibc: `import Glibc` does not bring in <sys/epoll.h> and
+// friends, `struct epoll_event` is packed on x86_64 (awkward from Swift), and
+// syscall()/prctl() are variadic. Everything here is a thin pass-through: it
+// returns what the kernel returned and leaves errno as the kernel set it.
+#ifndef BOARDLOOP_CLINUX_H
+#define BOARDLOOP_CLINUX_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <signal.h>
+#include <time.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- epoll --------------------------------------------------------------
+// Interest / readiness bits, as plain constants (glibc declares them as an enum).
+static const uint32_t BL_EPOLLIN = 0x001;
+static const uint32_t BL_EPOLLPRI = 0x002;
+static const uint32_t BL_EPOLLOUT = 0x004;
+static const uint32_t BL_EPOLLERR = 0x008;
+static const uint32_t BL_EPOLLHUP = 0x010;
+static const uint32_t BL_EPOLLRDHUP = 0x2000;
+static const uint32_t BL_EPOLLET = 1u << 31;
+
+static const int BL_EPOLL_CTL_ADD = 1;
+static const int BL_EPOLL_CTL_DEL = 2;
+static const int BL_EPOLL_CTL_MOD = 3;
+
+/// epoll_create1(EPOLL_CLOEXEC).
+int bl_epoll_create(void);
+/// epoll_ctl with the event packed from `events` and `data`.
+int bl_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data);
+/// Size in bytes of one kernel `struct epoll_event` (packed on x86_64).
+size_t bl_epoll_event_size(void);
+/// epoll_wait into a caller-owned buffer of `max` kernel events.
+int bl_epoll_wait(int epfd, void *events, int max, int timeout_ms);
+/// Readiness bits of event `i` in a buffer filled by bl_epoll_wait.
+uint32_t bl_epoll_event_events(const void *events, int i);
+/// User data of event `i` in a buffer filled by bl_epoll_wait.
+uint64_t bl_epoll_event_data(const void *events, int i);
+
+// ---- eventfd ------------------------------------------------------------
+/// eventfd(initval, EFD_NONBLOCK | EFD_CLOEXEC [| EFD_SEMAPHORE]).
+int bl_eventfd(unsigned int initval, int semaphore);
+/// Adds `value` to the counter (write(2) of 8 bytes). Returns 0 or -1/errno.
+int bl_eventfd_write(int fd, uint64_t value);
+/// Reads and resets the counter (read(2) of 8 bytes). Returns 0, or -1/errno
+/// (EAGAIN when the counter was already zero).
+int bl_eventfd_read(int fd, uint64_t *value);
+
+// ---- timerfd ------------------------------------------------------------
+/// timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC).
+int bl_timerfd_create(void);
+/// Arms the timer to fire once at the absolute CLOCK_MONOTONIC time
+/// `deadline_ns` (TFD_TIMER_ABSTIME); `deadline_ns == 0` disarms it.
+int bl_timerfd_arm_abs(int fd, uint64_t deadline_ns);
+/// Reads the expiration count (clears readiness). -1/EAGAIN if none.
+int bl_timerfd_read(int fd, uint64_t *expirations);
+
+// ---- time ---------------------------------------------------------------
+/// CLOCK_MONOTONIC in nanoseconds (vDSO, no syscall on x86_64/arm64).
+uint64_t bl_monotonic_ns(void);
+
+// ---- signalfd -----------------------------------------------------------
+/// The fields of a `struct signalfd_siginfo` that boardloop reports.
+typedef struct {
+    uint32_t signo;
+    int32_t code;
+    uint32_t pid;
+    uint32_t uid;
+    int32_t int_value;   // ssi_int: sigqueue()'s sival_int
+    uint64_t ptr_value;  // ssi_ptr: sigqueue()'s sival_ptr
+    int32_t status;
+    uint32_t overrun;
+} bl_siginfo;
+
+/// Creates a signalfd (SFD_NONBLOCK | SFD_CLOEXEC) for the given signal numbers.
+int bl_signalfd_create(const int *signals, int count);
+/// Reads up to `max` siginfos. Returns the count, or -1/errno (EAGAIN when none).
+int bl_signalfd_read(int fd, bl_siginfo *out, int max);
+/// Blocks `signals` in the calling thread (pthread_sigmask SIG_BLOCK).
+int bl_block_signals(const int *signals, int count);
+/// Unblocks `signals` in the calling thread (pthread_sigmask SIG_UNBLOCK).
+int bl_unblock_signals(const int *signals, int count);
+/// 1 when `signo` is blocked in the calling thread, 0 when not, -1/errno.
+int bl_signal_is_blocked(int signo);
+/// sigqueue(pid, signo, {.sival_int = value}).
+int bl_sigqueue(pid_t pid, int signo, int value);
+/// tgkill(getpid(), tid, signo): a signal aimed at one thread.
+int bl_tgkill(pid_t tid, int signo);
+/// SIGRTMIN / SIGRTMAX (glibc makes them function calls).
+int bl_sigrtmin(void);
+int bl_sigrtmax(void);
+
+// ---- futex (for wait-until-done) ---------------------------------------
+/// Waits while *addr == expected, at most timeout_ns (-1 = forever).
+/// Returns 0 (woken or value changed), or -1/errno (ETIMEDOUT, EINTR, EAGAIN).
+int bl_futex_wait(uint32_t *addr, uint32_t expected, int64_t timeout_ns);
+/// Wakes up to `count` waiters on addr.
+int bl_futex_wake(uint32_t *addr, int count);
+
+// ---- 32/64-bit atomics on raw memory (C11, sequentially consistent) -----
+uint32_t bl_atomic_load_u32(const uint32_t *p);
+void bl_atomic_store_u32(uint32_t *p, uint32_t v);
+/// Compare-and-swap; returns 1 on success (and *p == desired), 0 otherwise.
+int bl_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired);
+uint32_t bl_atomic_exchange_u32(uint32_t *p, uint32_t v);
+uint32_t bl_atomic_fetch_add_u32(uint32_t *p, uint32_t v);
+uint64_t bl_atomic_load_u64(const uint64_t *p);
+void bl_atomic_store_u64(uint64_t *p, uint64_t v);
+int bl_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired);
+uint64_t bl_atomic_fetch_add_u64(uint64_t *p, uint64_t v);
+
+// ---- threads ------------------------------------------------------------
+/// gettid(2).
+pid_t bl_gettid(void);
+/// pthread_setname_np on the calling thread (name truncated to 15 bytes).
+int bl_set_thread_name(const char *name);
+/// prctl(PR_SET_TIMERSLACK, ns) on the calling thread.
+int bl_set_timer_slack(unsigned long ns);
+/// prctl(PR_GET_TIMERSLACK) for the calling thread.
+long bl_get_timer_slack(void);
+/// sched_setaffinity(0, ...) on the calling thread with the given CPUs.
+int bl_set_affinity(const int *cpus, int count);
+/// pthread_setschedparam(self, SCHED_FIFO, priority).
+int bl_set_fifo_priority(int priority);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

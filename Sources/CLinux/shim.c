@@ -1,0 +1,197 @@
+// Thin pass-throughs to Linux syscalls; see CLinux.h for why they exist.
+#define _GNU_SOURCE
+#include "CLinux.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/futex.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+
+int bl_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+int bl_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data) {
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.events = events;
+    ev.data.u64 = data;
+    return epoll_ctl(epfd, op, fd, &ev);
+}
+
+size_t bl_epoll_event_size(void) { return sizeof(struct epoll_event); }
+
+int bl_epoll_wait(int epfd, void *events, int max, int timeout_ms) {
+    return epoll_wait(epfd, (struct epoll_event *)events, max, timeout_ms);
+}
+
+uint32_t bl_epoll_event_events(const void *events, int i) {
+    return ((const struct epoll_event *)events)[i].events;
+}
+
+uint64_t bl_epoll_event_data(const void *events, int i) {
+    return ((const struct epoll_event *)events)[i].data.u64;
+}
+
+int bl_eventfd(unsigned int initval, int semaphore) {
+    return eventfd(initval, EFD_NONBLOCK | EFD_CLOEXEC | (semaphore ? EFD_SEMAPHORE : 0));
+}
+
+int bl_eventfd_write(int fd, uint64_t value) {
+    ssize_t n = write(fd, &value, sizeof value);
+    return n == (ssize_t)sizeof value ? 0 : -1;
+}
+
+int bl_eventfd_read(int fd, uint64_t *value) {
+    ssize_t n = read(fd, value, sizeof *value);
+    return n == (ssize_t)sizeof *value ? 0 : -1;
+}
+
+int bl_timerfd_create(void) { return timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC); }
+
+int bl_timerfd_arm_abs(int fd, uint64_t deadline_ns) {
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    its.it_value.tv_sec = (time_t)(deadline_ns / 1000000000ull);
+    its.it_value.tv_nsec = (long)(deadline_ns % 1000000000ull);
+    return timerfd_settime(fd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+int bl_timerfd_read(int fd, uint64_t *expirations) {
+    ssize_t n = read(fd, expirations, sizeof *expirations);
+    return n == (ssize_t)sizeof *expirations ? 0 : -1;
+}
+
+uint64_t bl_monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void fill_set(sigset_t *set, const int *signals, int count) {
+    sigemptyset(set);
+    for (int i = 0; i < count; i++) sigaddset(set, signals[i]);
+}
+
+int bl_signalfd_create(const int *signals, int count) {
+    sigset_t set;
+    fill_set(&set, signals, count);
+    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+int bl_signalfd_read(int fd, bl_siginfo *out, int max) {
+    struct signalfd_siginfo buf[16];
+    if (max > 16) max = 16;
+    ssize_t n = read(fd, buf, sizeof(struct signalfd_siginfo) * (size_t)max);
+    if (n < 0) return -1;
+    int count = (int)(n / (ssize_t)sizeof(struct signalfd_siginfo));
+    for (int i = 0; i < count; i++) {
+        out[i].signo = buf[i].ssi_signo;
+        out[i].code = buf[i].ssi_code;
+        out[i].pid = buf[i].ssi_pid;
+        out[i].uid = buf[i].ssi_uid;
+        out[i].int_value = buf[i].ssi_int;
+        out[i].ptr_value = buf[i].ssi_ptr;
+        out[i].status = buf[i].ssi_status;
+        out[i].overrun = buf[i].ssi_overrun;
+    }
+    return count;
+}
+
+int bl_block_signals(const int *signals, int count) {
+    sigset_t set;
+    fill_set(&set, signals, count);
+    int rc = pthread_sigmask(SIG_BLOCK, &set, NULL);
+    if (rc != 0) { errno = rc; return -1; }
+    return 0;
+}
+
+int bl_unblock_signals(const int *signals, int count) {
+    sigset_t set;
+    fill_set(&set, signals, count);
+    int rc = pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    if (rc != 0) { errno = rc; return -1; }
+    return 0;
+}
+
+int bl_signal_is_blocked(int signo) {
+    sigset_t cur;
+    int rc = pthread_sigmask(SIG_BLOCK, NULL, &cur);
+    if (rc != 0) { errno = rc; return -1; }
+    return sigismember(&cur, signo);
+}
+
+int bl_sigqueue(pid_t pid, int signo, int value) {
+    union sigval v;
+    memset(&v, 0, sizeof v);
+    v.sival_int = value;
+    return sigqueue(pid, signo, v);
+}
+
+int bl_tgkill(pid_t tid, int signo) { return (int)syscall(SYS_tgkill, getpid(), tid, signo); }
+int bl_sigrtmin(void) { return SIGRTMIN; }
+int bl_sigrtmax(void) { return SIGRTMAX; }
+
+int bl_futex_wait(uint32_t *addr, uint32_t expected, int64_t timeout_ns) {
+    struct timespec ts, *tsp = NULL;
+    if (timeout_ns >= 0) {
+        ts.tv_sec = (time_t)(timeout_ns / 1000000000ll);
+        ts.tv_nsec = (long)(timeout_ns % 1000000000ll);
+        tsp = &ts;
+    }
+    return (int)syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected, tsp, NULL, 0);
+}
+
+int bl_futex_wake(uint32_t *addr, int count) {
+    return (int)syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
+}
+
+uint32_t bl_atomic_load_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+void bl_atomic_store_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+int bl_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+    return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+uint32_t bl_atomic_exchange_u32(uint32_t *p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+uint32_t bl_atomic_fetch_add_u32(uint32_t *p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+uint64_t bl_atomic_load_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+void bl_atomic_store_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+int bl_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired) {
+    return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+uint64_t bl_atomic_fetch_add_u64(uint64_t *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+
+pid_t bl_gettid(void) { return (pid_t)syscall(SYS_gettid); }
+
+int bl_set_thread_name(const char *name) {
+    char buf[16];
+    strncpy(buf, name, sizeof buf - 1);
+    buf[sizeof buf - 1] = 0;
+    int rc = pthread_setname_np(pthread_self(), buf);
+    if (rc != 0) { errno = rc; return -1; }
+    return 0;
+}
+
+int bl_set_timer_slack(unsigned long ns) { return prctl(PR_SET_TIMERSLACK, ns, 0, 0, 0); }
+long bl_get_timer_slack(void) { return prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0); }
+
+int bl_set_affinity(const int *cpus, int count) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < count; i++) CPU_SET(cpus[i], &set);
+    return sched_setaffinity(0, sizeof set, &set);
+}
+
+int bl_set_fifo_priority(int priority) {
+    struct sched_param p;
+    memset(&p, 0, sizeof p);
+    p.sched_priority = priority;
+    int rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &p);
+    if (rc != 0) { errno = rc; return -1; }
+    return 0;
+}
