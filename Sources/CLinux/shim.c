@@ -168,6 +168,13 @@ uint64_t bl_atomic_fetch_add_u64(uint64_t *p, uint64_t v) { return __atomic_fetc
 
 pid_t bl_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
+static __thread pid_t cached_tid;
+pid_t bl_cached_tid(void) {
+    if (cached_tid == 0) cached_tid = bl_gettid();
+    return cached_tid;
+}
+pid_t bl_main_tid(void) { return getpid(); }
+
 int bl_set_thread_name(const char *name) {
     char buf[16];
     strncpy(buf, name, sizeof buf - 1);

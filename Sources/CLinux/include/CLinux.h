@@ -121,6 +121,10 @@ uint64_t bl_atomic_fetch_add_u64(uint64_t *p, uint64_t v);
 // ---- threads ------------------------------------------------------------
 /// gettid(2).
 pid_t bl_gettid(void);
+/// gettid(2), cached per thread after the first call (no syscall after that).
+pid_t bl_cached_tid(void);
+/// The main thread's id (the process id).
+pid_t bl_main_tid(void);
 /// pthread_setname_np on the calling thread (name truncated to 15 bytes).
 int bl_set_thread_name(const char *name);
 /// prctl(PR_SET_TIMERSLACK, ns) on the calling thread.

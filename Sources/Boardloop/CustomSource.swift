@@ -1,0 +1,77 @@
+import Synchronization
+
+/// A custom input source (CF's version-0 `CFRunLoopSource`): another thread
+/// hands it work, calls `signal()`, and wakes the loop with `RunLoop.wakeUp()`;
+/// on the loop's next pass its `perform` callback runs.
+///
+/// `signal()` is safe from any thread (an atomic flag). As in CF it does not
+/// wake the loop by itself: call `wakeUp()` on the loop after signalling, or
+/// use `signalAndWakeUp()`. Everything else is for the owning loop's thread.
+public final class CustomSource: @unchecked Sendable {
+    /// Lower orders perform first among sources ready in the same pass.
+    public let order: Int
+    let scheduleCallback: ((RunLoop, RunLoopMode) -> Void)?
+    let cancelCallback: ((RunLoop, RunLoopMode) -> Void)?
+    let performCallback: () -> Void
+    let signalled = Atomic<Bool>(false)
+    var item = ItemState()
+    var limiter = RateLimiter()
+    /// How many times `perform` was called.
+    public internal(set) var performCount: UInt64 = 0
+
+    /// - Parameters:
+    ///   - schedule: called on the loop's thread each time the source is added to a mode.
+    ///   - cancel: called on the loop's thread each time it leaves a mode (also on invalidate).
+    ///   - perform: called on the loop's thread when the source is signalled and its mode runs.
+    public init(
+        order: Int = 0,
+        schedule: ((RunLoop, RunLoopMode) -> Void)? = nil,
+        cancel: ((RunLoop, RunLoopMode) -> Void)? = nil,
+        perform: @escaping () -> Void
+    ) {
+        self.order = order
+        scheduleCallback = schedule
+        cancelCallback = cancel
+        performCallback = perform
+    }
+
+    /// Marks the source ready to perform. Safe from any thread.
+    @inline(__always)
+    public func signal() { signalled.store(true, ordering: .releasing) }
+
+    /// `signal()`, then wakes the loop the source is scheduled on (if any).
+    /// Safe from any thread while the loop is alive.
+    public func signalAndWakeUp() {
+        signal()
+        item.loop?.wakeUp()
+    }
+
+    /// Whether the source is signalled and has not performed since.
+    public var isSignalled: Bool { signalled.load(ordering: .acquiring) }
+
+    /// Whether the source can still be scheduled and performed.
+    public var isValid: Bool { !item.invalidated }
+
+    /// The loop the source is scheduled on, if any.
+    public var runLoop: RunLoop? { item.loop }
+
+    /// At most `count` performs per interval; a signalled source over its limit
+    /// stays signalled and performs in the next interval. Owner thread only.
+    public var rateLimit: RateLimit? {
+        get { limiter.limit }
+        set { limiter = RateLimiter(limit: newValue, holds: limiter.holds) }
+    }
+
+    /// How many times the source hit its rate limit and was held.
+    public var rateLimitHolds: UInt64 { limiter.holds }
+
+    /// Removes the source from every mode (calling `cancel` for each) and
+    /// makes it unusable. Owner thread only.
+    public func invalidate() {
+        if let loop = item.loop {
+            loop.invalidateSource(self)
+        } else {
+            item.invalidated = true
+        }
+    }
+}

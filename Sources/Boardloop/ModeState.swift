@@ -1,0 +1,81 @@
+/// One mode of a loop: its items and its own epoll instance. All buffers are
+/// reserved when the loop is made (a mode can hold every item of the loop), so
+/// adding an item to a mode never allocates and never overruns.
+final class ModeState {
+    let index: Int
+    /// nil while the mode slot is unused.
+    var mode: RunLoopMode?
+    /// The mode's epoll instance: the loop's wake-up eventfd, its timerfd and
+    /// the fds of the mode's port sources. -1 until the mode is first used.
+    var epfd: Int32 = -1
+    /// In the loop's common-modes set.
+    var isCommon = false
+    /// Custom sources, sorted by (order, insertion).
+    var customs: OrderedSlots
+    /// Observers, sorted by (order, insertion).
+    var observers: OrderedSlots
+    /// Union of the activities the mode's observers ask for.
+    var observerMask: UInt32 = 0
+    var timers: TimerHeap
+    var portCount = 0
+
+    private let customBuffer: UnsafeMutablePointer<Int32>
+    private let observerBuffer: UnsafeMutablePointer<Int32>
+    private let heapBuffer: UnsafeMutablePointer<Int32>
+    private let positionBuffer: UnsafeMutablePointer<Int32>
+
+    init(index: Int, sources: Int, observers observerCapacity: Int, timers timerCapacity: Int) {
+        self.index = index
+        customBuffer = .allocate(capacity: max(sources, 1))
+        observerBuffer = .allocate(capacity: max(observerCapacity, 1))
+        heapBuffer = .allocate(capacity: max(timerCapacity, 1))
+        positionBuffer = .allocate(capacity: max(timerCapacity, 1))
+        customs = OrderedSlots(buffer: customBuffer, capacity: sources)
+        observers = OrderedSlots(buffer: observerBuffer, capacity: observerCapacity)
+        timers = TimerHeap(heap: heapBuffer, positions: positionBuffer, capacity: timerCapacity)
+    }
+
+    deinit {
+        if epfd >= 0 { Kernel.close(epfd) }
+        customBuffer.deallocate()
+        observerBuffer.deallocate()
+        heapBuffer.deallocate()
+        positionBuffer.deallocate()
+    }
+
+    var bit: UInt64 { 1 &<< UInt64(index) }
+
+    /// No sources and no timers: nothing could ever wake a run in this mode.
+    var hasNoSourcesOrTimers: Bool { customs.count == 0 && portCount == 0 && timers.count == 0 }
+}
+
+/// A stack of scratch space for the snapshots a pass takes (the observers to
+/// call, the sources and timers to fire, the performs to run), reserved when
+/// the loop is made. A handler may add or remove items, or run the loop again
+/// (a nested run), while a snapshot is walked, so each walk works on its own
+/// copy; nested runs push further down the stack.
+struct ScratchStack: ~Copyable {
+    private let base: UnsafeMutablePointer<Int32>
+    let capacity: Int
+    private(set) var top = 0
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        base = .allocate(capacity: max(capacity, 1))
+    }
+
+    deinit { base.deallocate() }
+
+    /// Reserves `count` entries, or nil when the stack is exhausted (only with
+    /// runs nested deeper than the loop was sized for).
+    @inline(__always)
+    mutating func push(_ count: Int) -> UnsafeMutablePointer<Int32>? {
+        guard top + count <= capacity else { return nil }
+        let p = base + top
+        top += count
+        return p
+    }
+
+    @inline(__always)
+    mutating func pop(_ count: Int) { top -= count }
+}

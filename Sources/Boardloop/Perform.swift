@@ -1,0 +1,348 @@
+import CLinux
+import Glibc
+import Synchronization
+
+/// Names one posted perform request, for `RunLoop.cancel(_:)`.
+public struct PerformToken: Hashable, Sendable {
+    let slot: Int32
+    let generation: UInt32
+}
+
+/// A perform request registered once and posted many times without any heap
+/// allocation (posting a closure literal allocates its context; posting a
+/// work item only retains it). The block runs on the target loop's thread.
+public final class PerformWorkItem: Sendable {
+    public let modes: [RunLoopMode]
+    let block: @Sendable () -> Void
+
+    public init(modes: [RunLoopMode] = [.default], _ block: @escaping @Sendable () -> Void) {
+        self.modes = modes
+        self.block = block
+    }
+}
+
+extension RunLoop {
+    /// Queues `block` to run on this loop's thread, in FIFO order with other
+    /// requests, during the loop's next pass in one of `modes` (`.common`
+    /// matches every common mode), and wakes the loop. Every queued request
+    /// whose mode is running runs in that pass. Safe from any thread.
+    ///
+    /// - Parameter delay: run no earlier than this long from now (on the loop's clock).
+    /// - Throws: `.capacityExceeded(.pendingPerforms)` when the queue is full;
+    ///   nothing is queued then.
+    @discardableResult
+    public func perform(
+        inModes modes: [RunLoopMode] = [.default], after delay: Duration = .zero, _ block: @escaping @Sendable () -> Void
+    ) throws(RunLoopError) -> PerformToken {
+        try post(block, modes, delay: delay, waited: false)
+    }
+
+    /// Queues a pre-registered work item (no allocation). Safe from any thread.
+    @discardableResult
+    public func perform(_ item: PerformWorkItem, after delay: Duration = .zero) throws(RunLoopError) -> PerformToken {
+        try post(item.block, item.modes, delay: delay, waited: false)
+    }
+
+    /// Cancels a request that has not started running. Returns false if it
+    /// already ran, is running, or was cancelled. Safe from any thread.
+    @discardableResult
+    public func cancel(_ token: PerformToken) -> Bool {
+        performs.cancel(token)
+    }
+
+    /// Runs `block` on this loop and waits until it has run.
+    ///
+    /// From another thread: posts it (FIFO with other requests) and blocks
+    /// until the loop ran it; with a `timeout`, a request the loop has not
+    /// started by then is cancelled and `.waitTimedOut` is thrown.
+    /// On the loop's own thread: runs it at once if the loop is running one of
+    /// `modes`; otherwise the request could never run while this thread waits,
+    /// so `.wouldDeadlock` is thrown.
+    public func performAndWait(
+        inModes modes: [RunLoopMode] = [.default], timeout: Duration? = nil, _ block: @escaping @Sendable () -> Void
+    ) throws(RunLoopError) {
+        if isOwnedByCurrentThread {
+            guard let ms = runningMode, PerformQueue.matches(modes, ms) else {
+                throw .wouldDeadlock(
+                    operation: "RunLoop.performAndWait", mode: modes.map(\.name).joined(separator: ", "),
+                    running: runningMode?.mode?.name)
+            }
+            block()
+            return
+        }
+        let token = try post(block, modes, delay: .zero, waited: true)
+        let deadline = timeout.map { bl_monotonic_ns() &+ UInt64(max($0.nanosecondsClamped, 0)) }
+        if !performs.waitUntilDone(token, deadline: deadline) {
+            throw .waitTimedOut(operation: "RunLoop.performAndWait")
+        }
+    }
+
+    private func post(_ block: @escaping @Sendable () -> Void, _ modes: [RunLoopMode], delay: Duration, waited: Bool) throws(RunLoopError) -> PerformToken {
+        let ns = delay.nanosecondsClamped
+        let due: UInt64 = ns > 0 ? nowNanoseconds &+ UInt64(ns) : 0
+        guard let token = performs.post(block, modes, due: due, waited: waited) else {
+            throw .capacityExceeded(.pendingPerforms, limit: capacities.pendingPerforms)
+        }
+        wakeUp()
+        return token
+    }
+
+    /// Runs every queued request that is due and whose mode is `ms`; returns
+    /// the earliest due time of the delayed ones left for this mode.
+    func runPerforms(_ ms: ModeState) -> UInt64 {
+        if !performs.mayHavePending { return .max }
+        var next = UInt64.max
+        var taken = 0
+        let now = nowNanoseconds
+        withSnapshot(performs.capacity, fill: { buffer in
+            taken = performs.take(for: ms, now: now, into: buffer, nextDue: &next)
+        }) { buffer in
+            workCount &+= UInt64(taken)
+            for i in 0..<taken { performs.run(buffer[i]) }
+        }
+        return next
+    }
+}
+
+/// The queue of perform requests: fixed slots, a FIFO ring of posted slots,
+/// guarded by a lock (posting comes from any thread). Each slot's state word
+/// is also a futex, so `performAndWait` sleeps in the kernel until it changes.
+final class PerformQueue: @unchecked Sendable {
+    let capacity: Int
+    private let lock = Mutex(())
+
+    private static let free: UInt32 = 0
+    private static let posted: UInt32 = 1
+    private static let running: UInt32 = 2
+    private static let done: UInt32 = 3
+    private static let cancelled: UInt32 = 4
+
+    /// generation << 3 | state; read without the lock by waiters.
+    private let states: UnsafeMutablePointer<UInt32>
+    private let blocks: UnsafeMutablePointer<(@Sendable () -> Void)?>
+    private let modes: UnsafeMutablePointer<[RunLoopMode]>
+    private let due: UnsafeMutablePointer<UInt64>
+    private let waited: UnsafeMutablePointer<Bool>
+    private let freeList: UnsafeMutablePointer<Int32>
+    private var freeCount: Int
+    private let ring: UnsafeMutablePointer<Int32>
+    private var head = 0
+    private var queued = 0
+    private let pendingCount = Atomic<Int>(0)
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        states = .allocate(capacity: capacity)
+        states.initialize(repeating: 0, count: capacity)
+        blocks = .allocate(capacity: capacity)
+        blocks.initialize(repeating: nil, count: capacity)
+        modes = .allocate(capacity: capacity)
+        modes.initialize(repeating: [], count: capacity)
+        due = .allocate(capacity: capacity)
+        due.initialize(repeating: 0, count: capacity)
+        waited = .allocate(capacity: capacity)
+        waited.initialize(repeating: false, count: capacity)
+        freeList = .allocate(capacity: capacity)
+        for i in 0..<capacity { freeList[i] = Int32(capacity - 1 - i) }
+        freeCount = capacity
+        ring = .allocate(capacity: capacity)
+    }
+
+    deinit {
+        blocks.deinitialize(count: capacity)
+        modes.deinitialize(count: capacity)
+        states.deallocate()
+        blocks.deallocate()
+        modes.deallocate()
+        due.deallocate()
+        waited.deallocate()
+        freeList.deallocate()
+        ring.deallocate()
+    }
+
+    var mayHavePending: Bool { pendingCount.load(ordering: .acquiring) > 0 }
+
+    @inline(__always) private func state(_ slot: Int32) -> UInt32 { bl_atomic_load_u32(states + Int(slot)) & 7 }
+    @inline(__always) private func generation(_ slot: Int32) -> UInt32 { bl_atomic_load_u32(states + Int(slot)) >> 3 }
+    @inline(__always) private func setState(_ slot: Int32, _ s: UInt32) {
+        bl_atomic_store_u32(states + Int(slot), (bl_atomic_load_u32(states + Int(slot)) & ~7) | s)
+    }
+
+    static func matches(_ modes: [RunLoopMode], _ ms: ModeState) -> Bool {
+        guard let running = ms.mode else { return false }
+        for m in modes where m == running || (ms.isCommon && m == .common) { return true }
+        return false
+    }
+
+    func post(_ block: @escaping @Sendable () -> Void, _ m: [RunLoopMode], due d: UInt64, waited w: Bool) -> PerformToken? {
+        lock.withLock { _ -> PerformToken? in
+            guard freeCount > 0 else { return nil }
+            freeCount -= 1
+            let slot = freeList[freeCount]
+            let i = Int(slot)
+            let gen = ((states[i] >> 3) &+ 1) & 0x1FFF_FFFF
+            bl_atomic_store_u32(states + i, gen << 3 | Self.posted)
+            blocks[i] = block
+            modes[i] = m
+            due[i] = d
+            waited[i] = w
+            ring[(head + queued) % capacity] = slot
+            queued += 1
+            pendingCount.add(1, ordering: .releasing)
+            return PerformToken(slot: slot, generation: gen)
+        }
+    }
+
+    /// Whether a request for `ms` is queued (due or not).
+    func hasPending(for ms: ModeState) -> Bool {
+        if !mayHavePending { return false }
+        return lock.withLock { _ in
+            for k in 0..<queued where Self.matches(modes[Int(ring[(head + k) % capacity])], ms) { return true }
+            return false
+        }
+    }
+
+    /// The earliest due time of a queued delayed request for `ms`.
+    func nextDue(for ms: ModeState) -> UInt64 {
+        if !mayHavePending { return .max }
+        return lock.withLock { _ in
+            var next = UInt64.max
+            for k in 0..<queued {
+                let i = Int(ring[(head + k) % capacity])
+                if Self.matches(modes[i], ms) && due[i] < next { next = due[i] }
+            }
+            return next
+        }
+    }
+
+    /// Moves the due requests for `ms` out of the ring, in FIFO order.
+    func take(for ms: ModeState, now: UInt64, into out: UnsafeMutablePointer<Int32>, nextDue: inout UInt64) -> Int {
+        lock.withLock { _ in
+            var taken = 0
+            var kept = 0
+            for k in 0..<queued {
+                let slot = ring[(head + k) % capacity]
+                let i = Int(slot)
+                if Self.matches(modes[i], ms) {
+                    if due[i] <= now {
+                        setState(slot, Self.running)
+                        out[taken] = slot
+                        taken += 1
+                        continue
+                    }
+                    if due[i] < nextDue { nextDue = due[i] }
+                }
+                ring[(head + kept) % capacity] = slot
+                kept += 1
+            }
+            queued = kept
+            return taken
+        }
+    }
+
+    /// Runs a taken request, then frees its slot (or hands it to its waiter).
+    func run(_ slot: Int32) {
+        let i = Int(slot)
+        blocks[i]!()
+        let (block, m) = lock.withLock { _ in
+            let b = blocks[i]
+            let m = modes[i]
+            blocks[i] = nil
+            modes[i] = []
+            pendingCount.subtract(1, ordering: .releasing)
+            if waited[i] {
+                setState(slot, Self.done)
+                bl_futex_wake(states + i, Int32.max)
+            } else {
+                setState(slot, Self.free)
+                freeList[freeCount] = slot
+                freeCount += 1
+            }
+            return (b, m)
+        }
+        // The block's context and the modes array are released here, outside the lock.
+        _ = block
+        _ = m
+    }
+
+    func cancel(_ token: PerformToken) -> Bool {
+        let (ok, block) = lock.withLock { _ -> (Bool, (@Sendable () -> Void)?) in
+            let i = Int(token.slot)
+            guard token.slot >= 0, i < capacity, generation(token.slot) == token.generation,
+                  state(token.slot) == Self.posted
+            else { return (false, nil) }
+            removeFromRing(token.slot)
+            let b = blocks[i]
+            blocks[i] = nil
+            modes[i] = []
+            pendingCount.subtract(1, ordering: .releasing)
+            if waited[i] {
+                setState(token.slot, Self.cancelled)
+                bl_futex_wake(states + i, Int32.max)
+            } else {
+                release(token.slot)
+            }
+            return (true, b)
+        }
+        _ = block
+        return ok
+    }
+
+    /// Blocks until the request ran; false (and cancelled) if `deadline`
+    /// passed before it started.
+    func waitUntilDone(_ token: PerformToken, deadline: UInt64?) -> Bool {
+        let p = states + Int(token.slot)
+        while true {
+            let word = bl_atomic_load_u32(p)
+            switch word & 7 {
+            case Self.done:
+                lock.withLock { _ in release(token.slot) }
+                return true
+            case Self.cancelled:
+                lock.withLock { _ in release(token.slot) }
+                return false
+            case Self.posted:
+                if let deadline {
+                    let now = bl_monotonic_ns()
+                    if now >= deadline {
+                        let withdrawn = lock.withLock { _ -> Bool in
+                            guard state(token.slot) == Self.posted else { return false }
+                            removeFromRing(token.slot)
+                            blocks[Int(token.slot)] = nil
+                            modes[Int(token.slot)] = []
+                            pendingCount.subtract(1, ordering: .releasing)
+                            release(token.slot)
+                            return true
+                        }
+                        if withdrawn { return false }
+                        continue
+                    }
+                    _ = bl_futex_wait(p, word, Int64(deadline - now))
+                } else {
+                    _ = bl_futex_wait(p, word, -1)
+                }
+            default:
+                // Running: it will finish; wait without a deadline.
+                _ = bl_futex_wait(p, word, -1)
+            }
+        }
+    }
+
+    private func release(_ slot: Int32) {
+        setState(slot, Self.free)
+        waited[Int(slot)] = false
+        freeList[freeCount] = slot
+        freeCount += 1
+    }
+
+    private func removeFromRing(_ slot: Int32) {
+        var kept = 0
+        for k in 0..<queued {
+            let s = ring[(head + k) % capacity]
+            if s == slot { continue }
+            ring[(head + kept) % capacity] = s
+            kept += 1
+        }
+        queued = kept
+    }
+}

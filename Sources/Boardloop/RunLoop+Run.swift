@@ -1,0 +1,472 @@
+import CLinux
+import Glibc
+
+extension RunLoop {
+    // MARK: Run calls
+
+    /// Runs the default mode until `stop()` is called or the mode has no
+    /// sources or timers left (CF's `CFRunLoopRun`). Owner thread only.
+    public func run() throws(RunLoopError) {
+        while true {
+            let r = try run(mode: .default, timeout: .seconds(1_000_000_000), returnAfterSourceHandled: false)
+            if r == .stopped || r == .finished { return }
+        }
+    }
+
+    /// Runs the default mode until `deadline` passes, `stop()` is called or the
+    /// mode is empty; returns why it ended. Owner thread only.
+    @discardableResult
+    public func run(until deadline: MonotonicInstant) throws(RunLoopError) -> RunLoopRunResult {
+        while true {
+            let remaining = deadline - now
+            let r = try run(mode: .default, timeout: remaining, returnAfterSourceHandled: false)
+            if r != .timedOut || now >= deadline { return r }
+        }
+    }
+
+    /// Runs the loop once in `mode` (CF's `CFRunLoopRunInMode`): passes until
+    /// the timeout passes (`.timedOut`), `stop()` is called (`.stopped`), the
+    /// mode has no sources or timers (`.finished`, at once and without any
+    /// observer call if it has none to begin with), or — with
+    /// `returnAfterSourceHandled` — a source was handled (`.handledSource`).
+    /// A timeout of zero or less makes exactly one pass without sleeping.
+    /// Timer fires never end a run. Calls may nest, in any mode. Owner thread only.
+    public func run(mode: RunLoopMode, timeout: Duration, returnAfterSourceHandled: Bool = false) throws(RunLoopError) -> RunLoopRunResult {
+        try checkOwner("RunLoop.run(mode:timeout:returnAfterSourceHandled:)")
+        guard let ms = modeState(named: mode), !isEmpty(ms) else { return .finished }
+        let start = nowNanoseconds
+        let ns = timeout.nanosecondsClamped
+        // 0: poll (one pass); .max: no deadline.
+        let deadline: UInt64
+        if ns <= 0 {
+            deadline = 0
+        } else if UInt64(ns) >= MonotonicInstant.distantFuture.nanoseconds &- start {
+            deadline = .max
+        } else {
+            deadline = start + UInt64(ns)
+        }
+        let previous = runningMode
+        runningMode = ms
+        runDepth += 1
+        notify(ms, .entry)
+        let result = runPasses(ms, deadline: deadline, stopAfterHandle: returnAfterSourceHandled)
+        notify(ms, .exit)
+        runDepth -= 1
+        runningMode = previous
+        return result
+    }
+
+    /// A mode with no sources, no timers and no perform requests it would run.
+    func isEmpty(_ ms: ModeState) -> Bool {
+        ms.hasNoSourcesOrTimers && !performs.hasPending(for: ms)
+    }
+
+    // MARK: The pass
+
+    /// The guide's sequence, repeated until a run result is reached:
+    ///  1. notify entry (done by the caller)
+    ///  2. notify beforeTimers
+    ///  3. notify beforeSources (and run perform requests)
+    ///  4. fire ready custom sources
+    ///  5. if a port source is ready, go to 9
+    ///  6. notify beforeWaiting
+    ///  7. sleep until a port is ready, a timer is due, the timeout passes or
+    ///     the loop is woken
+    ///  8. notify afterWaiting
+    ///  9. process what woke the loop: due timers, or one ready port
+    /// 10. notify exit (done by the caller)
+    private func runPasses(_ ms: ModeState, deadline: UInt64, stopAfterHandle: Bool) -> RunLoopRunResult {
+        if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
+        let pollOnly = deadline == 0
+        let waitObservers = RunLoopActivity.beforeWaiting.rawValue | RunLoopActivity.afterWaiting.rawValue
+        while true {
+            // 2, 3
+            notify(ms, .beforeTimers)
+            notify(ms, .beforeSources)
+            var performWake = runPerforms(ms)
+            // 4
+            var handled = performCustomSources(ms, stopAfterHandle: stopAfterHandle)
+            if handled { performWake = min(performWake, runPerforms(ms)) }
+            let poll = handled || pollOnly
+
+            // 5: a ready port skips the sleep and its notifications. Checking
+            // costs a system call, so it is made only when someone could tell
+            // the difference: when the mode has before/afterWaiting observers.
+            var wake = WakeReasons()
+            var portReadyBeforeSleep = false
+            if !poll && ms.portCount > 0 && ms.observerMask & waitObservers != 0 {
+                wake = waitForEvents(ms, timeoutMilliseconds: 0)
+                portReadyBeforeSleep = wake.portSlot >= 0
+            }
+
+            if !portReadyBeforeSleep {
+                // 6
+                if !poll { notify(ms, .beforeWaiting) }
+                // 7
+                var timeoutMs: Int32 = 0
+                if !poll {
+                    var until = deadline
+                    let t = nextTimerDeadline(ms)
+                    if t < until { until = t }
+                    if performWake < until { until = performWake }
+                    if nextPortRelease < until { until = nextPortRelease }
+                    if nextCustomRelease < until { until = nextCustomRelease }
+                    let now = nowNanoseconds
+                    if until <= now {
+                        timeoutMs = 0
+                    } else {
+                        if manualClock == nil { armTimer(until == .max ? 0 : until) }
+                        timeoutMs = -1
+                    }
+                }
+                if timeoutMs != 0 { isWaitingFlag.store(true, ordering: .releasing) }
+                wake.merge(waitForEvents(ms, timeoutMilliseconds: timeoutMs))
+                if timeoutMs != 0 { isWaitingFlag.store(false, ordering: .releasing) }
+                // 8
+                if !poll { notify(ms, .afterWaiting) }
+            }
+
+            // 9
+            if wake.wakeUp {
+                var value: UInt64 = 0
+                _ = bl_eventfd_read(wakeFD, &value)
+                wakePending.store(false, ordering: .releasing)
+            }
+            if wake.timer {
+                var expirations: UInt64 = 0
+                _ = bl_timerfd_read(timerFD, &expirations)
+                timerArmed = 0
+            }
+            let now = nowNanoseconds
+            if heldPortCount > 0 { releaseHeldPorts(now: now) }
+            if nextCustomRelease <= now { nextCustomRelease = .max }
+            if portReadyBeforeSleep {
+                handled = dispatchPort(ms, wake) || handled
+            } else if nextTimerDeadline(ms) <= now {
+                fireTimers(ms)
+            } else if wake.portSlot >= 0 {
+                handled = dispatchPort(ms, wake) || handled
+            }
+            _ = runPerforms(ms)
+
+            // Exit checks, in CF's order.
+            if handled && stopAfterHandle { return .handledSource }
+            if pollOnly || (deadline != .max && nowNanoseconds >= deadline) { return .timedOut }
+            if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
+            if isEmpty(ms) { return .finished }
+        }
+    }
+
+    /// What one `epoll_wait` reported.
+    struct WakeReasons {
+        var wakeUp = false
+        var timer = false
+        /// The port to handle: the ready one with the lowest order (the first
+        /// reported among equals, so equal orders take turns).
+        var portSlot: Int32 = -1
+        var portGeneration: UInt32 = 0
+        var portEvents: UInt32 = 0
+        var portOrder = 0
+
+        mutating func merge(_ other: WakeReasons) {
+            wakeUp = wakeUp || other.wakeUp
+            timer = timer || other.timer
+            if portSlot < 0 || (other.portSlot >= 0 && other.portOrder < portOrder) {
+                if other.portSlot >= 0 {
+                    portSlot = other.portSlot
+                    portGeneration = other.portGeneration
+                    portEvents = other.portEvents
+                    portOrder = other.portOrder
+                }
+            }
+        }
+    }
+
+    private func waitForEvents(_ ms: ModeState, timeoutMilliseconds: Int32) -> WakeReasons {
+        var r = WakeReasons()
+        let n = bl_epoll_wait(ms.epfd, events.raw, Int32(events.capacity), timeoutMilliseconds)
+        if n < 0 {
+            let e = errno
+            if e == EINTR { return r }
+            fatalError("boardloop: epoll_wait failed: \(String(cString: strerror(e))); this is a bug in boardloop")
+        }
+        var i = 0
+        while i < Int(n) {
+            let data = events.data(at: i)
+            switch data & Tag.mask {
+            case Tag.wakeUp:
+                r.wakeUp = true
+            case Tag.timer:
+                r.timer = true
+            default:
+                let slot = Int32(bitPattern: UInt32(truncatingIfNeeded: data))
+                let generation = UInt32(truncatingIfNeeded: data >> 32)
+                if let p = ports.lookup(slot, generation), r.portSlot < 0 || p.order < r.portOrder {
+                    r.portSlot = slot
+                    r.portGeneration = generation
+                    r.portEvents = events.events(at: i)
+                    r.portOrder = p.order
+                }
+            }
+            i += 1
+        }
+        return r
+    }
+
+    private func armTimer(_ deadline: UInt64) {
+        if deadline == timerArmed { return }
+        _ = bl_timerfd_arm_abs(timerFD, deadline)
+        timerArmed = deadline
+        timerArmCount &+= 1
+    }
+
+    // MARK: Step 3 and 9: observers
+
+    @inline(__always)
+    func notify(_ ms: ModeState, _ activity: RunLoopActivity) {
+        guard ms.observerMask & activity.rawValue != 0 else { return }
+        notifyObservers(ms, activity)
+    }
+
+    private func notifyObservers(_ ms: ModeState, _ activity: RunLoopActivity) {
+        let count = ms.observers.count
+        withSnapshot(count, fill: { buffer in
+            for i in 0..<count { buffer[i] = ms.observers[i] }
+        }) { buffer in
+            for i in 0..<count {
+                guard let o = observers[buffer[i]], o.item.modeMask & ms.bit != 0,
+                      o.activities.rawValue & activity.rawValue != 0, !o.isFiring
+                else { continue }
+                o.isFiring = true
+                o.handler(o, activity)
+                o.isFiring = false
+                if !o.repeats && o.item.loop === self { invalidateObserver(o) }
+            }
+        }
+    }
+
+    /// Copies `count` slots into scratch space and walks them; handlers may
+    /// change the live lists meanwhile.
+    @inline(__always)
+    func withSnapshot(_ count: Int, fill: (UnsafeMutablePointer<Int32>) -> Void, _ body: (UnsafeMutablePointer<Int32>) -> Void) {
+        if count == 0 { return }
+        if let buffer = scratch.push(count) {
+            fill(buffer)
+            body(buffer)
+            scratch.pop(count)
+        } else {
+            withUnsafeTemporaryAllocation(of: Int32.self, capacity: count) { b in
+                fill(b.baseAddress!)
+                body(b.baseAddress!)
+            }
+        }
+    }
+
+    // MARK: Step 4: custom sources
+
+    private func performCustomSources(_ ms: ModeState, stopAfterHandle: Bool) -> Bool {
+        let count = ms.customs.count
+        if count == 0 { return false }
+        var any = false
+        for i in 0..<count where customs[ms.customs[i]]!.signalled.load(ordering: .acquiring) {
+            any = true
+            break
+        }
+        if !any { return false }
+        var handled = false
+        withSnapshot(count, fill: { buffer in
+            for i in 0..<count { buffer[i] = ms.customs[i] }
+        }) { buffer in
+            for i in 0..<count {
+                guard let s = customs[buffer[i]], s.item.modeMask & ms.bit != 0,
+                      s.signalled.load(ordering: .acquiring)
+                else { continue }
+                if s.limiter.limit != nil {
+                    let now = nowNanoseconds
+                    if !s.limiter.admit(now: now) {
+                        if s.limiter.heldUntil < nextCustomRelease { nextCustomRelease = s.limiter.heldUntil }
+                        continue
+                    }
+                }
+                s.signalled.store(false, ordering: .releasing)
+                s.performCount &+= 1
+                workCount &+= 1
+                s.performCallback()
+                handled = true
+                if stopAfterHandle { break }
+            }
+        }
+        return handled
+    }
+
+    // MARK: Step 9: ports
+
+    private func dispatchPort(_ ms: ModeState, _ wake: WakeReasons) -> Bool {
+        guard let p = ports.lookup(wake.portSlot, wake.portGeneration), p.item.modeMask & ms.bit != 0,
+              !p.heldInKernel
+        else { return false }
+        if p.limiter.limit != nil && !p.limiter.admit(now: nowNanoseconds) {
+            holdPort(p)
+            return false
+        }
+        p.dispatchCount &+= 1
+        workCount &+= 1
+        p.handler(p, PortSource.Events(epoll: wake.portEvents))
+        return true
+    }
+
+    // MARK: Step 9: timers
+
+    /// The earliest time a timer of the mode must fire by: min(fire + tolerance).
+    /// Children in the heap fire no earlier than their parent, so subtrees
+    /// whose fire time is already past the best deadline are skipped.
+    func nextTimerDeadline(_ ms: ModeState) -> UInt64 {
+        let count = ms.timers.count
+        if count == 0 { return .max }
+        var best = UInt64.max
+        visit(ms, 0, count, &best)
+        return best
+    }
+
+    private func visit(_ ms: ModeState, _ i: Int, _ count: Int, _ best: inout UInt64) {
+        let slot = ms.timers[i]
+        let fire = timerKeys[Int(slot)].fire
+        if fire >= best { return }
+        let t = timers[slot]!
+        let latest = fire &+ t.toleranceNanoseconds
+        let d = latest < fire ? UInt64.max : latest
+        if !t.isFiring && d < best { best = d }
+        let left = 2 * i + 1
+        if left < count { visit(ms, left, count, &best) }
+        if left + 1 < count { visit(ms, left + 1, count, &best) }
+    }
+
+    /// Fires every timer of the mode whose fire time has come, in (fire time,
+    /// order, insertion) order.
+    private func fireTimers(_ ms: ModeState) {
+        let now = nowNanoseconds
+        let capacity = ms.timers.count
+        var due = 0
+        withSnapshot(capacity, fill: { buffer in
+            collectDue(ms, 0, now, buffer, &due)
+            // Insertion sort by key: the due set is small.
+            var i = 1
+            while i < due {
+                let s = buffer[i]
+                var j = i
+                while j > 0 && timerKeys[Int(s)] < timerKeys[Int(buffer[j - 1])] {
+                    buffer[j] = buffer[j - 1]
+                    j -= 1
+                }
+                buffer[j] = s
+                i += 1
+            }
+        }) { buffer in
+            for i in 0..<due {
+                guard let t = timers[buffer[i]], t.item.modeMask & ms.bit != 0, !t.isFiring,
+                      t.fireNanoseconds <= now
+                else { continue }
+                fire(t)
+            }
+        }
+    }
+
+    private func collectDue(_ ms: ModeState, _ i: Int, _ now: UInt64, _ out: UnsafeMutablePointer<Int32>, _ n: inout Int) {
+        guard i < ms.timers.count else { return }
+        let slot = ms.timers[i]
+        guard timerKeys[Int(slot)].fire <= now else { return }
+        out[n] = slot
+        n += 1
+        collectDue(ms, 2 * i + 1, now, out, &n)
+        collectDue(ms, 2 * i + 2, now, out, &n)
+    }
+
+    private func fire(_ t: RunLoopTimer) {
+        let scheduled = t.fireNanoseconds
+        let actual = max(nowNanoseconds, scheduled)
+        let interval = t.intervalNanoseconds
+        let merged = interval > 0 ? (actual - scheduled) / interval : 0
+        let skipped = merged &+ t.pendingSkipped
+        t.pendingSkipped = 0
+        let lateness = actual - scheduled
+        t.lastFire = TimerFire(
+            scheduled: MonotonicInstant(nanoseconds: scheduled), actual: MonotonicInstant(nanoseconds: actual),
+            skippedPeriods: skipped)
+        t.statistics.fires &+= 1
+        t.statistics.skippedPeriods &+= skipped
+        let late = Duration.nanoseconds(Int64(clamping: lateness))
+        t.statistics.totalLateness += late
+        if late > t.statistics.maxLateness { t.statistics.maxLateness = late }
+
+        workCount &+= 1
+        t.isFiring = true
+        t.movedDuringFire = false
+        t.handler(t)
+        t.isFiring = false
+        guard t.item.loop === self, !t.item.invalidated else { return }
+        if t.movedDuringFire { return }
+        if interval == 0 {
+            invalidateTimer(t)
+            return
+        }
+        // Next grid point after the one fired for; grid points that passed
+        // while the handler ran are skipped and reported with the next fire.
+        var next = scheduled &+ (merged &+ 1) &* interval
+        let after = nowNanoseconds
+        if next <= after {
+            let extra = (after - next) / interval + 1
+            t.pendingSkipped = extra
+            next &+= extra &* interval
+        }
+        t.fireNanoseconds = next
+        timerMoved(t)
+    }
+
+    // MARK: Manual clock
+
+    /// Moves the loop's manual clock forward by `duration`, stopping at every
+    /// deadline in between (timers, delayed performs, rate-limit holds) and
+    /// running `mode` there until nothing more is ready, so each timer fires at
+    /// exactly its scheduled time and everything it causes happens before the
+    /// clock moves on. Deterministic: no sleeping, no real time involved.
+    /// Owner thread only; the loop must have been made on a `ManualClock`.
+    public func advanceManualClock(by duration: Duration, mode: RunLoopMode = .default) throws(RunLoopError) {
+        try checkOwner("RunLoop.advanceManualClock")
+        guard let clock = manualClock else {
+            throw .invalidArgument("advanceManualClock needs a loop made with RunLoopClock.manual")
+        }
+        guard duration >= .zero else { throw .invalidArgument("advanceManualClock: duration \(duration) is negative") }
+        let target = clock.now + duration
+        while true {
+            try settle(mode)
+            var next = target.nanoseconds
+            if let ms = modeState(named: mode) {
+                next = min(next, nextTimerDeadline(ms), performs.nextDue(for: ms), nextPortRelease, nextCustomRelease)
+            }
+            let now = clock.now.nanoseconds
+            if next <= now {
+                // Something is due now but did not run (e.g. a timer still firing in an outer run).
+                if next == target.nanoseconds || now >= target.nanoseconds { break }
+                clock.advance(to: MonotonicInstant(nanoseconds: now + 1))
+                continue
+            }
+            clock.advance(to: MonotonicInstant(nanoseconds: next))
+            if next >= target.nanoseconds {
+                try settle(mode)
+                break
+            }
+        }
+    }
+
+    /// Runs zero-timeout passes until a pass does no work (bounded, so a
+    /// permanently ready fd cannot hang a test).
+    private func settle(_ mode: RunLoopMode) throws(RunLoopError) {
+        var passes = 0
+        while passes < 10_000 {
+            let before = workCount
+            let r = try run(mode: mode, timeout: .zero)
+            passes += 1
+            if r == .finished || workCount == before { return }
+        }
+    }
+}

@@ -1,0 +1,719 @@
+import CLinux
+import Glibc
+import Synchronization
+
+/// A run loop with Core Foundation's semantics (modes, version-0 custom
+/// sources, version-1 port sources, timers, observers, perform requests),
+/// built on epoll, eventfd and timerfd.
+///
+/// A loop belongs to one thread, its owner: only the owner adds and removes
+/// items and runs the loop; calls that must come from the owner throw
+/// `RunLoopError.notOwner` otherwise. `wakeUp()`, `stop()`, `perform(...)`,
+/// `cancel(_:)` and `CustomSource.signal()` are safe from any thread.
+///
+/// Everything the loop needs while running is reserved when it is made, from
+/// its `Capacities`; exceeding a capacity is a typed error at add/post time.
+/// While it runs, the loop makes no heap allocations.
+public final class RunLoop: @unchecked Sendable {
+    /// The fixed sizes a loop is made with. All storage is reserved at creation.
+    public struct Capacities: Sendable, Equatable {
+        /// Custom and port sources together.
+        public var sources: Int
+        public var timers: Int
+        public var observers: Int
+        /// Distinct modes, including the default mode (at most 64).
+        public var modes: Int
+        /// Perform requests queued at once (posted and not yet run).
+        public var pendingPerforms: Int
+        /// Events one `epoll_wait` can return; more ready fds are simply
+        /// reported by the next wait.
+        public var eventsPerWait: Int
+        /// Run calls nested deeper than this still work, but their snapshots
+        /// may use the heap.
+        public var nestingDepth: Int
+
+        public init(
+            sources: Int = 64, timers: Int = 64, observers: Int = 32, modes: Int = 8,
+            pendingPerforms: Int = 128, eventsPerWait: Int = 32, nestingDepth: Int = 8
+        ) {
+            self.sources = sources
+            self.timers = timers
+            self.observers = observers
+            self.modes = modes
+            self.pendingPerforms = pendingPerforms
+            self.eventsPerWait = eventsPerWait
+            self.nestingDepth = nestingDepth
+        }
+    }
+
+    public let capacities: Capacities
+    /// The kernel thread id of the owning thread.
+    public let ownerThread: Int32
+    let manualClock: ManualClock?
+
+    // Kernel objects.
+    let wakeFD: Int32
+    let timerFD: Int32
+    var timerArmed: UInt64 = 0
+    /// How many times the timerfd was re-armed (for tests and profiling).
+    public internal(set) var timerArmCount: UInt64 = 0
+    let wakePending = Atomic<Bool>(false)
+    let stopRequested = Atomic<Bool>(false)
+    let events: EventBuffer
+
+    // Items.
+    var customs: SlotTable<CustomSource>
+    var ports: SlotTable<PortSource>
+    var timers: SlotTable<RunLoopTimer>
+    var observers: SlotTable<RunLoopObserver>
+    let timerKeys: UnsafeMutablePointer<TimerKey>
+    let modeStates: [ModeState]
+    var usedModes = 0
+    var nextSeq: UInt64 = 1
+    var scratch: ScratchStack
+
+    // Rate-limit holds.
+    let heldPorts: UnsafeMutablePointer<Int32>
+    var heldPortCount = 0
+    var nextPortRelease: UInt64 = .max
+    var nextCustomRelease: UInt64 = .max
+
+    // Running state.
+    var runningMode: ModeState?
+    /// How many run calls are active (nested runs count each).
+    public internal(set) var runDepth = 0
+    /// Callouts made so far (timers fired, sources handled, performs run):
+    /// lets `advanceManualClock` tell when a step has nothing left to do.
+    var workCount: UInt64 = 0
+
+    let performs: PerformQueue
+
+    // MARK: Creation
+
+    /// Makes a loop owned by the calling thread. It is not the thread's
+    /// `current` loop (see `makeCurrent`); use it from this thread only.
+    public convenience init(capacities: Capacities = Capacities(), clock: RunLoopClock = .monotonic) throws(RunLoopError) {
+        try self.init(capacities: capacities, clock: clock, owner: bl_cached_tid())
+    }
+
+    init(capacities c: Capacities, clock: RunLoopClock, owner: Int32) throws(RunLoopError) {
+        func check(_ value: Int, _ name: String, max: Int = 1 << 24) throws(RunLoopError) {
+            guard value >= 1 && value <= max else {
+                throw .invalidArgument("RunLoop.Capacities.\(name) is \(value); it must be between 1 and \(max)")
+            }
+        }
+        try check(c.sources, "sources")
+        try check(c.timers, "timers")
+        try check(c.observers, "observers")
+        try check(c.modes, "modes", max: 64)
+        try check(c.pendingPerforms, "pendingPerforms")
+        try check(c.eventsPerWait, "eventsPerWait", max: 65536)
+        try check(c.nestingDepth, "nestingDepth", max: 1024)
+
+        let wake = bl_eventfd(0, 0)
+        guard wake >= 0 else { throw .system(SystemError(call: "eventfd", errno: errno)) }
+        let tfd = bl_timerfd_create()
+        guard tfd >= 0 else {
+            let e = errno
+            Kernel.close(wake)
+            throw .system(SystemError(call: "timerfd_create", errno: e))
+        }
+        capacities = c
+        ownerThread = owner
+        if case .manual(let m) = clock { manualClock = m } else { manualClock = nil }
+        wakeFD = wake
+        timerFD = tfd
+        events = EventBuffer(capacity: c.eventsPerWait)
+        customs = SlotTable(capacity: c.sources)
+        ports = SlotTable(capacity: c.sources)
+        timers = SlotTable(capacity: c.timers)
+        observers = SlotTable(capacity: c.observers)
+        timerKeys = .allocate(capacity: c.timers)
+        timerKeys.initialize(repeating: TimerKey(fire: 0, order: 0, seq: 0), count: c.timers)
+        var states: [ModeState] = []
+        states.reserveCapacity(c.modes)
+        for i in 0..<c.modes {
+            states.append(ModeState(index: i, sources: c.sources, observers: c.observers, timers: c.timers))
+        }
+        modeStates = states
+        scratch = ScratchStack(capacity: (c.sources + c.observers + c.timers + c.pendingPerforms) * c.nestingDepth)
+        heldPorts = .allocate(capacity: c.sources)
+        performs = PerformQueue(capacity: c.pendingPerforms)
+        // The default mode always exists and starts in the common set (as in CF).
+        let def: ModeState
+        do throws(RunLoopError) { def = try modeState(creating: .default) } catch {
+            Kernel.close(wake)
+            Kernel.close(tfd)
+            throw error
+        }
+        def.isCommon = true
+        manualClock?.attach(self)
+    }
+
+    deinit {
+        // Items outlive their loop: detach them so they do not point at it.
+        customs.forEach { $0.item = ItemState(); $0.item.invalidated = true }
+        ports.forEach { $0.item = ItemState(); $0.item.invalidated = true }
+        timers.forEach { $0.item = ItemState(); $0.item.invalidated = true }
+        observers.forEach { $0.item = ItemState(); $0.item.invalidated = true }
+        Kernel.close(wakeFD)
+        Kernel.close(timerFD)
+        timerKeys.deallocate()
+        heldPorts.deallocate()
+    }
+
+    // MARK: Current and main
+
+    /// The calling thread's loop, made with default capacities on first use.
+    /// On the main thread this is `RunLoop.main`.
+    public static var current: RunLoop {
+        if let loop = currentIfExists { return loop }
+        do {
+            return try makeCurrent()
+        } catch {
+            fatalError("boardloop: cannot create the current thread's run loop: \(error)")
+        }
+    }
+
+    /// The calling thread's loop if it has one.
+    public static var currentIfExists: RunLoop? {
+        if bl_cached_tid() == bl_main_tid() { return mainStorage.withLock { $0 } }
+        guard let p = pthread_getspecific(currentKey) else { return nil }
+        return Unmanaged<RunLoop>.fromOpaque(p).takeUnretainedValue()
+    }
+
+    /// The main thread's loop. It may be created from any thread, but only the
+    /// main thread runs it.
+    public static var main: RunLoop {
+        mainStorage.withLock { stored in
+            if let loop = stored { return loop }
+            do {
+                let loop = try RunLoop(capacities: Capacities(), clock: .monotonic, owner: bl_main_tid())
+                stored = loop
+                return loop
+            } catch {
+                fatalError("boardloop: cannot create the main run loop: \(error)")
+            }
+        }
+    }
+
+    /// Makes the calling thread's `current` loop with the given capacities and
+    /// clock. Throws `currentLoopExists` if the thread already has one.
+    @discardableResult
+    public static func makeCurrent(capacities: Capacities = Capacities(), clock: RunLoopClock = .monotonic) throws(RunLoopError) -> RunLoop {
+        let tid = bl_cached_tid()
+        if tid == bl_main_tid() {
+            let result: Result<RunLoop, RunLoopError> = mainStorage.withLock { stored in
+                if stored != nil { return .failure(.currentLoopExists(thread: tid)) }
+                do throws(RunLoopError) {
+                    let loop = try RunLoop(capacities: capacities, clock: clock, owner: tid)
+                    stored = loop
+                    return .success(loop)
+                } catch { return .failure(error) }
+            }
+            return try result.get()
+        }
+        if pthread_getspecific(currentKey) != nil { throw .currentLoopExists(thread: tid) }
+        let loop = try RunLoop(capacities: capacities, clock: clock, owner: tid)
+        pthread_setspecific(currentKey, Unmanaged.passRetained(loop).toOpaque())
+        return loop
+    }
+
+    private static let mainStorage = Mutex<RunLoop?>(nil)
+
+    // MARK: Basic properties
+
+    /// Whether the calling thread owns this loop.
+    @inline(__always) public var isOwnedByCurrentThread: Bool { bl_cached_tid() == ownerThread }
+
+    @inline(__always)
+    func checkOwner(_ operation: @autoclosure () -> String) throws(RunLoopError) {
+        let tid = bl_cached_tid()
+        if tid != ownerThread { throw .notOwner(operation: operation(), ownerThread: ownerThread, callingThread: tid) }
+    }
+
+    @inline(__always)
+    func requireOwner(_ operation: @autoclosure () -> String) {
+        let tid = bl_cached_tid()
+        if tid != ownerThread {
+            fatalError("boardloop: \(RunLoopError.notOwner(operation: operation(), ownerThread: ownerThread, callingThread: tid))")
+        }
+    }
+
+    /// The loop's current time: CLOCK_MONOTONIC, or its manual clock.
+    public var now: MonotonicInstant { MonotonicInstant(nanoseconds: nowNanoseconds) }
+
+    @inline(__always) var nowNanoseconds: UInt64 {
+        if let manualClock { return manualClock.now.nanoseconds }
+        return bl_monotonic_ns()
+    }
+
+    /// The mode the innermost active run call is running, if any.
+    public var currentMode: RunLoopMode? { runningMode?.mode }
+
+    /// Every mode the loop knows (the default mode and any mode an item or
+    /// `addCommonMode` named).
+    public var allModes: [RunLoopMode] { modeStates.prefix(usedModes).compactMap(\.mode) }
+
+    /// The modes in the common set; items added to `.common` are in each.
+    public var commonModes: [RunLoopMode] { modeStates.prefix(usedModes).filter(\.isCommon).compactMap(\.mode) }
+
+    // MARK: Wake-up and stop (any thread)
+
+    /// Wakes the loop if it is sleeping, so it runs a pass (and sees signalled
+    /// sources, stop requests and performs). Safe from any thread; several
+    /// wake-ups before the loop wakes cost one system call.
+    @inline(__always)
+    public func wakeUp() {
+        if !wakePending.exchange(true, ordering: .acquiringAndReleasing) {
+            while bl_eventfd_write(wakeFD, 1) != 0 && errno == EINTR {}
+        }
+    }
+
+    /// Makes the innermost active run call return `.stopped` (or the next run
+    /// call, if none is active). Safe from any thread.
+    public func stop() {
+        stopRequested.store(true, ordering: .releasing)
+        wakeUp()
+    }
+
+    /// Whether the loop is blocked in the kernel waiting for an event.
+    public var isWaiting: Bool { isWaitingFlag.load(ordering: .acquiring) }
+    let isWaitingFlag = Atomic<Bool>(false)
+
+    // MARK: Modes
+
+    func modeState(named mode: RunLoopMode) -> ModeState? {
+        var i = 0
+        while i < usedModes {
+            let ms = modeStates[i]
+            if ms.mode == mode { return ms }
+            i += 1
+        }
+        return nil
+    }
+
+    func modeState(creating mode: RunLoopMode) throws(RunLoopError) -> ModeState {
+        if let ms = modeState(named: mode) { return ms }
+        guard mode != .common else { throw .invalidArgument("the common-modes pseudo-mode is not a mode of its own") }
+        guard usedModes < modeStates.count else { throw .capacityExceeded(.modes, limit: capacities.modes) }
+        let ms = modeStates[usedModes]
+        let ep: Int32
+        do { ep = try Epoll.create() } catch { throw .system(error) }
+        do {
+            try Epoll.add(ep, wakeFD, events: BL_EPOLLIN, data: Tag.wakeUp)
+            try Epoll.add(ep, timerFD, events: BL_EPOLLIN, data: Tag.timer)
+        } catch {
+            Kernel.close(ep)
+            throw .system(error)
+        }
+        ms.epfd = ep
+        ms.mode = mode
+        usedModes += 1
+        return ms
+    }
+
+    /// Adds `mode` to the loop's common set: every item added to `.common`
+    /// joins it (CF's `CFRunLoopAddCommonMode`). Owner thread only.
+    public func addCommonMode(_ mode: RunLoopMode) throws(RunLoopError) {
+        try checkOwner("RunLoop.addCommonMode")
+        let ms = try modeState(creating: mode)
+        if ms.isCommon { return }
+        ms.isCommon = true
+        var c: [CustomSource] = [], p: [PortSource] = [], t: [RunLoopTimer] = [], o: [RunLoopObserver] = []
+        customs.forEach { if $0.item.inCommonModes { c.append($0) } }
+        ports.forEach { if $0.item.inCommonModes { p.append($0) } }
+        timers.forEach { if $0.item.inCommonModes { t.append($0) } }
+        observers.forEach { if $0.item.inCommonModes { o.append($0) } }
+        c.sort { $0.item.seq < $1.item.seq }
+        o.sort { $0.item.seq < $1.item.seq }
+        for s in c { enter(s, ms) }
+        for s in p { try enter(s, ms) }
+        for s in t { enter(s, ms) }
+        for s in o { enter(s, ms) }
+    }
+
+    /// The mode states an add/remove names: the mode itself, or every common mode.
+    private func targets(_ mode: RunLoopMode, creating: Bool) throws(RunLoopError) -> [ModeState] {
+        if mode == .common { return modeStates.prefix(usedModes).filter(\.isCommon) }
+        if creating { return [try modeState(creating: mode)] }
+        return modeState(named: mode).map { [$0] } ?? []
+    }
+
+    enum Tag {
+        static let wakeUp: UInt64 = 1 << 62
+        static let timer: UInt64 = 2 << 62
+        static let mask: UInt64 = 3 << 62
+        @inline(__always) static func port(slot: Int32, generation: UInt32) -> UInt64 {
+            (UInt64(generation & 0x3FFF_FFFF) << 32) | UInt64(UInt32(bitPattern: slot))
+        }
+    }
+
+    // MARK: Binding items
+
+    private func bind(_ item: inout ItemState, kind: String, insert: () -> (slot: Int32, generation: UInt32)?, capacity: RunLoopCapacity, limit: Int) throws(RunLoopError) -> Bool {
+        if item.invalidated { throw .invalidated(item: kind) }
+        if let loop = item.loop {
+            if loop !== self { throw .belongsToAnotherLoop(item: kind) }
+            return false
+        }
+        guard let (slot, generation) = insert() else { throw .capacityExceeded(capacity, limit: limit) }
+        item.loop = self
+        item.slot = slot
+        item.generation = generation
+        item.seq = nextSeq
+        nextSeq += 1
+        item.modeMask = 0
+        item.inCommonModes = false
+        return true
+    }
+
+    private var sourceCount: Int { customs.count + ports.count }
+
+    // MARK: Custom sources
+
+    /// Adds a custom source to `mode` (or to every common mode for `.common`);
+    /// its `schedule` callback runs for each mode it joins. Owner thread only.
+    public func add(_ source: CustomSource, mode: RunLoopMode) throws(RunLoopError) {
+        try checkOwner("RunLoop.add(CustomSource)")
+        let ms = try targets(mode, creating: true)
+        let full = sourceCount >= capacities.sources
+        let fresh = try bind(&source.item, kind: "CustomSource", insert: { full ? nil : customs.insert(source) }, capacity: .sources, limit: capacities.sources)
+        _ = fresh
+        if mode == .common { source.item.inCommonModes = true }
+        for m in ms { enter(source, m) }
+    }
+
+    private func enter(_ source: CustomSource, _ ms: ModeState) {
+        guard source.item.modeMask & ms.bit == 0 else { return }
+        source.item.modeMask |= ms.bit
+        let order = source.order
+        ms.customs.insert(source.item.slot) { other in customs[other]!.order > order }
+        source.scheduleCallback?(self, ms.mode!)
+    }
+
+    /// Removes a custom source from `mode` (its `cancel` callback runs). Owner thread only.
+    public func remove(_ source: CustomSource, mode: RunLoopMode) throws(RunLoopError) {
+        try checkOwner("RunLoop.remove(CustomSource)")
+        guard source.item.loop === self else { return }
+        if mode == .common { source.item.inCommonModes = false }
+        for m in try targets(mode, creating: false) { leave(source, m) }
+        if source.item.modeMask == 0 && !source.item.inCommonModes { unbind(source) }
+    }
+
+    private func leave(_ source: CustomSource, _ ms: ModeState) {
+        guard source.item.modeMask & ms.bit != 0 else { return }
+        source.item.modeMask &= ~ms.bit
+        ms.customs.remove(source.item.slot)
+        source.cancelCallback?(self, ms.mode!)
+    }
+
+    private func unbind(_ source: CustomSource) {
+        customs.remove(source.item.slot)
+        let invalidated = source.item.invalidated
+        source.item = ItemState()
+        source.item.invalidated = invalidated
+    }
+
+    func invalidateSource(_ source: CustomSource) {
+        requireOwner("CustomSource.invalidate")
+        guard source.item.loop === self else { return }
+        source.item.invalidated = true
+        source.item.inCommonModes = false
+        for m in modeStates.prefix(usedModes) { leave(source, m) }
+        unbind(source)
+    }
+
+    public func contains(_ source: CustomSource, mode: RunLoopMode) -> Bool {
+        guard source.item.loop === self, let ms = modeState(named: mode) else {
+            return mode == .common && source.item.loop === self && source.item.inCommonModes
+        }
+        return source.item.modeMask & ms.bit != 0
+    }
+
+    // MARK: Port sources
+
+    /// Adds a port source to `mode` (or every common mode): its fd joins the
+    /// mode's epoll set. A bad fd, or one epoll cannot watch (a regular file),
+    /// is a `.system` error naming epoll_ctl; nothing is changed then. Owner
+    /// thread only.
+    public func add(_ source: PortSource, mode: RunLoopMode) throws(RunLoopError) {
+        try checkOwner("RunLoop.add(PortSource)")
+        let ms = try targets(mode, creating: true)
+        let full = sourceCount >= capacities.sources
+        let fresh = try bind(&source.item, kind: "PortSource", insert: { full ? nil : ports.insert(source) }, capacity: .sources, limit: capacities.sources)
+        var entered: [ModeState] = []
+        do throws(RunLoopError) {
+            for m in ms where source.item.modeMask & m.bit == 0 {
+                try enter(source, m)
+                entered.append(m)
+            }
+        } catch {
+            for m in entered { leave(source, m) }
+            if fresh { unbind(source) }
+            throw error
+        }
+        if mode == .common { source.item.inCommonModes = true }
+    }
+
+    private func enter(_ source: PortSource, _ ms: ModeState) throws(RunLoopError) {
+        guard source.item.modeMask & ms.bit == 0 else { return }
+        let data = Tag.port(slot: source.item.slot, generation: source.item.generation)
+        do {
+            _ = try Kernel.call("epoll_ctl(ADD)", trapOnBadFD: false) {
+                bl_epoll_ctl(ms.epfd, BL_EPOLL_CTL_ADD, source.fd, source.heldInKernel ? 0 : source.interestBits, data)
+            }
+        } catch { throw .system(error) }
+        source.item.modeMask |= ms.bit
+        ms.portCount += 1
+    }
+
+    /// Removes a port source from `mode`. Owner thread only.
+    public func remove(_ source: PortSource, mode: RunLoopMode) throws(RunLoopError) {
+        try checkOwner("RunLoop.remove(PortSource)")
+        guard source.item.loop === self else { return }
+        if mode == .common { source.item.inCommonModes = false }
+        for m in try targets(mode, creating: false) { leave(source, m) }
+        if source.item.modeMask == 0 && !source.item.inCommonModes { unbind(source) }
+    }
+
+    private func leave(_ source: PortSource, _ ms: ModeState) {
+        guard source.item.modeMask & ms.bit != 0 else { return }
+        source.item.modeMask &= ~ms.bit
+        ms.portCount -= 1
+        Epoll.remove(ms.epfd, source.fd)
+    }
+
+    private func unbind(_ source: PortSource) {
+        if source.heldInKernel { dropHeld(source.item.slot) }
+        source.heldInKernel = false
+        ports.remove(source.item.slot)
+        let invalidated = source.item.invalidated
+        source.item = ItemState()
+        source.item.invalidated = invalidated
+    }
+
+    func invalidatePort(_ source: PortSource) {
+        requireOwner("PortSource.invalidate")
+        guard source.item.loop === self else { return }
+        source.item.invalidated = true
+        source.item.inCommonModes = false
+        for m in modeStates.prefix(usedModes) { leave(source, m) }
+        unbind(source)
+    }
+
+    func portInterestChanged(_ source: PortSource) {
+        requireOwner("PortSource.interest")
+        guard !source.heldInKernel else { return }
+        applyPortEvents(source, source.interestBits)
+    }
+
+    private func applyPortEvents(_ source: PortSource, _ bits: UInt32) {
+        let data = Tag.port(slot: source.item.slot, generation: source.item.generation)
+        for ms in modeStates.prefix(usedModes) where source.item.modeMask & ms.bit != 0 {
+            // MOD of a registered fd with valid arguments cannot fail unless
+            // the user closed the fd, which removed it from the set already.
+            _ = bl_epoll_ctl(ms.epfd, BL_EPOLL_CTL_MOD, source.fd, bits, data)
+        }
+    }
+
+    public func contains(_ source: PortSource, mode: RunLoopMode) -> Bool {
+        guard source.item.loop === self, let ms = modeState(named: mode) else {
+            return mode == .common && source.item.loop === self && source.item.inCommonModes
+        }
+        return source.item.modeMask & ms.bit != 0
+    }
+
+    // Rate-limit holds of ports: the fd stays registered with no events, so
+    // its readiness stays with the kernel until the hold ends.
+
+    func holdPort(_ source: PortSource) {
+        source.heldInKernel = true
+        applyPortEvents(source, 0)
+        heldPorts[heldPortCount] = source.item.slot
+        heldPortCount += 1
+        if source.limiter.heldUntil < nextPortRelease { nextPortRelease = source.limiter.heldUntil }
+    }
+
+    private func dropHeld(_ slot: Int32) {
+        var i = 0
+        while i < heldPortCount && heldPorts[i] != slot { i += 1 }
+        guard i < heldPortCount else { return }
+        heldPortCount -= 1
+        heldPorts[i] = heldPorts[heldPortCount]
+    }
+
+    func releaseHeldPort(_ source: PortSource) {
+        requireOwner("PortSource.rateLimit")
+        guard source.heldInKernel else { return }
+        dropHeld(source.item.slot)
+        source.heldInKernel = false
+        applyPortEvents(source, source.interestBits)
+    }
+
+    /// Releases every held port whose hold ended by `now`.
+    func releaseHeldPorts(now: UInt64) {
+        guard nextPortRelease <= now else { return }
+        var next = UInt64.max
+        var i = 0
+        while i < heldPortCount {
+            let slot = heldPorts[i]
+            let p = ports[slot]!
+            if p.limiter.heldUntil <= now {
+                heldPortCount -= 1
+                heldPorts[i] = heldPorts[heldPortCount]
+                p.heldInKernel = false
+                applyPortEvents(p, p.interestBits)
+            } else {
+                if p.limiter.heldUntil < next { next = p.limiter.heldUntil }
+                i += 1
+            }
+        }
+        nextPortRelease = next
+    }
+
+    // MARK: Timers
+
+    /// Adds a timer to `mode` (or every common mode). Owner thread only.
+    public func add(_ timer: RunLoopTimer, mode: RunLoopMode) throws(RunLoopError) {
+        try checkOwner("RunLoop.add(RunLoopTimer)")
+        let ms = try targets(mode, creating: true)
+        let fresh = try bind(&timer.item, kind: "RunLoopTimer", insert: { timers.insert(timer) }, capacity: .timers, limit: capacities.timers)
+        if fresh {
+            timerKeys[Int(timer.item.slot)] = TimerKey(fire: timer.fireNanoseconds, order: timer.order, seq: timer.item.seq)
+        }
+        if mode == .common { timer.item.inCommonModes = true }
+        for m in ms { enter(timer, m) }
+    }
+
+    private func enter(_ timer: RunLoopTimer, _ ms: ModeState) {
+        guard timer.item.modeMask & ms.bit == 0 else { return }
+        timer.item.modeMask |= ms.bit
+        ms.timers.insert(timer.item.slot, keys: timerKeys)
+    }
+
+    /// Removes a timer from `mode`. Owner thread only.
+    public func remove(_ timer: RunLoopTimer, mode: RunLoopMode) throws(RunLoopError) {
+        try checkOwner("RunLoop.remove(RunLoopTimer)")
+        guard timer.item.loop === self else { return }
+        if mode == .common { timer.item.inCommonModes = false }
+        for m in try targets(mode, creating: false) { leave(timer, m) }
+        if timer.item.modeMask == 0 && !timer.item.inCommonModes { unbind(timer) }
+    }
+
+    private func leave(_ timer: RunLoopTimer, _ ms: ModeState) {
+        guard timer.item.modeMask & ms.bit != 0 else { return }
+        timer.item.modeMask &= ~ms.bit
+        ms.timers.remove(timer.item.slot, keys: timerKeys)
+    }
+
+    private func unbind(_ timer: RunLoopTimer) {
+        timers.remove(timer.item.slot)
+        let invalidated = timer.item.invalidated
+        timer.item = ItemState()
+        timer.item.invalidated = invalidated
+    }
+
+    func invalidateTimer(_ timer: RunLoopTimer) {
+        requireOwner("RunLoopTimer.invalidate")
+        guard timer.item.loop === self else { return }
+        timer.item.invalidated = true
+        timer.item.inCommonModes = false
+        for m in modeStates.prefix(usedModes) { leave(timer, m) }
+        unbind(timer)
+    }
+
+    func timerMoved(_ timer: RunLoopTimer) {
+        requireOwner("RunLoopTimer.fireDate")
+        let slot = Int(timer.item.slot)
+        timerKeys[slot].fire = timer.fireNanoseconds
+        var i = 0
+        while i < usedModes {
+            let ms = modeStates[i]
+            if timer.item.modeMask & ms.bit != 0 { ms.timers.update(timer.item.slot, keys: timerKeys) }
+            i += 1
+        }
+    }
+
+    public func contains(_ timer: RunLoopTimer, mode: RunLoopMode) -> Bool {
+        guard timer.item.loop === self, let ms = modeState(named: mode) else {
+            return mode == .common && timer.item.loop === self && timer.item.inCommonModes
+        }
+        return timer.item.modeMask & ms.bit != 0
+    }
+
+    // MARK: Observers
+
+    /// Adds an observer to `mode` (or every common mode). Owner thread only.
+    public func add(_ observer: RunLoopObserver, mode: RunLoopMode) throws(RunLoopError) {
+        try checkOwner("RunLoop.add(RunLoopObserver)")
+        let ms = try targets(mode, creating: true)
+        _ = try bind(&observer.item, kind: "RunLoopObserver", insert: { observers.insert(observer) }, capacity: .observers, limit: capacities.observers)
+        if mode == .common { observer.item.inCommonModes = true }
+        for m in ms { enter(observer, m) }
+    }
+
+    private func enter(_ observer: RunLoopObserver, _ ms: ModeState) {
+        guard observer.item.modeMask & ms.bit == 0 else { return }
+        observer.item.modeMask |= ms.bit
+        let order = observer.order
+        ms.observers.insert(observer.item.slot) { other in observers[other]!.order > order }
+        recomputeObserverMask(ms)
+    }
+
+    /// Removes an observer from `mode`. Owner thread only.
+    public func remove(_ observer: RunLoopObserver, mode: RunLoopMode) throws(RunLoopError) {
+        try checkOwner("RunLoop.remove(RunLoopObserver)")
+        guard observer.item.loop === self else { return }
+        if mode == .common { observer.item.inCommonModes = false }
+        for m in try targets(mode, creating: false) { leave(observer, m) }
+        if observer.item.modeMask == 0 && !observer.item.inCommonModes { unbind(observer) }
+    }
+
+    private func leave(_ observer: RunLoopObserver, _ ms: ModeState) {
+        guard observer.item.modeMask & ms.bit != 0 else { return }
+        observer.item.modeMask &= ~ms.bit
+        ms.observers.remove(observer.item.slot)
+        recomputeObserverMask(ms)
+    }
+
+    private func unbind(_ observer: RunLoopObserver) {
+        observers.remove(observer.item.slot)
+        let invalidated = observer.item.invalidated
+        observer.item = ItemState()
+        observer.item.invalidated = invalidated
+    }
+
+    private func recomputeObserverMask(_ ms: ModeState) {
+        var mask: UInt32 = 0
+        for i in 0..<ms.observers.count { mask |= observers[ms.observers[i]]!.activities.rawValue }
+        ms.observerMask = mask
+    }
+
+    func invalidateObserver(_ observer: RunLoopObserver) {
+        requireOwner("RunLoopObserver.invalidate")
+        guard observer.item.loop === self else { return }
+        observer.item.invalidated = true
+        observer.item.inCommonModes = false
+        for m in modeStates.prefix(usedModes) { leave(observer, m) }
+        unbind(observer)
+    }
+
+    public func contains(_ observer: RunLoopObserver, mode: RunLoopMode) -> Bool {
+        guard observer.item.loop === self, let ms = modeState(named: mode) else {
+            return mode == .common && observer.item.loop === self && observer.item.inCommonModes
+        }
+        return observer.item.modeMask & ms.bit != 0
+    }
+}
+
+/// The thread-specific key holding each non-main thread's current loop (a
+/// retained reference, released when the thread exits).
+nonisolated(unsafe) let currentKey: pthread_key_t = {
+    var key = pthread_key_t()
+    let rc = pthread_key_create(&key) { p in
+        if let p { Unmanaged<RunLoop>.fromOpaque(p).release() }
+    }
+    precondition(rc == 0, "boardloop: pthread_key_create failed")
+    return key
+}()

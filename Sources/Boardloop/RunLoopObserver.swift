@@ -1,0 +1,61 @@
+/// The points in a run where observers are called (CF's `CFRunLoopActivity`,
+/// same bit values).
+public struct RunLoopActivity: OptionSet, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    public static let entry = RunLoopActivity(rawValue: 1 << 0)
+    public static let beforeTimers = RunLoopActivity(rawValue: 1 << 1)
+    public static let beforeSources = RunLoopActivity(rawValue: 1 << 2)
+    public static let beforeWaiting = RunLoopActivity(rawValue: 1 << 5)
+    public static let afterWaiting = RunLoopActivity(rawValue: 1 << 6)
+    public static let exit = RunLoopActivity(rawValue: 1 << 7)
+    public static let allActivities: RunLoopActivity = [.entry, .beforeTimers, .beforeSources, .beforeWaiting, .afterWaiting, .exit]
+
+    public var description: String {
+        switch self {
+        case .entry: "entry"
+        case .beforeTimers: "beforeTimers"
+        case .beforeSources: "beforeSources"
+        case .beforeWaiting: "beforeWaiting"
+        case .afterWaiting: "afterWaiting"
+        case .exit: "exit"
+        default: "activities(\(rawValue))"
+        }
+    }
+}
+
+/// A run loop observer (CF's `CFRunLoopObserver`): called at the activities it
+/// asks for, in order among the observers of the running mode. A one-shot
+/// observer is invalidated after its first call.
+public final class RunLoopObserver: @unchecked Sendable {
+    public let activities: RunLoopActivity
+    public let repeats: Bool
+    public let order: Int
+    let handler: (RunLoopObserver, RunLoopActivity) -> Void
+    var item = ItemState()
+    /// Set while its handler runs: a nested run does not call it again.
+    var isFiring = false
+
+    public init(
+        activities: RunLoopActivity, repeats: Bool = true, order: Int = 0,
+        handler: @escaping (RunLoopObserver, RunLoopActivity) -> Void
+    ) {
+        self.activities = activities
+        self.repeats = repeats
+        self.order = order
+        self.handler = handler
+    }
+
+    public var isValid: Bool { !item.invalidated }
+    public var runLoop: RunLoop? { item.loop }
+
+    /// Removes the observer from every mode. Owner thread only.
+    public func invalidate() {
+        if let loop = item.loop {
+            loop.invalidateObserver(self)
+        } else {
+            item.invalidated = true
+        }
+    }
+}

@@ -1,0 +1,94 @@
+/// What happened at one firing of a timer.
+public struct TimerFire: Equatable, Sendable {
+    /// The fire time the timer was scheduled for.
+    public let scheduled: MonotonicInstant
+    /// When the handler was called.
+    public let actual: MonotonicInstant
+    /// Grid periods that passed without a fire of their own before this one
+    /// (a repeating timer that missed periods fires once for all of them).
+    public let skippedPeriods: UInt64
+
+    /// `actual - scheduled`: how late the fire was (never negative).
+    public var lateness: Duration { actual - scheduled }
+}
+
+/// Totals over a timer's life.
+public struct TimerStatistics: Equatable, Sendable {
+    public var fires: UInt64 = 0
+    public var skippedPeriods: UInt64 = 0
+    public var maxLateness: Duration = .zero
+    public var totalLateness: Duration = .zero
+}
+
+/// A run loop timer (CF's `CFRunLoopTimer`): fires once at its fire date, or
+/// repeatedly every `interval` on the grid fire date + k·interval. A
+/// repeating timer is rescheduled from its scheduled fire time, not the actual
+/// one: if it missed several periods it fires once, then stays on the grid.
+/// `tolerance` lets the loop fire it up to that much late to coalesce wake-ups
+/// with other timers. Timer fires never make a run call return.
+public final class RunLoopTimer: @unchecked Sendable {
+    public let interval: Duration
+    let intervalNanoseconds: UInt64
+    public let order: Int
+    let handler: (RunLoopTimer) -> Void
+    var item = ItemState()
+    var fireNanoseconds: UInt64
+    var toleranceNanoseconds: UInt64
+    var pendingSkipped: UInt64 = 0
+    var isFiring = false
+    /// Set when the fire date is changed while the handler runs.
+    var movedDuringFire = false
+
+    /// The last fire, with its lateness and skipped periods.
+    public internal(set) var lastFire: TimerFire?
+    public internal(set) var statistics = TimerStatistics()
+
+    /// - Parameters:
+    ///   - fireAt: the first fire time, on the loop's clock (`loop.now + delay`).
+    ///   - interval: zero for a one-shot timer.
+    ///   - tolerance: how late the loop may fire it to coalesce wake-ups.
+    public init(
+        fireAt: MonotonicInstant, interval: Duration = .zero, tolerance: Duration = .zero, order: Int = 0,
+        handler: @escaping (RunLoopTimer) -> Void
+    ) {
+        precondition(interval >= .zero, "RunLoopTimer interval must not be negative")
+        self.interval = interval
+        intervalNanoseconds = UInt64(max(interval.nanosecondsClamped, 0))
+        self.order = order
+        self.handler = handler
+        fireNanoseconds = fireAt.nanoseconds
+        toleranceNanoseconds = UInt64(max(tolerance.nanosecondsClamped, 0))
+    }
+
+    public var repeats: Bool { intervalNanoseconds > 0 }
+    public var isValid: Bool { !item.invalidated }
+    public var runLoop: RunLoop? { item.loop }
+
+    /// The next scheduled fire time. Setting it moves a scheduled timer (in
+    /// every mode it is in); the repeating grid restarts from the new date.
+    /// Owner thread only.
+    public var fireDate: MonotonicInstant {
+        get { MonotonicInstant(nanoseconds: fireNanoseconds) }
+        set {
+            fireNanoseconds = newValue.nanoseconds
+            pendingSkipped = 0
+            if isFiring { movedDuringFire = true }
+            item.loop?.timerMoved(self)
+        }
+    }
+
+    public var tolerance: Duration {
+        get { .nanoseconds(Int64(toleranceNanoseconds)) }
+        set { toleranceNanoseconds = UInt64(max(newValue.nanosecondsClamped, 0)) }
+    }
+
+    /// Removes the timer from every mode; it will not fire again. Safe inside
+    /// its own handler. Owner thread only.
+    public func invalidate() {
+        if let loop = item.loop {
+            loop.invalidateTimer(self)
+        } else {
+            item.invalidated = true
+        }
+    }
+}
