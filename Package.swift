@@ -55,6 +55,6 @@ let package = Package(
 
         // Tests.
         .testTarget(name: "BoardloopTests", dependencies: ["Boardloop", "BoardloopTestSupport", "CLinux"], swiftSettings: strict),
-        .testTarget(name: "BoardloopCFDifferentialTests", dependencies: ["Boardloop"], swiftSettings: strict),
+        .testTarget(name: "BoardloopCFDifferentialTests", dependencies: ["Boardloop", "BoardloopTestSupport"], swiftSettings: strict),
     ]
 )

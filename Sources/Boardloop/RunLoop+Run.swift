@@ -46,6 +46,10 @@ extension RunLoop {
             deadline = start + UInt64(ns)
         }
         let previous = runningMode
+        // Each run has its own stop flag, as CF's per-run data: a stop() made
+        // while no run is active is forgotten, and a stop of a nested run does
+        // not leak into the run it is nested in.
+        let outerStop = stopRequested.exchange(false, ordering: .acquiringAndReleasing)
         runningMode = ms
         runDepth += 1
         notify(ms, .entry)
@@ -53,6 +57,7 @@ extension RunLoop {
         notify(ms, .exit)
         runDepth -= 1
         runningMode = previous
+        stopRequested.store(outerStop, ordering: .releasing)
         return result
     }
 
@@ -80,6 +85,10 @@ extension RunLoop {
         let pollOnly = deadline == 0
         let waitObservers = RunLoopActivity.beforeWaiting.rawValue | RunLoopActivity.afterWaiting.rawValue
         while true {
+            // Wake-ups count from here until the loop wakes (CF's ignoreWakeUps):
+            // outside that window the loop is awake and checks everything
+            // before it sleeps again.
+            wakePending.store(false, ordering: .releasing)
             // 2, 3
             notify(ms, .beforeTimers)
             notify(ms, .beforeSources)
@@ -127,10 +136,10 @@ extension RunLoop {
             }
 
             // 9
+            wakePending.store(true, ordering: .releasing)
             if wake.wakeUp {
                 var value: UInt64 = 0
                 _ = bl_eventfd_read(wakeFD, &value)
-                wakePending.store(false, ordering: .releasing)
             }
             if wake.timer {
                 var expirations: UInt64 = 0

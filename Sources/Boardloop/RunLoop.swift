@@ -57,7 +57,9 @@ public final class RunLoop: @unchecked Sendable {
     var timerArmed: UInt64 = 0
     /// How many times the timerfd was re-armed (for tests and profiling).
     public internal(set) var timerArmCount: UInt64 = 0
-    let wakePending = Atomic<Bool>(false)
+    /// True while a wake-up would be redundant: one is already written, or
+    /// the loop is not between the start of a pass and its sleep.
+    let wakePending = Atomic<Bool>(true)
     let stopRequested = Atomic<Bool>(false)
     let events: EventBuffer
 
@@ -260,9 +262,11 @@ public final class RunLoop: @unchecked Sendable {
 
     // MARK: Wake-up and stop (any thread)
 
-    /// Wakes the loop if it is sleeping, so it runs a pass (and sees signalled
-    /// sources, stop requests and performs). Safe from any thread; several
-    /// wake-ups before the loop wakes cost one system call.
+    /// Wakes the loop if it is sleeping or about to sleep, so it runs another
+    /// pass (and sees signalled sources, stop requests and performs). As in
+    /// CF, a wake-up while the loop is awake past its sleep, or not running,
+    /// is dropped: the loop checks everything before it next sleeps anyway.
+    /// Safe from any thread; several wake-ups cost one system call.
     @inline(__always)
     public func wakeUp() {
         if !wakePending.exchange(true, ordering: .acquiringAndReleasing) {
@@ -270,8 +274,8 @@ public final class RunLoop: @unchecked Sendable {
         }
     }
 
-    /// Makes the innermost active run call return `.stopped` (or the next run
-    /// call, if none is active). Safe from any thread.
+    /// Makes the innermost active run call return `.stopped`. As in CF, a stop
+    /// made while no run call is active has no effect. Safe from any thread.
     public func stop() {
         stopRequested.store(true, ordering: .releasing)
         wakeUp()

@@ -1,0 +1,64 @@
+import Boardloop
+import BoardloopTestSupport
+import Glibc
+import XCTest
+
+/// XCTest brings Foundation, whose RunLoop would shadow ours.
+typealias RunLoop = Boardloop.RunLoop
+
+/// An ordered record of what happened, for asserting exact sequences.
+final class Log: @unchecked Sendable {
+    var entries: [String] = []
+    func add(_ s: String) { entries.append(s) }
+}
+
+/// An observer of every activity that records each one by name.
+@discardableResult
+func recordActivities(_ loop: RunLoop, mode: RunLoopMode = .default, into log: Log) throws -> RunLoopObserver {
+    let o = RunLoopObserver(activities: .allActivities) { _, a in log.add(a.description) }
+    try loop.add(o, mode: mode)
+    return o
+}
+
+/// A non-blocking pipe; closed on deinit.
+final class Pipe {
+    let readEnd: Int32
+    let writeEnd: Int32
+    init() {
+        var fds: [Int32] = [0, 0]
+        precondition(pipe(&fds) == 0)
+        readEnd = fds[0]
+        writeEnd = fds[1]
+        _ = fcntl(readEnd, F_SETFL, O_NONBLOCK)
+        _ = fcntl(writeEnd, F_SETFL, O_NONBLOCK)
+    }
+    deinit {
+        close(readEnd)
+        close(writeEnd)
+    }
+    func write(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { b in precondition(Glibc.write(writeEnd, b.baseAddress, b.count) == b.count) }
+    }
+    /// Reads one byte, or nil if none is there.
+    func readByte() -> UInt8? {
+        var b: UInt8 = 0
+        return Glibc.read(readEnd, &b, 1) == 1 ? b : nil
+    }
+}
+
+/// A timer that never fires on its own; keeps a mode from being empty.
+func farTimer() -> RunLoopTimer { RunLoopTimer(fireAt: .distantFuture) { _ in } }
+
+extension RunLoopError {
+    var isCapacity: Bool { if case .capacityExceeded = self { true } else { false } }
+}
+
+/// Asserts `body` throws exactly `expected`.
+func XCTAssertThrows<T>(_ expected: RunLoopError, file: StaticString = #filePath, line: UInt = #line, _ body: () throws(RunLoopError) -> T) {
+    do {
+        _ = try body()
+        XCTFail("expected \(expected), nothing was thrown", file: file, line: line)
+    } catch {
+        XCTAssertEqual(error, expected, file: file, line: line)
+    }
+}
