@@ -62,3 +62,10 @@ func XCTAssertThrows<T>(_ expected: RunLoopError, file: StaticString = #filePath
         XCTAssertEqual(error, expected, file: file, line: line)
     }
 }
+
+/// A mutable box for state a @Sendable perform block updates on the loop's
+/// own thread (the test reads it on the same thread afterwards).
+final class Cell<T>: @unchecked Sendable {
+    var value: T
+    init(_ value: T) { self.value = value }
+}

@@ -1,0 +1,218 @@
+import Boardloop
+import BoardloopTestSupport
+import Glibc
+import XCTest
+
+final class TimerTests: XCTestCase {
+    func manualLoop() throws -> (RunLoop, ManualClock) {
+        let clock = ManualClock()
+        return (try RunLoop(clock: .manual(clock)), clock)
+    }
+
+    func testOneShotFiresOnceAtItsTimeAndInvalidates() throws {
+        let (loop, _) = try manualLoop()
+        let start = loop.now
+        var fires: [MonotonicInstant] = []
+        let timer = RunLoopTimer(fireAt: start + .milliseconds(10)) { _ in fires.append(loop.now) }
+        try loop.add(timer, mode: .default)
+        try loop.advanceManualClock(by: .milliseconds(9))
+        XCTAssertEqual(fires, [])
+        try loop.advanceManualClock(by: .milliseconds(100))
+        XCTAssertEqual(fires, [start + .milliseconds(10)])
+        XCTAssertFalse(timer.isValid)
+        XCTAssertEqual(timer.lastFire?.lateness, .zero)
+        XCTAssertEqual(timer.lastFire?.skippedPeriods, 0)
+    }
+
+    func testRepeatingFiresOnItsGrid() throws {
+        let (loop, _) = try manualLoop()
+        let start = loop.now
+        var fires: [Duration] = []
+        let timer = RunLoopTimer(fireAt: start + .milliseconds(10), interval: .milliseconds(10)) { _ in
+            fires.append(loop.now - start)
+        }
+        try loop.add(timer, mode: .default)
+        try loop.advanceManualClock(by: .milliseconds(45))
+        XCTAssertEqual(fires, [.milliseconds(10), .milliseconds(20), .milliseconds(30), .milliseconds(40)])
+        XCTAssertEqual(timer.fireDate, start + .milliseconds(50))
+        XCTAssertEqual(timer.statistics.fires, 4)
+        XCTAssertEqual(timer.statistics.skippedPeriods, 0)
+    }
+
+    /// A timer whose loop was busy past several periods fires once, reporting
+    /// the lateness and skipped periods, then stays on the original grid.
+    func testMissedPeriodsFireOnceThenStayOnGrid() throws {
+        let (loop, clock) = try manualLoop()
+        let start = loop.now
+        var fires: [TimerFire] = []
+        let timer = RunLoopTimer(fireAt: start + .milliseconds(10), interval: .milliseconds(10)) { t in fires.append(t.lastFire!) }
+        try loop.add(timer, mode: .default)
+        clock.advance(by: .milliseconds(45)) // the loop did not run meanwhile
+        _ = try loop.run(mode: .default, timeout: .zero)
+        XCTAssertEqual(fires.count, 1)
+        XCTAssertEqual(fires[0].scheduled, start + .milliseconds(10))
+        XCTAssertEqual(fires[0].lateness, .milliseconds(35))
+        XCTAssertEqual(fires[0].skippedPeriods, 3) // 20, 30, 40
+        XCTAssertEqual(timer.fireDate, start + .milliseconds(50))
+        try loop.advanceManualClock(by: .milliseconds(10))
+        XCTAssertEqual(fires.count, 2)
+        XCTAssertEqual(fires[1].scheduled, start + .milliseconds(50))
+        XCTAssertEqual(fires[1].lateness, .zero)
+        XCTAssertEqual(fires[1].skippedPeriods, 0)
+    }
+
+    /// A handler that blocks past several periods: the periods that passed
+    /// while it ran are skipped and reported with the next fire, which is on
+    /// the original grid.
+    func testBlockedHandlerSkipsPeriodsAndKeepsGrid() throws {
+        let (loop, clock) = try manualLoop()
+        let start = loop.now
+        var fires: [TimerFire] = []
+        let timer = RunLoopTimer(fireAt: start + .milliseconds(10), interval: .milliseconds(10)) { t in
+            fires.append(t.lastFire!)
+            if fires.count == 1 { clock.advance(by: .milliseconds(35)) } // "blocks" for 35 ms
+        }
+        try loop.add(timer, mode: .default)
+        try loop.advanceManualClock(by: .milliseconds(10))
+        XCTAssertEqual(timer.fireDate, start + .milliseconds(50))
+        try loop.advanceManualClock(by: .milliseconds(5))
+        XCTAssertEqual(fires.map(\.scheduled), [start + .milliseconds(10), start + .milliseconds(50)])
+        XCTAssertEqual(fires[1].skippedPeriods, 3)
+        XCTAssertEqual(timer.statistics.skippedPeriods, 3)
+    }
+
+    /// The same on the real clock: the handler really blocks. Asserted with
+    /// bounds that hold however late the loop is scheduled.
+    func testBlockedHandlerOnRealClockStaysOnGrid() throws {
+        let loop = try RunLoop()
+        let start = loop.now + .milliseconds(1)
+        var fires: [TimerFire] = []
+        let timer = RunLoopTimer(fireAt: start, interval: .milliseconds(5)) { t in
+            fires.append(t.lastFire!)
+            if fires.count == 1 { usleep(30_000) }
+            if fires.count == 3 { loop.stop() }
+        }
+        try loop.add(timer, mode: .default)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(60)), .stopped)
+        XCTAssertEqual(fires.count, 3)
+        for f in fires {
+            let offset = (f.scheduled - start).nanosecondsClamped
+            XCTAssertEqual(offset % 5_000_000, 0, "fire \(f) is off the grid")
+            XCTAssertGreaterThanOrEqual(f.actual, f.scheduled)
+        }
+        // At least 30 ms passed in the first handler: ≥ 5 grid points skipped.
+        XCTAssertGreaterThanOrEqual(fires[1].skippedPeriods, 5)
+        XCTAssertGreaterThanOrEqual(fires[1].scheduled - fires[0].scheduled, .milliseconds(30))
+    }
+
+    /// Tolerance lets the loop fire a timer late to share one wake-up.
+    func testToleranceCoalescesWakeUps() throws {
+        let (loop, _) = try manualLoop()
+        let start = loop.now
+        var fired: [String: MonotonicInstant] = [:]
+        let a = RunLoopTimer(fireAt: start + .milliseconds(10), tolerance: .milliseconds(20)) { _ in fired["a"] = loop.now }
+        let b = RunLoopTimer(fireAt: start + .milliseconds(25)) { _ in fired["b"] = loop.now }
+        try loop.add(a, mode: .default)
+        try loop.add(b, mode: .default)
+        var wakes = 0
+        try loop.add(RunLoopObserver(activities: .beforeTimers) { _, _ in wakes += 1 }, mode: .default)
+        try loop.advanceManualClock(by: .milliseconds(24))
+        XCTAssertTrue(fired.isEmpty, "a fired before its tolerance ran out although nothing else woke the loop")
+        try loop.advanceManualClock(by: .milliseconds(1))
+        XCTAssertEqual(fired["a"], start + .milliseconds(25))
+        XCTAssertEqual(fired["b"], start + .milliseconds(25))
+        XCTAssertEqual(a.lastFire?.lateness, .milliseconds(15))
+    }
+
+    /// On the real clock: both fire in the same pass, at one timerfd expiry.
+    func testToleranceCoalescesOnRealClock() throws {
+        let loop = try RunLoop()
+        var passes = 0
+        var firedIn: [Int] = []
+        try loop.add(RunLoopObserver(activities: .afterWaiting) { _, _ in passes += 1 }, mode: .default)
+        let a = RunLoopTimer(fireAt: loop.now + .milliseconds(2), tolerance: .milliseconds(200)) { _ in firedIn.append(passes) }
+        let b = RunLoopTimer(fireAt: loop.now + .milliseconds(10)) { _ in firedIn.append(passes) }
+        try loop.add(a, mode: .default)
+        try loop.add(b, mode: .default)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(60)), .finished)
+        XCTAssertEqual(firedIn, [1, 1], "both timers fire after the first and only wake-up")
+    }
+
+    func testInvalidateInsideOwnHandler() throws {
+        let (loop, _) = try manualLoop()
+        var count = 0
+        let timer = RunLoopTimer(fireAt: loop.now + .milliseconds(1), interval: .milliseconds(1)) { t in
+            count += 1
+            t.invalidate()
+        }
+        try loop.add(timer, mode: .default)
+        try loop.add(farTimer(), mode: .default)
+        try loop.advanceManualClock(by: .milliseconds(50))
+        XCTAssertEqual(count, 1)
+        XCTAssertFalse(timer.isValid)
+        XCTAssertFalse(loop.contains(timer, mode: .default))
+    }
+
+    func testFireDateChange() throws {
+        let (loop, _) = try manualLoop()
+        let start = loop.now
+        var fires: [Duration] = []
+        let timer = RunLoopTimer(fireAt: start + .milliseconds(100), interval: .milliseconds(10)) { _ in fires.append(loop.now - start) }
+        try loop.add(timer, mode: .default)
+        // Earlier than first scheduled:
+        timer.fireDate = start + .milliseconds(5)
+        try loop.advanceManualClock(by: .milliseconds(26))
+        XCTAssertEqual(fires, [.milliseconds(5), .milliseconds(15), .milliseconds(25)])
+        // Later: the grid restarts from the new date.
+        timer.fireDate = start + .milliseconds(53)
+        try loop.advanceManualClock(by: .milliseconds(40)) // to 66
+        XCTAssertEqual(fires.suffix(2), [.milliseconds(53), .milliseconds(63)])
+
+        // Moved by another timer's handler, and from its own handler.
+        var ownMoves = 0
+        let selfMover = RunLoopTimer(fireAt: loop.now + .milliseconds(1)) { t in
+            ownMoves += 1
+            if ownMoves < 3 { t.fireDate = loop.now + .milliseconds(7) }
+        }
+        try loop.add(selfMover, mode: .default)
+        try loop.advanceManualClock(by: .milliseconds(30))
+        XCTAssertEqual(ownMoves, 3, "a one-shot timer re-armed from its own handler stays scheduled")
+        XCTAssertFalse(selfMover.isValid)
+    }
+
+    func testTimerFiresNeverEndARun() throws {
+        let loop = try RunLoop()
+        var count = 0
+        let timer = RunLoopTimer(fireAt: loop.now, interval: .milliseconds(1)) { _ in count += 1 }
+        try loop.add(timer, mode: .default)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .milliseconds(30), returnAfterSourceHandled: true), .timedOut)
+        XCTAssertGreaterThanOrEqual(count, 2)
+    }
+
+    func testTimersFireInFireTimeThenOrder() throws {
+        let (loop, clock) = try manualLoop()
+        let t0 = loop.now + .milliseconds(5)
+        let log = Log()
+        for (name, at, order) in [("c", 5, 2), ("a", 5, 1), ("late", 6, 0), ("b", 5, 1)] {
+            try loop.add(RunLoopTimer(fireAt: t0 + .milliseconds(at - 5), order: order) { _ in log.add(name) }, mode: .default)
+        }
+        clock.advance(by: .milliseconds(10))
+        _ = try loop.run(mode: .default, timeout: .zero)
+        XCTAssertEqual(log.entries, ["a", "b", "c", "late"])
+    }
+
+    func testLatenessReportedOnRealClock() throws {
+        let loop = try RunLoop()
+        var fires: [TimerFire] = []
+        let timer = RunLoopTimer(fireAt: loop.now + .milliseconds(1), interval: .milliseconds(2)) { t in
+            fires.append(t.lastFire!)
+            if fires.count == 5 { loop.stop() }
+        }
+        try loop.add(timer, mode: .default)
+        _ = try loop.run(mode: .default, timeout: .seconds(60))
+        XCTAssertEqual(fires.count, 5)
+        for f in fires { XCTAssertGreaterThanOrEqual(f.lateness, .zero) }
+        XCTAssertEqual(timer.statistics.fires, 5)
+        XCTAssertGreaterThanOrEqual(timer.statistics.maxLateness, fires.map(\.lateness).max()!)
+    }
+}
