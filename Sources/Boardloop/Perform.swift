@@ -119,7 +119,12 @@ final class PerformQueue: @unchecked Sendable {
 
     /// generation << 3 | state; read without the lock by waiters.
     private let states: UnsafeMutablePointer<UInt32>
-    private let blocks: UnsafeMutablePointer<(@Sendable () -> Void)?>
+    /// Blocks are stored wrapped: a closure stored directly in generic
+    /// storage is re-abstracted through a heap-allocated thunk on every store.
+    private struct Block {
+        let run: @Sendable () -> Void
+    }
+    private let blocks: UnsafeMutablePointer<Block?>
     private let modes: UnsafeMutablePointer<[RunLoopMode]>
     private let due: UnsafeMutablePointer<UInt64>
     private let waited: UnsafeMutablePointer<Bool>
@@ -170,7 +175,15 @@ final class PerformQueue: @unchecked Sendable {
 
     static func matches(_ modes: [RunLoopMode], _ ms: ModeState) -> Bool {
         guard let running = ms.mode else { return false }
-        for m in modes where m == running || (ms.isCommon && m == .common) { return true }
+        // Indexed, not for-in: unspecialized iteration (debug builds) allocates
+        // coroutine frames.
+        var k = 0
+        let n = modes.count
+        while k < n {
+            let m = modes[k]
+            if m == running || (ms.isCommon && m == .common) { return true }
+            k += 1
+        }
         return false
     }
 
@@ -182,7 +195,7 @@ final class PerformQueue: @unchecked Sendable {
             let i = Int(slot)
             let gen = ((states[i] >> 3) &+ 1) & 0x1FFF_FFFF
             bl_atomic_store_u32(states + i, gen << 3 | Self.posted)
-            blocks[i] = block
+            blocks[i] = Block(run: block)
             modes[i] = m
             due[i] = d
             waited[i] = w
@@ -243,7 +256,7 @@ final class PerformQueue: @unchecked Sendable {
     /// Runs a taken request, then frees its slot (or hands it to its waiter).
     func run(_ slot: Int32) {
         let i = Int(slot)
-        blocks[i]!()
+        blocks[i]!.run()
         let (block, m) = lock.withLock { _ in
             let b = blocks[i]
             let m = modes[i]
@@ -266,7 +279,7 @@ final class PerformQueue: @unchecked Sendable {
     }
 
     func cancel(_ token: PerformToken) -> Bool {
-        let (ok, block) = lock.withLock { _ -> (Bool, (@Sendable () -> Void)?) in
+        let (ok, block) = lock.withLock { _ -> (Bool, Block?) in
             let i = Int(token.slot)
             guard token.slot >= 0, i < capacity, generation(token.slot) == token.generation,
                   state(token.slot) == Self.posted
