@@ -109,7 +109,7 @@ extension RunLoop {
 /// is also a futex, so `performAndWait` sleeps in the kernel until it changes.
 final class PerformQueue: @unchecked Sendable {
     let capacity: Int
-    private let lock = Mutex(())
+    private let lock = Lock()
 
     private static let free: UInt32 = 0
     private static let posted: UInt32 = 1
@@ -188,7 +188,7 @@ final class PerformQueue: @unchecked Sendable {
     }
 
     func post(_ block: @escaping @Sendable () -> Void, _ m: [RunLoopMode], due d: UInt64, waited w: Bool) -> PerformToken? {
-        lock.withLock { _ -> PerformToken? in
+        lock.withLock { () -> PerformToken? in
             guard freeCount > 0 else { return nil }
             freeCount -= 1
             let slot = freeList[freeCount]
@@ -209,7 +209,7 @@ final class PerformQueue: @unchecked Sendable {
     /// Whether a request for `ms` is queued (due or not).
     func hasPending(for ms: ModeState) -> Bool {
         if !mayHavePending { return false }
-        return lock.withLock { _ in
+        return lock.withLock { () in
             for k in 0..<queued where Self.matches(modes[Int(ring[(head + k) % capacity])], ms) { return true }
             return false
         }
@@ -218,7 +218,7 @@ final class PerformQueue: @unchecked Sendable {
     /// The earliest due time of a queued delayed request for `ms`.
     func nextDue(for ms: ModeState) -> UInt64 {
         if !mayHavePending { return .max }
-        return lock.withLock { _ in
+        return lock.withLock { () in
             var next = UInt64.max
             for k in 0..<queued {
                 let i = Int(ring[(head + k) % capacity])
@@ -230,7 +230,7 @@ final class PerformQueue: @unchecked Sendable {
 
     /// Moves the due requests for `ms` out of the ring, in FIFO order.
     func take(for ms: ModeState, now: UInt64, into out: UnsafeMutablePointer<Int32>, nextDue: inout UInt64) -> Int {
-        lock.withLock { _ in
+        lock.withLock { () in
             var taken = 0
             var kept = 0
             for k in 0..<queued {
@@ -257,7 +257,7 @@ final class PerformQueue: @unchecked Sendable {
     func run(_ slot: Int32) {
         let i = Int(slot)
         blocks[i]!.run()
-        let (block, m) = lock.withLock { _ in
+        let (block, m) = lock.withLock { () in
             let b = blocks[i]
             let m = modes[i]
             blocks[i] = nil
@@ -279,7 +279,7 @@ final class PerformQueue: @unchecked Sendable {
     }
 
     func cancel(_ token: PerformToken) -> Bool {
-        let (ok, block) = lock.withLock { _ -> (Bool, Block?) in
+        let (ok, block) = lock.withLock { () -> (Bool, Block?) in
             let i = Int(token.slot)
             guard token.slot >= 0, i < capacity, generation(token.slot) == token.generation,
                   state(token.slot) == Self.posted
@@ -309,16 +309,16 @@ final class PerformQueue: @unchecked Sendable {
             let word = bl_atomic_load_u32(p)
             switch word & 7 {
             case Self.done:
-                lock.withLock { _ in release(token.slot) }
+                lock.withLock { () in release(token.slot) }
                 return true
             case Self.cancelled:
-                lock.withLock { _ in release(token.slot) }
+                lock.withLock { () in release(token.slot) }
                 return false
             case Self.posted:
                 if let deadline {
                     let now = bl_monotonic_ns()
                     if now >= deadline {
-                        let withdrawn = lock.withLock { _ -> Bool in
+                        let withdrawn = lock.withLock { () -> Bool in
                             guard state(token.slot) == Self.posted else { return false }
                             removeFromRing(token.slot)
                             blocks[Int(token.slot)] = nil

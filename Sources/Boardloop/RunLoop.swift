@@ -179,7 +179,7 @@ public final class RunLoop: @unchecked Sendable {
 
     /// The calling thread's loop if it has one.
     public static var currentIfExists: RunLoop? {
-        if bl_cached_tid() == bl_main_tid() { return mainStorage.withLock { $0 } }
+        if bl_cached_tid() == bl_main_tid() { return mainLock.withLock { mainLoop } }
         guard let p = pthread_getspecific(currentKey) else { return nil }
         return Unmanaged<RunLoop>.fromOpaque(p).takeUnretainedValue()
     }
@@ -187,11 +187,11 @@ public final class RunLoop: @unchecked Sendable {
     /// The main thread's loop. It may be created from any thread, but only the
     /// main thread runs it.
     public static var main: RunLoop {
-        mainStorage.withLock { stored in
-            if let loop = stored { return loop }
+        mainLock.withLock {
+            if let loop = mainLoop { return loop }
             do {
                 let loop = try RunLoop(capacities: Capacities(), clock: .monotonic, owner: bl_main_tid())
-                stored = loop
+                mainLoop = loop
                 return loop
             } catch {
                 fatalError("boardloop: cannot create the main run loop: \(error)")
@@ -205,11 +205,11 @@ public final class RunLoop: @unchecked Sendable {
     public static func makeCurrent(capacities: Capacities = Capacities(), clock: RunLoopClock = .monotonic) throws(RunLoopError) -> RunLoop {
         let tid = bl_cached_tid()
         if tid == bl_main_tid() {
-            let result: Result<RunLoop, RunLoopError> = mainStorage.withLock { stored in
-                if stored != nil { return .failure(.currentLoopExists(thread: tid)) }
+            let result: Result<RunLoop, RunLoopError> = mainLock.withLock {
+                if mainLoop != nil { return .failure(.currentLoopExists(thread: tid)) }
                 do throws(RunLoopError) {
                     let loop = try RunLoop(capacities: capacities, clock: clock, owner: tid)
-                    stored = loop
+                    mainLoop = loop
                     return .success(loop)
                 } catch { return .failure(error) }
             }
@@ -221,7 +221,8 @@ public final class RunLoop: @unchecked Sendable {
         return loop
     }
 
-    private static let mainStorage = Mutex<RunLoop?>(nil)
+    private static let mainLock = Lock()
+    nonisolated(unsafe) private static var mainLoop: RunLoop?
 
     // MARK: Basic properties
 

@@ -67,7 +67,8 @@ extension Duration {
 /// scheduled time.
 public final class ManualClock: Sendable {
     private let nanos: Atomic<UInt64>
-    private let loops = Mutex<[Weak]>([])
+    private let lock = Lock()
+    nonisolated(unsafe) private var loops: [Weak] = []
 
     private struct Weak: @unchecked Sendable { weak var loop: RunLoop? }
 
@@ -101,14 +102,14 @@ public final class ManualClock: Sendable {
     }
 
     func attach(_ loop: RunLoop) {
-        loops.withLock { list in
-            list.removeAll { $0.loop == nil }
-            list.append(Weak(loop: loop))
+        lock.withLock {
+            loops.removeAll { $0.loop == nil }
+            loops.append(Weak(loop: loop))
         }
     }
 
     private func wakeLoops() {
-        let targets = loops.withLock { $0.compactMap(\.loop) }
+        let targets = lock.withLock { loops.compactMap(\.loop) }
         for loop in targets { loop.wakeUp() }
     }
 }

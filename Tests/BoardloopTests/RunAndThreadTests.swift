@@ -85,7 +85,8 @@ final class RunAndThreadTests: XCTestCase {
     }
 
     func testCurrentIsPerThreadAndCreatedOnFirstUse() throws {
-        let ids = Mutex<[ObjectIdentifier]>([])
+        // Keep the loops alive: a freed loop's address (and so its identity) can be reused.
+        let loops = Mutex<[RunLoop]>([])
         var threads: [JoinableThread] = []
         for _ in 0..<3 {
             threads.append(JoinableThread {
@@ -95,11 +96,11 @@ final class RunAndThreadTests: XCTestCase {
                 XCTAssertTrue(a === b)
                 XCTAssertTrue(a.isOwnedByCurrentThread)
                 XCTAssertThrows(.currentLoopExists(thread: bl_gettid())) { () throws(RunLoopError) in try RunLoop.makeCurrent() }
-                ids.withLock { $0.append(ObjectIdentifier(a)) }
+                loops.withLock { $0.append(a) }
             })
         }
         for t in threads { t.join() }
-        XCTAssertEqual(Set(ids.withLock { $0 }).count, 3)
+        XCTAssertEqual(Set(loops.withLock { $0.map(ObjectIdentifier.init) }).count, 3)
     }
 
     func testMakeCurrentWithCapacitiesAndMain() throws {
