@@ -31,6 +31,7 @@ let package = Package(
         .target(name: "CLinux"),
         .target(
             name: "CGPIOD",
+            exclude: ["check-v2"],
             linkerSettings: [.linkedLibrary("gpiod")]
         ),
 
