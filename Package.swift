@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "BoardloopGPIOMock", targets: ["BoardloopGPIOMock"]),
         .library(name: "BoardloopTestSupport", targets: ["BoardloopTestSupport"]),
         .executable(name: "loop-demo", targets: ["loop-demo"]),
+        .executable(name: "worker-demo", targets: ["worker-demo"]),
     ],
     targets: [
         // Layer 1: C shims.
@@ -53,9 +54,10 @@ let package = Package(
 
         // Examples.
         .executableTarget(name: "loop-demo", dependencies: ["Boardloop"], path: "examples/loop-demo", swiftSettings: strict),
+        .executableTarget(name: "worker-demo", dependencies: ["Boardloop"], path: "examples/worker-demo", swiftSettings: strict),
 
         // Tests.
-        .testTarget(name: "BoardloopTests", dependencies: ["Boardloop", "BoardloopTestSupport", "CLinux"], swiftSettings: strict),
+        .testTarget(name: "BoardloopTests", dependencies: ["Boardloop", "BoardloopTestSupport", "CLinux", "worker-demo"], swiftSettings: strict),
         .testTarget(name: "BoardloopCFDifferentialTests", dependencies: ["Boardloop", "BoardloopTestSupport"], swiftSettings: strict),
     ]
 )

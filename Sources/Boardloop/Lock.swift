@@ -22,9 +22,58 @@ final class Lock: @unchecked Sendable {
     }
 
     @inline(__always)
-    func withLock<R>(_ body: () throws -> R) rethrows -> R {
+    func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body()
     }
+}
+
+/// A mutex with a condition variable on CLOCK_MONOTONIC, for the places a
+/// thread must sleep until another changes shared state (a sender waiting for
+/// a free message slot, a requester waiting for its reply, a worker's start).
+final class Monitor: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let cond: UnsafeMutablePointer<pthread_cond_t>
+
+    init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        cond = .allocate(capacity: 1)
+        cond.initialize(to: pthread_cond_t())
+        var attr = pthread_condattr_t()
+        pthread_condattr_init(&attr)
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
+        pthread_cond_init(cond, &attr)
+        pthread_condattr_destroy(&attr)
+    }
+
+    deinit {
+        pthread_cond_destroy(cond)
+        pthread_mutex_destroy(mutex)
+        cond.deallocate()
+        mutex.deallocate()
+    }
+
+    @inline(__always)
+    func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
+
+    /// With the lock held: sleeps until signalled or `deadline` (CLOCK_MONOTONIC
+    /// ns; nil = no deadline). Returns false when the deadline passed.
+    func wait(until deadline: UInt64?) -> Bool {
+        guard let deadline else {
+            pthread_cond_wait(cond, mutex)
+            return true
+        }
+        var ts = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+        return pthread_cond_timedwait(cond, mutex, &ts) != ETIMEDOUT
+    }
+
+    /// Wakes every waiter (call with or without the lock held).
+    func broadcast() { pthread_cond_broadcast(cond) }
 }

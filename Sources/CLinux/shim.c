@@ -14,6 +14,8 @@
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <linux/capability.h>
+#include <sched.h>
 
 int bl_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
@@ -202,3 +204,36 @@ int bl_set_fifo_priority(int priority) {
     if (rc != 0) { errno = rc; return -1; }
     return 0;
 }
+
+int bl_tgsigqueue(pid_t tid, int signo, int value) {
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    info.si_signo = signo;
+    info.si_code = SI_QUEUE;
+    info.si_pid = getpid();
+    info.si_uid = getuid();
+    info.si_value.sival_int = value;
+    return (int)syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, signo, &info);
+}
+
+int bl_get_affinity(bl_cpuset *out) {
+    _Static_assert(sizeof(cpu_set_t) <= sizeof(bl_cpuset), "cpu_set_t size");
+    return sched_getaffinity(0, sizeof(cpu_set_t), (cpu_set_t *)out->bytes);
+}
+
+int bl_restore_affinity(const bl_cpuset *set) {
+    return sched_setaffinity(0, sizeof(cpu_set_t), (const cpu_set_t *)set->bytes);
+}
+
+int bl_cpu_count(void) { return (int)sysconf(_SC_NPROCESSORS_CONF); }
+
+int bl_drop_effective_capability(int cap) {
+    struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof d);
+    if (syscall(SYS_capget, &h, d) != 0) return -1;
+    d[cap / 32].effective &= ~(1u << (cap % 32));
+    return (int)syscall(SYS_capset, &h, d);
+}
+
+int bl_get_thread_name(char *buf) { return prctl(PR_GET_NAME, buf, 0, 0, 0); }

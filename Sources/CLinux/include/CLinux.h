@@ -95,6 +95,9 @@ int bl_signal_is_blocked(int signo);
 int bl_sigqueue(pid_t pid, int signo, int value);
 /// tgkill(getpid(), tid, signo): a signal aimed at one thread.
 int bl_tgkill(pid_t tid, int signo);
+/// rt_tgsigqueueinfo: a queued signal with a value aimed at one thread of this
+/// process (si_code SI_QUEUE, sender pid/uid = ours).
+int bl_tgsigqueue(pid_t tid, int signo, int value);
 /// SIGRTMIN / SIGRTMAX (glibc makes them function calls).
 int bl_sigrtmin(void);
 int bl_sigrtmax(void);
@@ -135,6 +138,19 @@ long bl_get_timer_slack(void);
 int bl_set_affinity(const int *cpus, int count);
 /// pthread_setschedparam(self, SCHED_FIFO, priority).
 int bl_set_fifo_priority(int priority);
+/// A saved CPU affinity mask (cpu_set_t).
+typedef struct { unsigned char bytes[128]; } bl_cpuset;
+/// sched_getaffinity(0) into `out`.
+int bl_get_affinity(bl_cpuset *out);
+/// sched_setaffinity(0) from a saved mask.
+int bl_restore_affinity(const bl_cpuset *set);
+/// Number of CPUs configured (sysconf(_SC_NPROCESSORS_CONF)).
+int bl_cpu_count(void);
+/// Drops capability `cap` from the calling thread's effective set (capset).
+/// For tests of permission errors when running as root.
+int bl_drop_effective_capability(int cap);
+/// The calling thread's name (prctl PR_GET_NAME) into buf (>= 16 bytes).
+int bl_get_thread_name(char *buf);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,245 @@
+import CLinux
+import Glibc
+import Synchronization
+
+/// Why a worker could not start.
+public enum WorkerError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The process may not apply a real-time setting; nothing was applied.
+    case permissionDenied(worker: String, setting: String, hint: String)
+    /// A setting is out of range; nothing was applied.
+    case invalidSetting(worker: String, setting: String, reason: String)
+    /// The setup closure threw; the worker's thread has ended.
+    case setupFailed(worker: String, error: String)
+    case runLoop(RunLoopError)
+    case system(SystemError)
+
+    public var description: String {
+        switch self {
+        case let .permissionDenied(w, setting, hint):
+            "worker '\(w)': not permitted to set \(setting); \(hint). Nothing was applied and the worker did not start"
+        case let .invalidSetting(w, setting, reason): "worker '\(w)': invalid \(setting): \(reason). The worker did not start"
+        case let .setupFailed(w, e): "worker '\(w)': setup failed: \(e)"
+        case let .runLoop(e): e.description
+        case let .system(e): e.description
+        }
+    }
+}
+
+/// A named thread with its own run loop (the guide's worker threads).
+/// `start` returns once the worker's loop is running, so nothing posted to it
+/// afterwards can be missed; `stop()` (any thread, at any time, even while
+/// the worker is still starting) ends it, and `join()` waits for its thread.
+public final class Worker: @unchecked Sendable {
+    /// Optional real-time settings, applied on the worker's thread before its
+    /// loop starts. All or nothing: if one cannot be applied, those already
+    /// applied are undone and `start` throws.
+    public struct Settings: Sendable {
+        public var capacities: RunLoop.Capacities
+        /// CPUs the thread may run on (sched_setaffinity).
+        public var cpuAffinity: [Int]?
+        /// SCHED_FIFO priority 1...99 (needs CAP_SYS_NICE or an RLIMIT_RTPRIO allowance).
+        public var fifoPriority: Int32?
+        /// PR_SET_TIMERSLACK: how late the kernel may wake the thread to batch wake-ups.
+        public var timerSlack: Duration?
+
+        public init(capacities: RunLoop.Capacities = .init(), cpuAffinity: [Int]? = nil, fifoPriority: Int32? = nil, timerSlack: Duration? = nil) {
+            self.capacities = capacities
+            self.cpuAffinity = cpuAffinity
+            self.fifoPriority = fifoPriority
+            self.timerSlack = timerSlack
+        }
+    }
+
+    public let name: String
+    /// The worker's loop: perform, wake up, or schedule ports' senders against it.
+    public private(set) var loop: RunLoop!
+    /// The worker thread's kernel id (visible in /proc/PID/task/TID).
+    public private(set) var threadID: Int32 = 0
+
+    private let settings: Settings
+    private let setup: @Sendable (RunLoop) throws -> Void
+    private let exitRequested = Atomic<Bool>(false)
+    private let exitSource: CustomSource
+    private let monitor = Monitor()
+    private var started = false
+    private var startError: WorkerError?
+    private var handle = pthread_t()
+    private var joined = false
+    private var threadStarted = false
+
+    /// Makes a worker that is not started yet; `stop()` may be called on it
+    /// at any time, even before or during `start()`.
+    public init(name: String, settings: Settings = Settings(), setup: @escaping @Sendable (RunLoop) throws -> Void = { _ in }) {
+        self.name = name
+        self.settings = settings
+        self.setup = setup
+        // Performed on the worker's thread: stops the innermost run there.
+        exitSource = CustomSource(order: Int.min) { RunLoop.currentIfExists?.stop() }
+    }
+
+    /// Starts a worker thread named `name` (the first 15 bytes show in
+    /// `ps -L` and /proc/PID/task/*/comm) with its own loop. `setup` runs on
+    /// the worker's thread with its loop before the loop starts: install the
+    /// worker's sources there. Returns once the loop is running.
+    public static func start(
+        name: String, settings: Settings = Settings(), setup: @escaping @Sendable (RunLoop) throws -> Void = { _ in }
+    ) throws(WorkerError) -> Worker {
+        let w = Worker(name: name, settings: settings, setup: setup)
+        try w.start()
+        return w
+    }
+
+    /// Starts the worker's thread; returns once its loop is running (or, if
+    /// `stop()` came first, once the thread is on its way out).
+    public func start() throws(WorkerError) {
+        if let p = settings.fifoPriority, !(1...99).contains(p) {
+            throw .invalidSetting(worker: name, setting: "SCHED_FIFO priority \(p)", reason: "must be 1...99")
+        }
+        if let cpus = settings.cpuAffinity {
+            let n = Int(bl_cpu_count())
+            if cpus.isEmpty || cpus.contains(where: { $0 < 0 || $0 >= n || $0 >= 1024 }) {
+                throw .invalidSetting(worker: name, setting: "CPU affinity \(cpus)", reason: "CPUs must be 0...\(n - 1) and at least one")
+            }
+        }
+        let alreadyStarted = monitor.withLock { () -> Bool in
+            if threadStarted { return true }
+            threadStarted = true
+            return false
+        }
+        precondition(!alreadyStarted, "Worker '\(name)' started twice")
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let rc = pthread_create(&handle, nil, { p in
+            let worker = Unmanaged<Worker>.fromOpaque(p!).takeRetainedValue()
+            worker.main()
+            return nil
+        }, context)
+        if rc != 0 {
+            Unmanaged<Worker>.fromOpaque(context).release()
+            monitor.withLock { threadStarted = false }
+            throw .system(SystemError(call: "pthread_create", errno: rc))
+        }
+        let error = monitor.withLock { () -> WorkerError? in
+            while !started { _ = monitor.wait(until: nil) }
+            return startError
+        }
+        if let error {
+            join()
+            throw error
+        }
+    }
+
+    /// Ends the worker: its loop stops at the end of the current callout and
+    /// its thread exits. Safe from any thread, at any time; idempotent.
+    public func stop() {
+        exitRequested.store(true, ordering: .releasing)
+        exitSource.signal()
+        monitor.withLock { loop }?.wakeUp()
+    }
+
+    /// Waits for the worker's thread to end (after `stop()`).
+    public func join() {
+        let mustJoin = monitor.withLock { () -> Bool in
+            if joined || !threadStarted { return false }
+            joined = true
+            return true
+        }
+        if mustJoin { pthread_join(handle, nil) }
+    }
+
+    /// `stop()` then `join()`.
+    public func stopAndJoin() {
+        stop()
+        join()
+    }
+
+    private func finishStart(_ error: WorkerError?) {
+        monitor.withLock {
+            startError = error
+            started = true
+            monitor.broadcast()
+        }
+    }
+
+    private func main() {
+        _ = name.withCString { bl_set_thread_name($0) }
+        if let error = applySettings() {
+            finishStart(error)
+            return
+        }
+        let loop: RunLoop
+        do {
+            loop = try RunLoop.makeCurrent(capacities: settings.capacities)
+            try loop.add(exitSource, mode: .common)
+        } catch {
+            finishStart(.runLoop(error))
+            return
+        }
+        monitor.withLock {
+            self.loop = loop
+            threadID = bl_gettid()
+        }
+        do {
+            try setup(loop)
+        } catch {
+            finishStart(.setupFailed(worker: name, error: "\(error)"))
+            return
+        }
+        // Report "running" from inside the first run.
+        let ready = RunLoopObserver(activities: .entry, repeats: false, order: Int.min) { [unowned self] _, _ in
+            finishStart(nil)
+        }
+        do { try loop.add(ready, mode: .common) } catch {
+            finishStart(.runLoop(error))
+            return
+        }
+        // The exit source's perform stops whichever run is innermost; a stop
+        // made before the loop ran is kept by the signalled source and the flag.
+        while !exitRequested.load(ordering: .acquiring) {
+            do { _ = try loop.run(mode: .default, timeout: .seconds(86_400)) } catch { break }
+        }
+        if ready.isValid { finishStart(nil) }
+        exitSource.invalidate()
+    }
+
+    private func applySettings() -> WorkerError? {
+        var savedAffinity = bl_cpuset()
+        var affinityApplied = false
+        let savedSlack = bl_get_timer_slack()
+        var slackApplied = false
+        func undo() {
+            if slackApplied { _ = bl_set_timer_slack(UInt(max(savedSlack, 1))) }
+            if affinityApplied { _ = bl_restore_affinity(&savedAffinity) }
+        }
+        if let cpus = settings.cpuAffinity {
+            _ = bl_get_affinity(&savedAffinity)
+            let rc = cpus.map(Int32.init).withUnsafeBufferPointer { bl_set_affinity($0.baseAddress, Int32($0.count)) }
+            if rc != 0 {
+                let e = errno
+                return e == EPERM
+                    ? .permissionDenied(worker: name, setting: "CPU affinity \(cpus)", hint: "sched_setaffinity was refused (EPERM): the process lacks CAP_SYS_NICE")
+                    : .invalidSetting(worker: name, setting: "CPU affinity \(cpus)", reason: String(cString: strerror(e)))
+            }
+            affinityApplied = true
+        }
+        if let slack = settings.timerSlack {
+            let ns = slack.nanosecondsClamped
+            if ns < 1 || bl_set_timer_slack(UInt(ns)) != 0 {
+                undo()
+                return .invalidSetting(worker: name, setting: "timer slack \(slack)", reason: "must be at least 1 ns")
+            }
+            slackApplied = true
+        }
+        if let p = settings.fifoPriority {
+            if bl_set_fifo_priority(p) != 0 {
+                let e = errno
+                undo()
+                return e == EPERM
+                    ? .permissionDenied(
+                        worker: name, setting: "SCHED_FIFO priority \(p)",
+                        hint: "real-time scheduling needs CAP_SYS_NICE (run as root or `setcap cap_sys_nice+ep` the binary) or an RLIMIT_RTPRIO of at least \(p) (`ulimit -r`, limits.conf rtprio)")
+                    : .invalidSetting(worker: name, setting: "SCHED_FIFO priority \(p)", reason: String(cString: strerror(e)))
+            }
+        }
+        return nil
+    }
+}
