@@ -72,6 +72,13 @@ public final class MessagePort: @unchecked Sendable {
             return payload.loadUnaligned(as: T.self)
         }
 
+        /// Answers a `sendRequest` with the bytes of `value`.
+        public func reply<T: BitwiseCopyable>(id: Int32, value: T) throws(MessagePortError) {
+            var v = value
+            let p = UnsafeMutableRawBufferPointer(start: &v, count: MemoryLayout<T>.size)
+            try reply(id: id, payload: UnsafeRawBufferPointer(p))
+        }
+
         /// Answers a `sendRequest`: the bytes are copied to the waiting sender.
         public func reply(id: Int32, payload: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) throws(MessagePortError) {
             try port.deliverReply(token: replyToken, id: id, payload: payload)

@@ -39,7 +39,8 @@ public final class Worker: @unchecked Sendable {
         public var cpuAffinity: [Int]?
         /// SCHED_FIFO priority 1...99 (needs CAP_SYS_NICE or an RLIMIT_RTPRIO allowance).
         public var fifoPriority: Int32?
-        /// PR_SET_TIMERSLACK: how late the kernel may wake the thread to batch wake-ups.
+        /// PR_SET_TIMERSLACK: how late the kernel may wake the thread to batch
+        /// wake-ups (default 50 µs). The kernel gives SCHED_FIFO threads none.
         public var timerSlack: Duration?
 
         public init(capacities: RunLoop.Capacities = .init(), cpuAffinity: [Int]? = nil, fifoPriority: Int32? = nil, timerSlack: Duration? = nil) {
