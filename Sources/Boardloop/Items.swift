@@ -13,6 +13,13 @@ struct ItemState {
     var invalidated = false
 
     @inline(__always) func isIn(mode m: Int) -> Bool { modeMask & (1 &<< UInt64(m)) != 0 }
+
+    /// Leaves the loop (slot freed by the caller); keeps `invalidated`.
+    mutating func detach() {
+        let wasInvalidated = invalidated
+        self = ItemState()
+        invalidated = wasInvalidated
+    }
 }
 
 /// At most `count` dispatches in each `interval`. Beyond that a source is not

@@ -6,8 +6,8 @@ import Glibc
 /// so sees the ordering they create; the standard library's futex-based
 /// mutex is opaque to it and reports false races. Uncontended, both cost the
 /// same; neither allocates after creation.
-final class Lock: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+class Lock: @unchecked Sendable {
+    let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     init() {
         mutex = .allocate(capacity: 1)
@@ -22,7 +22,7 @@ final class Lock: @unchecked Sendable {
     }
 
     @inline(__always)
-    func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+    final func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body()
@@ -32,14 +32,10 @@ final class Lock: @unchecked Sendable {
 /// A mutex with a condition variable on CLOCK_MONOTONIC, for the places a
 /// thread must sleep until another changes shared state (a sender waiting for
 /// a free message slot, a requester waiting for its reply, a worker's start).
-final class Monitor: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+final class Monitor: Lock, @unchecked Sendable {
     private let cond: UnsafeMutablePointer<pthread_cond_t>
 
-    init() {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
+    override init() {
         cond = .allocate(capacity: 1)
         cond.initialize(to: pthread_cond_t())
         var attr = pthread_condattr_t()
@@ -47,20 +43,12 @@ final class Monitor: @unchecked Sendable {
         pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
         pthread_cond_init(cond, &attr)
         pthread_condattr_destroy(&attr)
+        super.init()
     }
 
     deinit {
         pthread_cond_destroy(cond)
-        pthread_mutex_destroy(mutex)
         cond.deallocate()
-        mutex.deallocate()
-    }
-
-    @inline(__always)
-    func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body()
     }
 
     /// With the lock held: sleeps until signalled or `deadline` (CLOCK_MONOTONIC

@@ -399,11 +399,7 @@ public final class RunLoop: @unchecked Sendable {
 
     /// Removes a custom source from `mode` (its `cancel` callback runs). Owner thread only.
     public func remove(_ source: CustomSource, mode: RunLoopMode) throws(RunLoopError) {
-        try checkOwner("RunLoop.remove(CustomSource)")
-        guard source.item.loop === self else { return }
-        if mode == .common { source.item.inCommonModes = false }
-        for m in try targets(mode, creating: false) { leave(source, m) }
-        if source.item.modeMask == 0 && !source.item.inCommonModes { unbind(source) }
+        try removeItem(source, mode: mode, operation: "RunLoop.remove(CustomSource)", leave: leave, unbind: unbind)
     }
 
     private func leave(_ source: CustomSource, _ ms: ModeState) {
@@ -415,26 +411,14 @@ public final class RunLoop: @unchecked Sendable {
 
     private func unbind(_ source: CustomSource) {
         customs.remove(source.item.slot)
-        let invalidated = source.item.invalidated
-        source.item = ItemState()
-        source.item.invalidated = invalidated
+        source.item.detach()
     }
 
     func invalidateSource(_ source: CustomSource) {
-        requireOwner("CustomSource.invalidate")
-        guard source.item.loop === self else { return }
-        source.item.invalidated = true
-        source.item.inCommonModes = false
-        for m in modeStates.prefix(usedModes) { leave(source, m) }
-        unbind(source)
+        invalidateItem(source, operation: "CustomSource.invalidate", leave: leave, unbind: unbind)
     }
 
-    public func contains(_ source: CustomSource, mode: RunLoopMode) -> Bool {
-        guard source.item.loop === self, let ms = modeState(named: mode) else {
-            return mode == .common && source.item.loop === self && source.item.inCommonModes
-        }
-        return source.item.modeMask & ms.bit != 0
-    }
+    public func contains(_ source: CustomSource, mode: RunLoopMode) -> Bool { containsItem(source, mode: mode) }
 
     // MARK: Port sources
 
@@ -475,11 +459,7 @@ public final class RunLoop: @unchecked Sendable {
 
     /// Removes a port source from `mode`. Owner thread only.
     public func remove(_ source: PortSource, mode: RunLoopMode) throws(RunLoopError) {
-        try checkOwner("RunLoop.remove(PortSource)")
-        guard source.item.loop === self else { return }
-        if mode == .common { source.item.inCommonModes = false }
-        for m in try targets(mode, creating: false) { leave(source, m) }
-        if source.item.modeMask == 0 && !source.item.inCommonModes { unbind(source) }
+        try removeItem(source, mode: mode, operation: "RunLoop.remove(PortSource)", leave: leave, unbind: unbind)
     }
 
     private func leave(_ source: PortSource, _ ms: ModeState) {
@@ -493,18 +473,11 @@ public final class RunLoop: @unchecked Sendable {
         if source.heldInKernel { dropHeld(source.item.slot) }
         source.heldInKernel = false
         ports.remove(source.item.slot)
-        let invalidated = source.item.invalidated
-        source.item = ItemState()
-        source.item.invalidated = invalidated
+        source.item.detach()
     }
 
     func invalidatePort(_ source: PortSource) {
-        requireOwner("PortSource.invalidate")
-        guard source.item.loop === self else { return }
-        source.item.invalidated = true
-        source.item.inCommonModes = false
-        for m in modeStates.prefix(usedModes) { leave(source, m) }
-        unbind(source)
+        invalidateItem(source, operation: "PortSource.invalidate", leave: leave, unbind: unbind)
     }
 
     func portInterestChanged(_ source: PortSource) {
@@ -522,12 +495,7 @@ public final class RunLoop: @unchecked Sendable {
         }
     }
 
-    public func contains(_ source: PortSource, mode: RunLoopMode) -> Bool {
-        guard source.item.loop === self, let ms = modeState(named: mode) else {
-            return mode == .common && source.item.loop === self && source.item.inCommonModes
-        }
-        return source.item.modeMask & ms.bit != 0
-    }
+    public func contains(_ source: PortSource, mode: RunLoopMode) -> Bool { containsItem(source, mode: mode) }
 
     // Rate-limit holds of ports: the fd stays registered with no events, so
     // its readiness stays with the kernel until the hold ends.
@@ -599,11 +567,7 @@ public final class RunLoop: @unchecked Sendable {
 
     /// Removes a timer from `mode`. Owner thread only.
     public func remove(_ timer: RunLoopTimer, mode: RunLoopMode) throws(RunLoopError) {
-        try checkOwner("RunLoop.remove(RunLoopTimer)")
-        guard timer.item.loop === self else { return }
-        if mode == .common { timer.item.inCommonModes = false }
-        for m in try targets(mode, creating: false) { leave(timer, m) }
-        if timer.item.modeMask == 0 && !timer.item.inCommonModes { unbind(timer) }
+        try removeItem(timer, mode: mode, operation: "RunLoop.remove(RunLoopTimer)", leave: leave, unbind: unbind)
     }
 
     private func leave(_ timer: RunLoopTimer, _ ms: ModeState) {
@@ -614,18 +578,11 @@ public final class RunLoop: @unchecked Sendable {
 
     private func unbind(_ timer: RunLoopTimer) {
         timers.remove(timer.item.slot)
-        let invalidated = timer.item.invalidated
-        timer.item = ItemState()
-        timer.item.invalidated = invalidated
+        timer.item.detach()
     }
 
     func invalidateTimer(_ timer: RunLoopTimer) {
-        requireOwner("RunLoopTimer.invalidate")
-        guard timer.item.loop === self else { return }
-        timer.item.invalidated = true
-        timer.item.inCommonModes = false
-        for m in modeStates.prefix(usedModes) { leave(timer, m) }
-        unbind(timer)
+        invalidateItem(timer, operation: "RunLoopTimer.invalidate", leave: leave, unbind: unbind)
     }
 
     func timerMoved(_ timer: RunLoopTimer) {
@@ -640,12 +597,7 @@ public final class RunLoop: @unchecked Sendable {
         }
     }
 
-    public func contains(_ timer: RunLoopTimer, mode: RunLoopMode) -> Bool {
-        guard timer.item.loop === self, let ms = modeState(named: mode) else {
-            return mode == .common && timer.item.loop === self && timer.item.inCommonModes
-        }
-        return timer.item.modeMask & ms.bit != 0
-    }
+    public func contains(_ timer: RunLoopTimer, mode: RunLoopMode) -> Bool { containsItem(timer, mode: mode) }
 
     // MARK: Observers
 
@@ -668,11 +620,7 @@ public final class RunLoop: @unchecked Sendable {
 
     /// Removes an observer from `mode`. Owner thread only.
     public func remove(_ observer: RunLoopObserver, mode: RunLoopMode) throws(RunLoopError) {
-        try checkOwner("RunLoop.remove(RunLoopObserver)")
-        guard observer.item.loop === self else { return }
-        if mode == .common { observer.item.inCommonModes = false }
-        for m in try targets(mode, creating: false) { leave(observer, m) }
-        if observer.item.modeMask == 0 && !observer.item.inCommonModes { unbind(observer) }
+        try removeItem(observer, mode: mode, operation: "RunLoop.remove(RunLoopObserver)", leave: leave, unbind: unbind)
     }
 
     private func leave(_ observer: RunLoopObserver, _ ms: ModeState) {
@@ -684,9 +632,7 @@ public final class RunLoop: @unchecked Sendable {
 
     private func unbind(_ observer: RunLoopObserver) {
         observers.remove(observer.item.slot)
-        let invalidated = observer.item.invalidated
-        observer.item = ItemState()
-        observer.item.invalidated = invalidated
+        observer.item.detach()
     }
 
     private func recomputeObserverMask(_ ms: ModeState) {
@@ -696,21 +642,49 @@ public final class RunLoop: @unchecked Sendable {
     }
 
     func invalidateObserver(_ observer: RunLoopObserver) {
-        requireOwner("RunLoopObserver.invalidate")
-        guard observer.item.loop === self else { return }
-        observer.item.invalidated = true
-        observer.item.inCommonModes = false
-        for m in modeStates.prefix(usedModes) { leave(observer, m) }
-        unbind(observer)
+        invalidateItem(observer, operation: "RunLoopObserver.invalidate", leave: leave, unbind: unbind)
     }
 
-    public func contains(_ observer: RunLoopObserver, mode: RunLoopMode) -> Bool {
-        guard observer.item.loop === self, let ms = modeState(named: mode) else {
-            return mode == .common && observer.item.loop === self && observer.item.inCommonModes
-        }
-        return observer.item.modeMask & ms.bit != 0
+    public func contains(_ observer: RunLoopObserver, mode: RunLoopMode) -> Bool { containsItem(observer, mode: mode) }
+
+    // MARK: What every item kind shares
+
+    private func removeItem<T: LoopItem>(
+        _ x: T, mode: RunLoopMode, operation: @autoclosure () -> String, leave: (T, ModeState) -> Void, unbind: (T) -> Void
+    ) throws(RunLoopError) {
+        try checkOwner(operation())
+        guard x.item.loop === self else { return }
+        if mode == .common { x.item.inCommonModes = false }
+        for m in try targets(mode, creating: false) { leave(x, m) }
+        if x.item.modeMask == 0 && !x.item.inCommonModes { unbind(x) }
+    }
+
+    private func invalidateItem<T: LoopItem>(_ x: T, operation: @autoclosure () -> String, leave: (T, ModeState) -> Void, unbind: (T) -> Void) {
+        requireOwner(operation())
+        guard x.item.loop === self else { return }
+        x.item.invalidated = true
+        x.item.inCommonModes = false
+        for m in modeStates.prefix(usedModes) { leave(x, m) }
+        unbind(x)
+    }
+
+    private func containsItem<T: LoopItem>(_ x: T, mode: RunLoopMode) -> Bool {
+        guard x.item.loop === self else { return false }
+        if mode == .common { return x.item.inCommonModes }
+        guard let ms = modeState(named: mode) else { return false }
+        return x.item.modeMask & ms.bit != 0
     }
 }
+
+/// An item a loop schedules: custom and port sources, timers, observers.
+protocol LoopItem: AnyObject {
+    var item: ItemState { get set }
+}
+
+extension CustomSource: LoopItem {}
+extension PortSource: LoopItem {}
+extension RunLoopTimer: LoopItem {}
+extension RunLoopObserver: LoopItem {}
 
 /// The thread-specific key holding each non-main thread's current loop (a
 /// retained reference, released when the thread exits).
