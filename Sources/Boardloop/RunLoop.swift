@@ -383,8 +383,7 @@ public final class RunLoop: @unchecked Sendable {
         try checkOwner("RunLoop.add(CustomSource)")
         let ms = try targets(mode, creating: true)
         let full = sourceCount >= capacities.sources
-        let fresh = try bind(&source.item, kind: "CustomSource", insert: { full ? nil : customs.insert(source) }, capacity: .sources, limit: capacities.sources)
-        _ = fresh
+        _ = try bind(&source.item, kind: "CustomSource", insert: { full ? nil : customs.insert(source) }, capacity: .sources, limit: capacities.sources)
         if mode == .common { source.item.inCommonModes = true }
         for m in ms { enter(source, m) }
     }
