@@ -59,5 +59,9 @@ let package = Package(
         // Tests.
         .testTarget(name: "BoardloopTests", dependencies: ["Boardloop", "BoardloopTestSupport", "CLinux", "worker-demo"], swiftSettings: strict),
         .testTarget(name: "BoardloopCFDifferentialTests", dependencies: ["Boardloop", "BoardloopTestSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "BoardloopGPIOTests",
+            dependencies: ["BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "BoardloopTestSupport", "CGPIOD", "CLinux"],
+            swiftSettings: strict),
     ]
 )

@@ -1,0 +1,105 @@
+import Boardloop
+
+/// What a backend's kernel/library can do; the GPIO layer fills the gaps
+/// (software debounce, inferred loss) where a bit is missing.
+public struct GPIOCapabilities: OptionSet, Sendable, CustomStringConvertible {
+    public let rawValue: UInt32
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+
+    /// Events carry global and per-line sequence numbers: gaps show loss.
+    public static let sequenceNumbers = GPIOCapabilities(rawValue: 1 << 0)
+    /// The kernel debounces; otherwise the run loop does, with timers.
+    public static let kernelDebounce = GPIOCapabilities(rawValue: 1 << 1)
+    /// Line info reports edge detection and debounce.
+    public static let lineInfoEdges = GPIOCapabilities(rawValue: 1 << 2)
+    /// Reconfiguring keeps the lines requested throughout.
+    public static let atomicReconfigure = GPIOCapabilities(rawValue: 1 << 3)
+    /// The kernel event buffer size can be chosen per request.
+    public static let eventBufferSize = GPIOCapabilities(rawValue: 1 << 4)
+    /// The chip going away wakes a poller at once (EPOLLERR/EPOLLHUP or a
+    /// read error); without it the request polls for it (see
+    /// `GPIOLineRequest.vanishCheckInterval`).
+    public static let vanishWakesPoller = GPIOCapabilities(rawValue: 1 << 5)
+
+    public var description: String {
+        var parts: [String] = []
+        if contains(.sequenceNumbers) { parts.append("sequenceNumbers") }
+        if contains(.kernelDebounce) { parts.append("kernelDebounce") }
+        if contains(.lineInfoEdges) { parts.append("lineInfoEdges") }
+        if contains(.atomicReconfigure) { parts.append("atomicReconfigure") }
+        if contains(.eventBufferSize) { parts.append("eventBufferSize") }
+        if contains(.vanishWakesPoller) { parts.append("vanishWakesPoller") }
+        return "[" + parts.joined(separator: ", ") + "]"
+    }
+}
+
+/// One line of a request, resolved to an offset, as a driver receives it.
+/// `settings.debounce` is zero unless the backend debounces in the kernel,
+/// and `settings.edgeDetection` is `.both` where the layer debounces in
+/// software.
+public struct DriverLineConfig: Sendable, Equatable {
+    public var offset: UInt32
+    public var settings: LineSettings
+
+    public init(offset: UInt32, settings: LineSettings) {
+        self.offset = offset
+        self.settings = settings
+    }
+}
+
+/// What one non-blocking bulk read saw besides the events.
+public struct GPIOReadStatus: Sendable, Equatable {
+    /// Events stored in the caller's buffer.
+    public var count: Int = 0
+    /// The chip went away.
+    public var vanished = false
+    /// The buffer filled; more events wait (the fd stays readable).
+    public var more = false
+    /// Lines whose kernel FIFO was found full (1.6 style); the driver wrote
+    /// their offsets to the `fullOffsets` buffer given to `readEvents`.
+    public var fullCount: Int = 0
+
+    public init() {}
+}
+
+/// A source of chips: the libgpiod backend, or a mock board.
+public protocol GPIOBackend: AnyObject, Sendable {
+    /// e.g. "libgpiod 1.6.3" or "mock".
+    var backendName: String { get }
+    var capabilities: GPIOCapabilities { get }
+    /// Every chip, in order (gpiochip0 first).
+    func listChips() throws(GPIOError) -> [GPIOChipInfo]
+    /// Opens a chip by path, name (`gpiochip0`) or label.
+    func openChip(_ chip: String) throws(GPIOError) -> any GPIOChipDriver
+}
+
+/// An open chip of a backend.
+public protocol GPIOChipDriver: AnyObject {
+    var info: GPIOChipInfo { get }
+    func lineInfo(offset: UInt32) throws(GPIOError) -> GPIOLineInfo
+    /// The offset of the line called `name`, or nil.
+    func findLine(named name: String) throws(GPIOError) -> UInt32?
+    /// Requests lines; `eventBufferCapacity` events are reserved for reads.
+    func requestLines(_ lines: [DriverLineConfig], consumer: String, eventBufferCapacity: Int) throws(GPIOError)
+        -> any GPIORequestDriver
+    /// Closes the caller's handle (requests keep what they need).
+    func close()
+}
+
+/// A live request of a backend. The event path (`readEvents`, `getValues`,
+/// `setValues`) must not allocate.
+public protocol GPIORequestDriver: AnyObject {
+    /// Readable while events wait; -1 when no line detects edges.
+    var eventFD: Int32 { get }
+    /// Logical values of all lines, in request order.
+    func getValues(into values: UnsafeMutableBufferPointer<Int32>) throws(GPIOError)
+    /// Sets logical values of the given lines.
+    func setValues(offsets: UnsafeBufferPointer<UInt32>, values: UnsafeBufferPointer<Int32>) throws(GPIOError)
+    /// New settings for the same lines, same order.
+    func reconfigure(_ lines: [DriverLineConfig]) throws(GPIOError)
+    /// Reads waiting events without blocking.
+    func readEvents(into events: UnsafeMutableBufferPointer<EdgeEvent>, fullOffsets: UnsafeMutableBufferPointer<UInt32>)
+        throws(GPIOError) -> GPIOReadStatus
+    /// Releases the lines. Idempotent.
+    func release()
+}

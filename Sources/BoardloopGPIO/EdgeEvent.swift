@@ -1,0 +1,123 @@
+import Boardloop
+
+/// One edge of one line, as the kernel (or the mock chip) reported it.
+public struct EdgeEvent: Sendable, Equatable, CustomStringConvertible {
+    /// The line's offset on its chip.
+    public var offset: UInt32
+    /// Logical edge (active-low already applied).
+    public var edge: GPIOEdge
+    /// When the edge happened: the kernel's timestamp, CLOCK_MONOTONIC (the
+    /// loop's clock). For a software-debounced edge, the time of the edge
+    /// that began the level that then held for the debounce period.
+    public var timestamp: MonotonicInstant
+    /// Sequence number among all lines of the request, from 1; 0 when the
+    /// library gives none (libgpiod 1.6).
+    public var globalSequence: UInt64
+    /// Sequence number among this line's events, from 1; 0 when not given.
+    public var lineSequence: UInt64
+
+    public init(
+        offset: UInt32, edge: GPIOEdge, timestamp: MonotonicInstant, globalSequence: UInt64 = 0, lineSequence: UInt64 = 0
+    ) {
+        self.offset = offset
+        self.edge = edge
+        self.timestamp = timestamp
+        self.globalSequence = globalSequence
+        self.lineSequence = lineSequence
+    }
+
+    public var description: String {
+        var s = "\(edge) on \(offset) at \(timestamp)"
+        if globalSequence != 0 { s += " #\(globalSequence)/\(lineSequence)" }
+        return s
+    }
+}
+
+/// The events one dispatch delivers, borrowed from the request's buffer:
+/// valid only inside the handler call (copy what you keep). No heap
+/// allocation is made to build or iterate it.
+public struct EdgeEventBatch: RandomAccessCollection {
+    public typealias Index = Int
+    public typealias Element = EdgeEvent
+
+    let base: UnsafePointer<EdgeEvent>?
+    public let count: Int
+    /// When the handler was entered, on the loop's clock.
+    public let handlerEntry: MonotonicInstant
+    /// Events found lost just before this batch: a gap in the sequence
+    /// numbers (libgpiod 2.x, mock), or on 1.6 an edge repeated on a
+    /// both-edges line or a level that disagrees with the last event after
+    /// the kernel FIFO was full. Never hidden: also summed in the request's
+    /// `statistics.lostEvents`.
+    public let lostEvents: UInt64
+    /// 1.6 only: a line's kernel FIFO (16 events) was found full, so edges
+    /// after it may have been dropped without a trace.
+    public let overflowSuspected: Bool
+    /// Set when the chip vanished: the request is dead, no more batches come.
+    public let fault: GPIOError?
+
+    init(
+        base: UnsafePointer<EdgeEvent>?, count: Int, handlerEntry: MonotonicInstant, lostEvents: UInt64,
+        overflowSuspected: Bool, fault: GPIOError?
+    ) {
+        self.base = base
+        self.count = count
+        self.handlerEntry = handlerEntry
+        self.lostEvents = lostEvents
+        self.overflowSuspected = overflowSuspected
+        self.fault = fault
+    }
+
+    /// Iterates without allocating, also in unoptimized builds (the
+    /// standard IndexingIterator is generic and is not specialized there).
+    public struct Iterator: IteratorProtocol {
+        let base: UnsafePointer<EdgeEvent>?
+        let count: Int
+        var index = 0
+
+        public mutating func next() -> EdgeEvent? {
+            guard index < count, let base else { return nil }
+            defer { index += 1 }
+            return base[index]
+        }
+    }
+
+    public func makeIterator() -> Iterator { Iterator(base: base, count: count) }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { count }
+
+    public subscript(position: Int) -> EdgeEvent {
+        precondition(position >= 0 && position < count, "EdgeEventBatch index out of range")
+        return base![position]
+    }
+
+    /// Edge-to-handler latency of `event`: handler entry minus the kernel
+    /// timestamp (zero if the timestamp is later, which a clock step could cause).
+    public func latency(of event: EdgeEvent) -> Duration {
+        event.timestamp > handlerEntry ? .zero : handlerEntry - event.timestamp
+    }
+
+    /// The latency of the event at `index`.
+    public func latency(at index: Int) -> Duration { latency(of: self[index]) }
+}
+
+/// Totals over a request's life.
+public struct GPIOEventStatistics: Sendable, Equatable {
+    /// Events handed to the handler.
+    public var delivered: UInt64 = 0
+    /// Handler calls.
+    public var batches: UInt64 = 0
+    /// Raw events read from the fd (before debouncing).
+    public var read: UInt64 = 0
+    /// Events detected lost (see `EdgeEventBatch.lostEvents`).
+    public var lostEvents: UInt64 = 0
+    /// 1.6: times a kernel FIFO was found full.
+    public var suspectedOverflows: UInt64 = 0
+    /// Raw edges swallowed by software debouncing (bounces and glitches).
+    public var debounced: UInt64 = 0
+    /// The largest edge-to-handler latency seen.
+    public var maxLatency: Duration = .zero
+
+    public init() {}
+}

@@ -1,0 +1,356 @@
+import Boardloop
+
+/// Calls the user's edge event handler. A distinct name so backtraces show
+/// where boardloop hands over to user code.
+@inline(never)
+func __BOARDLOOP_GPIO_IS_CALLING_OUT_TO_AN_EDGE_EVENT_HANDLER__(
+    _ handler: (EdgeEventBatch) -> Void, _ batch: EdgeEventBatch
+) {
+    handler(batch)
+}
+
+extension GPIOLineRequest {
+    // MARK: Scheduling
+
+    /// Makes the request a port source of `loop` in `mode`: its fd joins the
+    /// mode's epoll set, and `handler` is called on the loop's thread with
+    /// each batch of edge events (read into storage reserved when the request
+    /// was made: no allocation per event). Software-debounced lines get a
+    /// timer each, in the same modes. While the mode is not running the
+    /// kernel holds the events (up to its buffer), and they are delivered,
+    /// in order, when it runs. While scheduled, the loop keeps the request
+    /// alive; `unschedule()` or `release()` ends that. Call on the loop's
+    /// thread.
+    public func schedule(
+        on loop: RunLoop, mode: RunLoopMode = .default, order: Int = 0,
+        handler: @escaping (EdgeEventBatch) -> Void
+    ) throws(GPIOError) {
+        try checkUsable("schedule")
+        guard self.loop == nil else {
+            throw .invalidConfiguration(nil, reason: "the request is already scheduled on a run loop; unschedule it first")
+        }
+        let fd = driver.eventFD
+        guard fd >= 0 else { throw .invalidConfiguration(nil, reason: "no line of this request detects edges") }
+        do { try driver.getValues(into: values) } catch { throw noteFailure(error) }
+        for i in 0..<lineCount {
+            lines[i].stable = values[i] != 0
+            lines[i].pending = false
+        }
+        // The closures hold the request strongly: while scheduled, the loop
+        // keeps it alive (as CF's run loop retains its sources). The cycle
+        // is broken when it is unscheduled, released or its chip vanishes.
+        let source = PortSource(fd: fd, interest: .readable, order: order) { _, events in
+            self.portReady(events)
+        }
+        var timers: [RunLoopTimer?] = Array(repeating: nil, count: lineCount)
+        for i in 0..<lineCount where lines[i].softwareDebounceNs > 0 {
+            timers[i] = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(86_400), order: order) { _ in
+                self.debounceTimerFired(i)
+            }
+        }
+        if let interval = vanishCheckInterval, interval > .zero {
+            vanishTimer = RunLoopTimer(fireAt: loop.now + interval, interval: interval, tolerance: interval / 10) { _ in
+                self.checkChipPresent()
+            }
+        }
+        self.loop = loop
+        self.handler = handler
+        portSource = source
+        debounceTimers = timers
+        do { try add(to: mode) } catch {
+            unscheduleItems()
+            throw error
+        }
+    }
+
+    /// Adds the scheduled request to another mode of its loop.
+    public func add(to mode: RunLoopMode) throws(GPIOError) {
+        guard let loop, let portSource else {
+            throw .invalidConfiguration(nil, reason: "schedule the request on a run loop before adding modes")
+        }
+        do {
+            try loop.add(portSource, mode: mode)
+            for case let t? in debounceTimers { try loop.add(t, mode: mode) }
+            if let v = vanishTimer { try loop.add(v, mode: mode) }
+        } catch { throw .runLoop(error) }
+        if !modes.contains(mode) { modes.append(mode) }
+    }
+
+    /// Removes the request from one mode of its loop.
+    public func remove(from mode: RunLoopMode) throws(GPIOError) {
+        guard let loop, let portSource else { return }
+        do {
+            try loop.remove(portSource, mode: mode)
+            for case let t? in debounceTimers { try loop.remove(t, mode: mode) }
+            if let v = vanishTimer { try loop.remove(v, mode: mode) }
+        } catch { throw .runLoop(error) }
+        modes.removeAll { $0 == mode }
+    }
+
+    /// Takes the request off its run loop (it stays requested).
+    public func unschedule() { unscheduleItems() }
+
+    /// The port source that carries the request's events, while scheduled.
+    public var eventSource: PortSource? { portSource }
+    /// The modes the request is scheduled in.
+    public var scheduledModes: [RunLoopMode] { modes }
+
+    func unscheduleItems() {
+        portSource?.invalidate()
+        for case let t? in debounceTimers { t.invalidate() }
+        vanishTimer?.invalidate()
+        portSource = nil
+        debounceTimers = []
+        vanishTimer = nil
+        loop = nil
+        handler = nil
+        modes = []
+    }
+
+    func resyncAfterReconfigure() throws(GPIOError) {
+        guard let loop, let handler, let first = modes.first else { return }
+        let allModes = modes
+        let order = portSource?.order ?? 0
+        unscheduleItems()
+        try schedule(on: loop, mode: first, order: order, handler: handler)
+        for m in allModes.dropFirst() { try add(to: m) }
+    }
+
+    // MARK: The event path (no allocation from here on)
+
+    func portReady(_ events: PortSource.Events) {
+        guard state == .active, let loop, depth < EventStorage.maxDepth else { return }
+        let entry = loop.now
+        let d = depth
+        depth += 1
+        defer { depth -= 1 }
+        var batch = BatchBuilder(out: self.events.outRegion(d), capacity: self.events.outCapacity)
+        let (status, failure) = readOnce(depth: d, entry: entry, into: &batch)
+        deliver(&batch, entry: entry)
+        if let failure {
+            fail(failure, entry: entry)
+        } else if status.vanished {
+            chipVanished(.chipVanished(chip: chip.description, detail: "the request's event fd reported it"), entry: entry)
+        } else if status.count == 0 && !events.isDisjoint(with: [.error, .hangup]) {
+            // EPOLLERR/EPOLLHUP with nothing to read: check the chip; if it
+            // is there, stop anyway rather than spin on the fd.
+            checkChipPresent()
+            if state == .active {
+                fail(.chipVanished(chip: chip.description, detail: "EPOLLERR/EPOLLHUP on the request's event fd"), entry: entry)
+            }
+        }
+    }
+
+    /// One read of the driver, processed into `batch`. Returns the read's
+    /// status, or a failure to report.
+    func readOnce(depth d: Int, entry: MonotonicInstant, into batch: inout BatchBuilder) -> (GPIOReadStatus, GPIOError?) {
+        let status: GPIOReadStatus
+        do {
+            status = try driver.readEvents(into: events.rawRegion(d), fullOffsets: events.fullRegion(d))
+        } catch {
+            if case .chipVanished = error {
+                var s = GPIOReadStatus()
+                s.vanished = true
+                return (s, nil)
+            }
+            return (GPIOReadStatus(), error)
+        }
+        let raw = events.raw + d * events.capacity
+        var k = 0
+        while k < status.count {
+            process(raw[k], entry: entry, into: &batch)
+            k += 1
+        }
+        if status.fullCount > 0 { fifoWasFull(depth: d, count: status.fullCount, entry: entry, into: &batch) }
+        return (status, nil)
+    }
+
+    @inline(__always)
+    func lineIndex(_ offset: UInt32) -> Int? {
+        var i = 0
+        while i < lineCount {
+            if lines[i].offset == offset { return i }
+            i += 1
+        }
+        return nil
+    }
+
+    func process(_ e: EdgeEvent, entry: MonotonicInstant, into batch: inout BatchBuilder) {
+        statistics.read &+= 1
+        guard let i = lineIndex(e.offset) else { return }
+        let level: Int8 = e.edge == .rising ? 1 : 0
+        if capabilities.contains(.sequenceNumbers) && e.globalSequence != 0 {
+            if lastGlobalSequence != 0 && e.globalSequence > lastGlobalSequence &+ 1 {
+                batch.lost &+= e.globalSequence - lastGlobalSequence - 1
+            }
+            if e.globalSequence > lastGlobalSequence { lastGlobalSequence = e.globalSequence }
+        } else if lines[i].kernelEdges == .both && lines[i].lastLevel == level {
+            // Both edges requested, and two in a row go the same way: the
+            // edge between them is missing.
+            batch.lost &+= 1
+        }
+        lines[i].lastLevel = level
+        if lines[i].softwareDebounceNs > 0 {
+            debounceFeed(i, e, into: &batch)
+        } else if lines[i].report.includes(e.edge) {
+            batch.append(e)
+        }
+    }
+
+    /// 1.6: lines whose kernel FIFO was full. Later edges may be gone: the
+    /// batch says so, and a level that disagrees with the last event proves
+    /// at least one was lost (and a debounced line follows the real level).
+    func fifoWasFull(depth d: Int, count: Int, entry: MonotonicInstant, into batch: inout BatchBuilder) {
+        batch.overflow = true
+        statistics.suspectedOverflows &+= UInt64(count)
+        do { try driver.getValues(into: values) } catch { return }
+        let full = events.full + d * EventStorage.fullCapacity
+        for k in 0..<count {
+            guard let i = lineIndex(full[k]), lines[i].kernelEdges == .both else { continue }
+            let current: Int8 = values[i] != 0 ? 1 : 0
+            if lines[i].lastLevel >= 0 && lines[i].lastLevel != current {
+                batch.lost &+= 1
+                lines[i].lastLevel = current
+                if lines[i].softwareDebounceNs > 0 {
+                    debounceFeed(
+                        i, EdgeEvent(offset: lines[i].offset, edge: GPIOEdge(to: current == 1), timestamp: entry),
+                        into: &batch)
+                }
+            }
+        }
+    }
+
+    func deliver(_ batch: inout BatchBuilder, entry: MonotonicInstant, fault: GPIOError? = nil) {
+        guard !batch.isEmpty || fault != nil else { return }
+        statistics.lostEvents &+= batch.lost
+        statistics.delivered &+= UInt64(batch.count)
+        statistics.batches &+= 1
+        var k = 0
+        while k < batch.count {
+            let ts = batch.out[k].timestamp
+            if ts < entry {
+                let latency = entry - ts
+                if latency > statistics.maxLatency { statistics.maxLatency = latency }
+            }
+            k += 1
+        }
+        let view = EdgeEventBatch(
+            base: UnsafePointer(batch.out), count: batch.count, handlerEntry: entry, lostEvents: batch.lost,
+            overflowSuspected: batch.overflow, fault: fault)
+        batch.count = 0
+        batch.lost = 0
+        batch.overflow = false
+        if let handler { __BOARDLOOP_GPIO_IS_CALLING_OUT_TO_AN_EDGE_EVENT_HANDLER__(handler, view) }
+    }
+
+    // MARK: Software debounce
+
+    func debounceFeed(_ i: Int, _ e: EdgeEvent, into batch: inout BatchBuilder) {
+        let period = lines[i].softwareDebounceNs
+        if lines[i].pending && e.timestamp.nanoseconds >= lines[i].candidate.timestamp.nanoseconds &+ period {
+            // The pending level held for the period before this edge came.
+            confirm(i, into: &batch)
+        }
+        statistics.debounced &+= 1
+        if e.edge.level == lines[i].stable {
+            lines[i].pending = false // a glitch (or a bounce back): nothing to report
+        } else {
+            lines[i].pending = true
+            lines[i].candidate = e
+        }
+        armDebounceTimer(i, force: false)
+    }
+
+    func confirm(_ i: Int, into batch: inout BatchBuilder) {
+        lines[i].pending = false
+        let c = lines[i].candidate
+        guard c.edge.level != lines[i].stable else { return }
+        lines[i].stable = c.edge.level
+        statistics.debounced &-= 1
+        if lines[i].report.includes(c.edge) { batch.append(c) }
+    }
+
+    func armDebounceTimer(_ i: Int, force: Bool) {
+        guard i < debounceTimers.count, let t = debounceTimers[i] else { return }
+        let want =
+            lines[i].pending
+            ? MonotonicInstant(nanoseconds: lines[i].candidate.timestamp.nanoseconds &+ lines[i].softwareDebounceNs)
+            : MonotonicInstant.distantFuture
+        if force || t.fireDate != want { t.fireDate = want }
+    }
+
+    func debounceTimerFired(_ i: Int) {
+        guard state == .active, let loop, depth < EventStorage.maxDepth else { return }
+        let entry = loop.now
+        let d = depth
+        depth += 1
+        defer { depth -= 1 }
+        var batch = BatchBuilder(out: events.outRegion(d), capacity: events.outCapacity)
+        // First take in every edge already waiting: one may end the period.
+        var rounds = 0
+        while rounds < 64 {
+            let (status, failure) = readOnce(depth: d, entry: entry, into: &batch)
+            deliver(&batch, entry: entry)
+            if let failure {
+                fail(failure, entry: entry)
+                return
+            }
+            if status.vanished {
+                chipVanished(.chipVanished(chip: chip.description, detail: "the request's event fd reported it"), entry: entry)
+                return
+            }
+            if !status.more { break }
+            rounds += 1
+        }
+        if lines[i].pending && entry.nanoseconds >= lines[i].candidate.timestamp.nanoseconds &+ lines[i].softwareDebounceNs {
+            // Check the line really is at the candidate level (an edge may be
+            // on its way, or lost); if not, follow the real level.
+            var actual: Bool?
+            do {
+                try driver.getValues(into: values)
+                actual = values[i] != 0
+            } catch {
+                actual = nil
+            }
+            if let actual, actual != lines[i].candidate.edge.level {
+                if actual == lines[i].stable {
+                    lines[i].pending = false
+                } else {
+                    lines[i].candidate = EdgeEvent(offset: lines[i].offset, edge: GPIOEdge(to: actual), timestamp: entry)
+                }
+            } else {
+                confirm(i, into: &batch)
+            }
+            deliver(&batch, entry: entry)
+        }
+        armDebounceTimer(i, force: true)
+    }
+
+    // MARK: Faults
+
+    /// Polls the chip (for kernels that do not wake pollers when it goes).
+    func checkChipPresent() {
+        guard state == .active else { return }
+        do { try driver.getValues(into: values) } catch {
+            if case .chipVanished = error { chipVanished(error) }
+        }
+    }
+
+    /// The chip went away: report it on the source (a batch with `fault`),
+    /// take the request off its loop, free the lines. The loop goes on.
+    func chipVanished(_ error: GPIOError, entry: MonotonicInstant? = nil) {
+        guard state == .active else { return }
+        state = .vanished(error)
+        fail(error, entry: entry)
+        driver.release()
+    }
+
+    /// Reports `error` to the handler and unschedules the request.
+    func fail(_ error: GPIOError, entry: MonotonicInstant?) {
+        if let loop, handler != nil {
+            var batch = BatchBuilder(out: events.outRegion(0), capacity: 0)
+            deliver(&batch, entry: entry ?? loop.now, fault: error)
+        }
+        unscheduleItems()
+    }
+}

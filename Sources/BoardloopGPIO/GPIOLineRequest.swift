@@ -1,0 +1,262 @@
+import Boardloop
+
+/// Requested lines of one chip: read and write their values, reconfigure
+/// them, and — when some detect edges — receive their edge events as a port
+/// source on a run loop (`schedule(on:mode:handler:)`). Released by
+/// `release()` or when the last reference goes.
+///
+/// Owner thread: use a request from one thread (the thread of the loop it
+/// is scheduled on). While it is scheduled on a loop, the loop keeps it
+/// alive, as CF's run loop retains its sources.
+public final class GPIOLineRequest {
+    /// Where the request is in its life.
+    public enum State: Sendable, Equatable {
+        case active
+        /// The chip went away; the lines are gone with it.
+        case vanished(GPIOError)
+        case released
+    }
+
+    public let chip: GPIOChipInfo
+    /// What `gpioinfo` shows as the lines' user.
+    public let consumer: String
+    /// The requested lines, in request order.
+    public let offsets: [UInt32]
+    /// The lines' names ("" when unnamed), in request order.
+    public let lineNames: [String]
+    /// The settings each line was requested (or last reconfigured) with.
+    public internal(set) var settings: [LineSettings]
+    /// What the backend can do (sequence numbers, kernel debounce, ...).
+    public let capabilities: GPIOCapabilities
+    public internal(set) var state: State = .active
+    /// Event totals since the request was made.
+    public internal(set) var statistics = GPIOEventStatistics()
+
+    let driver: any GPIORequestDriver
+    let lineCount: Int
+    /// Scratch for value reads and writes (request order), reserved once.
+    let values: UnsafeMutableBufferPointer<Int32>
+    let setOffsets: UnsafeMutableBufferPointer<UInt32>
+    let setValues: UnsafeMutableBufferPointer<Int32>
+    /// Event path storage, reserved once (see `Events`).
+    let events: EventStorage
+    /// Per-line event state (loss detection, software debounce).
+    let lines: UnsafeMutablePointer<LineEventState>
+
+    // Scheduling (see GPIOLineRequest+Events.swift).
+    var loop: RunLoop?
+    var modes: [RunLoopMode] = []
+    var portSource: PortSource?
+    var debounceTimers: [RunLoopTimer?] = []
+    var vanishTimer: RunLoopTimer?
+    var handler: ((EdgeEventBatch) -> Void)?
+    var lastGlobalSequence: UInt64 = 0
+    var depth = 0
+
+    /// How often a scheduled request checks that its chip is still there,
+    /// when the kernel does not wake pollers on removal (before Linux 6.6).
+    /// nil: never poll. Set before `schedule`. Default: 1 s where needed.
+    public var vanishCheckInterval: Duration?
+
+    init(
+        chip: GPIOChipInfo, capabilities: GPIOCapabilities, driver: any GPIORequestDriver, offsets: [UInt32],
+        names: [String], settings: [LineSettings], consumer: String, eventCapacity: Int
+    ) {
+        self.chip = chip
+        self.capabilities = capabilities
+        self.driver = driver
+        self.offsets = offsets
+        lineNames = names
+        self.settings = settings
+        self.consumer = consumer
+        lineCount = offsets.count
+        values = .allocate(capacity: offsets.count)
+        values.initialize(repeating: 0)
+        setOffsets = .allocate(capacity: offsets.count)
+        setOffsets.initialize(repeating: 0)
+        setValues = .allocate(capacity: offsets.count)
+        setValues.initialize(repeating: 0)
+        events = EventStorage(capacity: eventCapacity, lines: offsets.count)
+        lines = .allocate(capacity: offsets.count)
+        for i in 0..<offsets.count {
+            (lines + i).initialize(to: LineEventState(offset: offsets[i], settings: settings[i], capabilities: capabilities))
+        }
+        vanishCheckInterval = capabilities.contains(.vanishWakesPoller) ? nil : .seconds(1)
+    }
+
+    deinit {
+        release()
+        values.deallocate()
+        setOffsets.deallocate()
+        setValues.deallocate()
+        lines.deinitialize(count: lineCount)
+        lines.deallocate()
+    }
+
+    /// The settings a driver gets for `settings`: debounce goes to the
+    /// kernel only where it can do it; otherwise the layer debounces in
+    /// software and needs both edges to follow the level.
+    static func driverSettings(_ settings: LineSettings, capabilities: GPIOCapabilities) -> LineSettings {
+        var s = settings
+        if s.direction == .input && s.debounce > .zero && !capabilities.contains(.kernelDebounce) {
+            s.debounce = .zero
+            if s.edgeDetection != .none { s.edgeDetection = .both }
+        }
+        return s
+    }
+
+    // MARK: Lines
+
+    func ref(_ index: Int) -> GPIOLineRef {
+        GPIOLineRef(chip: chip.description, offset: offsets[index], name: lineNames[index])
+    }
+
+    /// The request-order index of a line, by offset or name.
+    func index(of line: LineSelector) throws(GPIOError) -> Int {
+        switch line {
+        case let .offset(o):
+            var i = 0
+            while i < lineCount {
+                if offsets[i] == o { return i }
+                i += 1
+            }
+            throw .lineNotInRequest(GPIOLineRef(chip: chip.description, offset: o))
+        case let .name(n):
+            var i = 0
+            while i < lineCount {
+                if lineNames[i] == n { return i }
+                i += 1
+            }
+            throw .lineNotFound(name: n, chip: "\(chip.description) (in this request)")
+        }
+    }
+
+    func checkUsable(_ operation: StaticString) throws(GPIOError) {
+        switch state {
+        case .active: return
+        case let .vanished(error): throw error
+        case .released: throw .requestReleased(chip: chip.description, operation: "\(operation)")
+        }
+    }
+
+    /// Maps a driver failure; a vanished chip also marks the request.
+    func noteFailure(_ error: GPIOError) -> GPIOError {
+        if case .chipVanished = error, state == .active { chipVanished(error) }
+        return error
+    }
+
+    // MARK: Values
+
+    /// The logical value of one line (active-low applied).
+    public func value(_ line: LineSelector) throws(GPIOError) -> Bool {
+        try checkUsable("value")
+        let i = try index(of: line)
+        do { try driver.getValues(into: values) } catch { throw noteFailure(error) }
+        return values[i] != 0
+    }
+
+    /// The logical value of the request's only (or first) line.
+    public func value() throws(GPIOError) -> Bool { try value(.offset(offsets[0])) }
+
+    /// Logical values of all lines, in request order.
+    public func readValues() throws(GPIOError) -> [Bool] {
+        try checkUsable("readValues")
+        do { try driver.getValues(into: values) } catch { throw noteFailure(error) }
+        return values.map { $0 != 0 }
+    }
+
+    /// Logical values of all lines into `buffer` (request order), without
+    /// allocating.
+    public func readValues(into buffer: UnsafeMutableBufferPointer<Bool>) throws(GPIOError) {
+        try checkUsable("readValues")
+        precondition(buffer.count >= lineCount, "readValues(into:) needs room for \(lineCount) values")
+        do { try driver.getValues(into: values) } catch { throw noteFailure(error) }
+        for i in 0..<lineCount { buffer[i] = values[i] != 0 }
+    }
+
+    /// Sets one output line's logical value.
+    public func setValue(_ value: Bool, _ line: LineSelector) throws(GPIOError) {
+        try checkUsable("setValue")
+        let i = try index(of: line)
+        guard settings[i].direction == .output else { throw .notAnOutput(ref(i)) }
+        setOffsets[0] = offsets[i]
+        setValues[0] = value ? 1 : 0
+        do {
+            try driver.setValues(
+                offsets: UnsafeBufferPointer(rebasing: setOffsets[0..<1]),
+                values: UnsafeBufferPointer(rebasing: setValues[0..<1]))
+        } catch { throw noteFailure(error) }
+    }
+
+    /// Sets the logical value of the request's only (or first) line.
+    public func setValue(_ value: Bool) throws(GPIOError) { try setValue(value, .offset(offsets[0])) }
+
+    /// Sets several output lines at once (in one kernel call where the lines
+    /// share a handle).
+    public func setValues(_ changes: [(LineSelector, Bool)]) throws(GPIOError) {
+        try checkUsable("setValues")
+        guard changes.count <= lineCount else {
+            throw .capacityExceeded(what: "values set at once on this request", limit: lineCount)
+        }
+        var k = 0
+        for (line, value) in changes {
+            let i = try index(of: line)
+            guard settings[i].direction == .output else { throw .notAnOutput(ref(i)) }
+            setOffsets[k] = offsets[i]
+            setValues[k] = value ? 1 : 0
+            k += 1
+        }
+        do {
+            try driver.setValues(
+                offsets: UnsafeBufferPointer(rebasing: setOffsets[0..<k]),
+                values: UnsafeBufferPointer(rebasing: setValues[0..<k]))
+        } catch { throw noteFailure(error) }
+    }
+
+    // MARK: Reconfigure and release
+
+    /// Applies new settings to one line (the others keep theirs); e.g. turn
+    /// an input into an output. With libgpiod 2.x the lines stay requested;
+    /// with 1.6 a request that detects edges is released and requested again.
+    public func reconfigure(_ line: LineSelector, _ newSettings: LineSettings) throws(GPIOError) {
+        let i = try index(of: line)
+        var all = settings
+        all[i] = newSettings
+        try reconfigure(all)
+    }
+
+    /// Applies new settings to all lines (request order).
+    public func reconfigure(_ newSettings: [LineSettings]) throws(GPIOError) {
+        try checkUsable("reconfigure")
+        guard newSettings.count == lineCount else {
+            throw .invalidConfiguration(nil, reason: "reconfigure needs settings for all \(lineCount) lines")
+        }
+        for i in 0..<lineCount {
+            if let reason = newSettings[i].invalidReason { throw .invalidConfiguration(ref(i), reason: reason) }
+        }
+        let hadEvents = settings.contains { $0.direction == .input && $0.edgeDetection != .none }
+        let willHaveEvents = newSettings.contains { $0.direction == .input && $0.edgeDetection != .none }
+        if loop != nil && hadEvents && !willHaveEvents {
+            throw .invalidConfiguration(nil, reason: "the request is scheduled on a run loop; unschedule it before turning off every line's edge detection")
+        }
+        let caps = capabilities
+        let driverLines = (0..<lineCount).map {
+            DriverLineConfig(offset: offsets[$0], settings: Self.driverSettings(newSettings[$0], capabilities: caps))
+        }
+        do { try driver.reconfigure(driverLines) } catch { throw noteFailure(error) }
+        settings = newSettings
+        for i in 0..<lineCount {
+            lines[i] = LineEventState(offset: offsets[i], settings: newSettings[i], capabilities: caps)
+        }
+        try resyncAfterReconfigure()
+    }
+
+    /// Releases the lines: they are free for others, and the request stops
+    /// receiving events. Idempotent.
+    public func release() {
+        if state == .released { return }
+        unscheduleItems()
+        driver.release()
+        state = .released
+    }
+}

@@ -1,0 +1,370 @@
+import Boardloop
+import BoardloopGPIO
+import CLinux
+import Glibc
+
+/// A GPIO chip in memory that behaves like a kernel chip, for the demo
+/// board, for tests, and for running a daemon on a machine without GPIO.
+///
+/// - Inputs are driven from outside (`setLevel`, `injectEdge`, `pulse`,
+///   `burst`), from any thread. A requested input with edge detection gets
+///   edge events through a real eventfd, so they reach a run loop by the
+///   same port-source path as the kernel's (epoll, level-triggered).
+/// - Outputs record every value change with its timestamp
+///   (`outputHistory`), and can be wired to inputs (`wire`), so a program's
+///   own output drives its input.
+/// - Faults on demand: a line held by someone else (`hold`), permission
+///   denied (`denyAccess`), the chip vanishing (`vanish`), lost events
+///   (`dropEvents`), and overflow of the event buffer (a burst larger than
+///   it, as on a kernel).
+///
+/// Levels are physical (what the wire carries); requests see logical
+/// values, with active-low applied as the kernel does.
+public final class MockChip: @unchecked Sendable {
+    /// Which kernel interface the chip imitates.
+    public enum EventModel: Sendable, Equatable {
+        /// libgpiod 2.x on the v2 uAPI: events carry sequence numbers; the
+        /// request's buffer (16 per line unless set) drops the oldest event
+        /// when full — the gap in the sequence numbers shows it.
+        case v2
+        /// libgpiod 1.6 on the v1 uAPI: no sequence numbers; each line's
+        /// FIFO holds 16 events and drops newer ones when full.
+        case v1
+    }
+
+    /// One recorded output change.
+    public struct OutputChange: Sendable, Equatable, CustomStringConvertible {
+        public var offset: UInt32
+        /// The logical value the program wrote.
+        public var value: Bool
+        /// The physical level on the wire (differs from `value` when active-low).
+        public var level: Bool
+        public var timestamp: MonotonicInstant
+
+        public var description: String { "\(offset)=\(value ? 1 : 0) (level \(level ? 1 : 0)) at \(timestamp)" }
+    }
+
+    public let name: String
+    public let label: String
+    public let lineCount: Int
+    public let eventModel: EventModel
+    /// Events the kernel would buffer per request (v2; nil: 16 per line).
+    public let eventBufferSize: Int?
+    let clock: RunLoopClock
+    let lock = MockLock()
+
+    // Line state, fixed size (no allocation while driving).
+    var names: [String]
+    var levels: [Bool]
+    var driven: [Bool]
+    var holders: [String?]
+    /// The request holding each line, and the line's index in it.
+    var owner: [MockRequest?]
+    var ownerIndex: [Int]
+
+    // Output history ring.
+    let history: UnsafeMutablePointer<OutputChange>
+    let historyCapacity: Int
+    var historyStart = 0
+    var historyCount = 0
+    /// Output changes dropped because the history ring was full.
+    public private(set) var historyDropped: UInt64 = 0
+
+    var wires: [Wire] = []
+    struct Wire {
+        let output: UInt32
+        unowned let target: MockChip
+        let input: UInt32
+        let inverted: Bool
+    }
+
+    var isVanished = false
+    /// When true, opening the chip fails with `permissionDenied` (as a
+    /// `/dev/gpiochip*` the user may not open).
+    public var denyAccess: Bool {
+        get { lock.withLock { accessDenied } }
+        set { lock.withLock { accessDenied = newValue } }
+    }
+    var accessDenied = false
+
+    /// - Parameters:
+    ///   - name: the device name (`gpiochip0`).
+    ///   - label: the label programs look chips up by.
+    ///   - lineCount: number of lines.
+    ///   - lineNames: names of lines, by offset.
+    ///   - eventModel: which kernel interface to imitate (`.v2` default).
+    ///   - eventBufferSize: v2 only: events buffered per request (default 16 per line).
+    ///   - clock: where event and output timestamps come from; use the same
+    ///     `ManualClock` as the loop for deterministic tests.
+    ///   - historyCapacity: output changes kept.
+    public init(
+        name: String = "gpiochip0", label: String, lineCount: Int, lineNames: [UInt32: String] = [:],
+        eventModel: EventModel = .v2, eventBufferSize: Int? = nil, clock: RunLoopClock = .monotonic,
+        historyCapacity: Int = 4096
+    ) {
+        precondition(lineCount > 0 && lineCount <= 1024, "MockChip lineCount must be 1...1024")
+        self.name = name
+        self.label = label
+        self.lineCount = lineCount
+        self.eventModel = eventModel
+        self.eventBufferSize = eventBufferSize
+        self.clock = clock
+        names = (0..<lineCount).map { lineNames[UInt32($0)] ?? "" }
+        levels = Array(repeating: false, count: lineCount)
+        driven = Array(repeating: false, count: lineCount)
+        holders = Array(repeating: nil, count: lineCount)
+        owner = Array(repeating: nil, count: lineCount)
+        ownerIndex = Array(repeating: -1, count: lineCount)
+        self.historyCapacity = max(historyCapacity, 1)
+        history = .allocate(capacity: self.historyCapacity)
+        history.initialize(
+            repeating: OutputChange(offset: 0, value: false, level: false, timestamp: MonotonicInstant(nanoseconds: 0)),
+            count: self.historyCapacity)
+    }
+
+    deinit {
+        history.deallocate()
+    }
+
+    /// The chip's info, as `GPIOChip.info` reports it.
+    public var info: GPIOChipInfo { GPIOChipInfo(name: name, label: label, path: path, lineCount: lineCount) }
+    /// A path for messages (mock chips have no device file).
+    public var path: String { "mock:\(name)" }
+
+    /// The chip's clock now.
+    public var now: MonotonicInstant {
+        switch clock {
+        case .monotonic: MonotonicInstant.now
+        case let .manual(c): c.now
+        }
+    }
+
+    /// Opens this chip through the GPIO API (a one-chip mock board).
+    public func open() throws(GPIOError) -> GPIOChip {
+        try GPIOChip(name, backend: MockGPIO([self]))
+    }
+
+    // MARK: Lines
+
+    /// The offset of a line by offset or name; traps on a line the chip does
+    /// not have (a mistake in the test or demo, not a runtime condition).
+    public func offset(_ line: LineSelector) -> UInt32 {
+        switch line {
+        case let .offset(o):
+            precondition(Int(o) < lineCount, "MockChip \(name): no line \(o) (it has \(lineCount))")
+            return o
+        case let .name(n):
+            guard let i = names.firstIndex(of: n) else { preconditionFailure("MockChip \(name): no line named '\(n)'") }
+            return UInt32(i)
+        }
+    }
+
+    func ref(_ offset: UInt32) -> GPIOLineRef {
+        GPIOLineRef(chip: info.description, offset: offset, name: names[Int(offset)])
+    }
+
+    /// The physical level of a line: what the wire carries now (an output's
+    /// driven level, or an input's external level or pull).
+    public func level(_ line: LineSelector) -> Bool {
+        let o = Int(offset(line))
+        return lock.withLock { physicalLevel(o) }
+    }
+
+    func physicalLevel(_ o: Int) -> Bool {
+        if let r = owner[o] {
+            let s = r.lines[ownerIndex[o]].settings
+            if s.direction == .output { return r.outputs[ownerIndex[o]] != s.activeLow }
+            if !driven[o] {
+                if s.bias == .pullUp { return true }
+                if s.bias == .pullDown { return false }
+            }
+        }
+        return levels[o]
+    }
+
+    // MARK: Driving inputs
+
+    /// Drives a line's physical level from outside. A change is an edge for
+    /// a request watching the line (logical edge: active-low inverts it),
+    /// stamped `at` (default: the chip clock's now). Safe from any thread.
+    public func setLevel(_ line: LineSelector, _ high: Bool, at timestamp: MonotonicInstant? = nil) {
+        let o = Int(offset(line))
+        lock.withLock {
+            let before = physicalLevel(o)
+            levels[o] = high
+            driven[o] = true
+            let after = physicalLevel(o)
+            if before != after { edge(o, level: after, at: timestamp ?? now) }
+        }
+    }
+
+    /// An edge the kernel saw, even if the level already was there (a glitch
+    /// too short to sample, say): sets the level and queues the event.
+    public func injectEdge(_ line: LineSelector, _ edge: GPIOEdge, at timestamp: MonotonicInstant? = nil) {
+        let o = Int(offset(line))
+        lock.withLock {
+            levels[o] = edge.level
+            driven[o] = true
+            self.edge(o, level: edge.level, at: timestamp ?? now)
+        }
+    }
+
+    /// Two edges `width` apart: to the opposite level and back.
+    public func pulse(_ line: LineSelector, width: Duration, at start: MonotonicInstant? = nil) {
+        let o = Int(offset(line))
+        let t0 = start ?? now
+        let original = lock.withLock { physicalLevel(o) }
+        setLevel(.offset(UInt32(o)), !original, at: t0)
+        setLevel(.offset(UInt32(o)), original, at: t0 + width)
+    }
+
+    /// `count` alternating edges `spacing` apart from `start`, beginning with
+    /// the edge away from the current level (a bouncing contact, or a
+    /// burst larger than the event buffer).
+    public func burst(_ line: LineSelector, edges count: Int, spacing: Duration, from start: MonotonicInstant? = nil) {
+        let o = UInt32(offset(line))
+        let t0 = start ?? now
+        var level = lock.withLock { physicalLevel(Int(o)) }
+        for k in 0..<count {
+            level.toggle()
+            setLevel(.offset(o), level, at: t0 + spacing * k)
+        }
+    }
+
+    /// Called with the lock held: queue an edge for the request watching `o`.
+    func edge(_ o: Int, level physical: Bool, at timestamp: MonotonicInstant) {
+        guard !isVanished, let r = owner[o] else { return }
+        let i = ownerIndex[o]
+        let s = r.lines[i].settings
+        guard s.direction == .input, s.edgeDetection != .none else { return }
+        let logical = physical != s.activeLow
+        let e = GPIOEdge(to: logical)
+        guard s.edgeDetection.includes(e) else { return }
+        r.enqueue(lineIndex: i, offset: UInt32(o), edge: e, at: timestamp)
+    }
+
+    // MARK: Outputs
+
+    /// Called with the lock held when a request changes an output.
+    func recordOutput(_ o: Int, value: Bool, level: Bool, at timestamp: MonotonicInstant) {
+        if historyCount == historyCapacity {
+            historyStart = (historyStart + 1) % historyCapacity
+            historyCount -= 1
+            historyDropped &+= 1
+        }
+        history[(historyStart + historyCount) % historyCapacity] = OutputChange(
+            offset: UInt32(o), value: value, level: level, timestamp: timestamp)
+        historyCount += 1
+    }
+
+    /// Every recorded output change of one line, oldest first (the value a
+    /// request set it to when made, then each change).
+    public func outputHistory(_ line: LineSelector) -> [OutputChange] {
+        let o = offset(line)
+        return allOutputChanges().filter { $0.offset == o }
+    }
+
+    /// Every recorded output change, oldest first.
+    public func allOutputChanges() -> [OutputChange] {
+        lock.withLock {
+            (0..<historyCount).map { history[(historyStart + $0) % historyCapacity] }
+        }
+    }
+
+    /// Forgets the recorded output changes.
+    public func clearOutputHistory() {
+        lock.withLock {
+            historyStart = 0
+            historyCount = 0
+        }
+    }
+
+    /// Wires an output of this chip to an input (of this chip or `target`):
+    /// each level the output drives is driven onto the input, at the same
+    /// timestamp. Set up wiring before the lines are used.
+    public func wire(_ output: LineSelector, to input: LineSelector, on target: MockChip? = nil, inverted: Bool = false) {
+        let chip = target ?? self
+        let w = Wire(output: offset(output), target: chip, input: chip.offset(input), inverted: inverted)
+        lock.withLock { wires.append(w) }
+    }
+
+    /// Propagates an output level over its wires (called without the lock).
+    func propagate(_ o: UInt32, level: Bool, at timestamp: MonotonicInstant) {
+        var k = 0
+        while k < wires.count {
+            if wires[k].output == o {
+                wires[k].target.setLevel(.offset(wires[k].input), level != wires[k].inverted, at: timestamp)
+            }
+            k += 1
+        }
+    }
+
+    /// Whether any output is wired (read without the lock: wiring is set up
+    /// before use).
+    var hasWires: Bool { !wires.isEmpty }
+
+    // MARK: Faults
+
+    /// Marks a line as held by another consumer: requesting it fails with
+    /// `lineBusy` naming `consumer`, as when another program holds it.
+    public func hold(_ line: LineSelector, consumer: String) {
+        let o = Int(offset(line))
+        lock.withLock { holders[o] = consumer }
+    }
+
+    /// Ends a `hold`.
+    public func unhold(_ line: LineSelector) {
+        let o = Int(offset(line))
+        lock.withLock { holders[o] = nil }
+    }
+
+    /// The chip goes away (hot-unplug; gpio-sim's `live=0`): requests on it
+    /// report it on their sources and fail from then on; opening it fails.
+    public func vanish() { vanish(wakingPollers: true) }
+
+    /// The chip goes away without waking the requests' pollers, as on Linux
+    /// before 6.6, where only a later call on the request (or its periodic
+    /// check, `GPIOLineRequest.vanishCheckInterval`) finds out.
+    public func vanishSilently() { vanish(wakingPollers: false) }
+
+    func vanish(wakingPollers: Bool) {
+        let requests: [MockRequest] = lock.withLock {
+            isVanished = true
+            var rs: [MockRequest] = []
+            for case let r? in owner where !rs.contains(where: { $0 === r }) { rs.append(r) }
+            return rs
+        }
+        for r in requests { r.chipVanished(wakingPollers: wakingPollers) }
+    }
+
+    /// The chip is back (`live=1`): it can be opened and requested anew; the
+    /// requests made before it vanished stay dead.
+    public func reappear() {
+        lock.withLock {
+            isVanished = false
+            for o in 0..<lineCount {
+                owner[o] = nil
+                ownerIndex[o] = -1
+            }
+        }
+    }
+
+    public var vanished: Bool { lock.withLock { isVanished } }
+
+    /// Drops the next `count` events of a line as a kernel buffer overflow
+    /// would: with the v2 model their sequence numbers are used up (the gap
+    /// shows), with v1 they leave no trace at all.
+    public func dropEvents(_ line: LineSelector, count: Int) {
+        let o = Int(offset(line))
+        lock.withLock {
+            guard let r = owner[o] else { return }
+            r.skipSequence(lineIndex: ownerIndex[o], count: count)
+        }
+    }
+
+    /// Who holds a line: the request's consumer, a `hold`'s consumer, or nil.
+    public func consumer(_ line: LineSelector) -> String? {
+        let o = Int(offset(line))
+        return lock.withLock { owner[o]?.consumer ?? holders[o] }
+    }
+}
