@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "BoardloopGPIOMock", targets: ["BoardloopGPIOMock"]),
         .library(name: "BoardloopTestSupport", targets: ["BoardloopTestSupport"]),
         .executable(name: "loop-demo", targets: ["loop-demo"]),
+        .executable(name: "gpio-button-led", targets: ["gpio-button-led"]),
         .executable(name: "worker-demo", targets: ["worker-demo"]),
     ],
     targets: [
@@ -54,6 +55,9 @@ let package = Package(
 
         // Examples.
         .executableTarget(name: "loop-demo", dependencies: ["Boardloop"], path: "examples/loop-demo", swiftSettings: strict),
+        .executableTarget(
+            name: "gpio-button-led", dependencies: ["BoardloopGPIO", "BoardloopGPIOMock", "Boardloop"],
+            path: "examples/gpio-button-led", swiftSettings: strict),
         .executableTarget(name: "worker-demo", dependencies: ["Boardloop"], path: "examples/worker-demo", swiftSettings: strict),
 
         // Tests.
