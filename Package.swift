@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "BoardloopTestSupport", targets: ["BoardloopTestSupport"]),
         .executable(name: "loop-demo", targets: ["loop-demo"]),
         .executable(name: "gpio-button-led", targets: ["gpio-button-led"]),
+        .executable(name: "gpio-sim-guest", targets: ["gpio-sim-guest"]),
         .executable(name: "worker-demo", targets: ["worker-demo"]),
     ],
     targets: [
@@ -58,6 +59,8 @@ let package = Package(
         .executableTarget(
             name: "gpio-button-led", dependencies: ["BoardloopGPIO", "BoardloopGPIOMock", "Boardloop"],
             path: "examples/gpio-button-led", swiftSettings: strict),
+        // Runs the gpio-sim scenarios of issue 5 in a qemu guest (scripts/sim-test.sh).
+        .executableTarget(name: "gpio-sim-guest", dependencies: ["BoardloopGPIO", "Boardloop"], swiftSettings: strict),
         .executableTarget(name: "worker-demo", dependencies: ["Boardloop"], path: "examples/worker-demo", swiftSettings: strict),
 
         // Tests.

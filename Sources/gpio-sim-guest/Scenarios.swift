@@ -1,0 +1,374 @@
+import Boardloop
+import BoardloopGPIO
+import Glibc
+import Synchronization
+
+/// What a scenario found: PASS with figures, or FAIL with why.
+struct Outcome {
+    let name: String
+    let passed: Bool
+    let text: String
+
+    static func pass(_ name: String, _ figures: String) -> Outcome { Outcome(name: name, passed: true, text: figures) }
+    static func fail(_ name: String, _ why: String) -> Outcome { Outcome(name: name, passed: false, text: why) }
+
+    var line: String { "\(passed ? "PASS" : "FAIL") \(name): \(text)" }
+}
+
+struct ScenarioFailure: Error { let why: String }
+
+func require(_ condition: Bool, _ why: @autoclosure () -> String) throws {
+    if !condition { throw ScenarioFailure(why: why()) }
+}
+
+/// Runs `loop` in `mode` until `done()` or `timeout`.
+func run(_ loop: RunLoop, _ mode: RunLoopMode = .default, timeout: Duration, until done: () -> Bool) throws {
+    let deadline = MonotonicInstant.now + timeout
+    while !done() && MonotonicInstant.now < deadline {
+        _ = try loop.run(mode: mode, timeout: .milliseconds(50), returnAfterSourceHandled: true)
+    }
+}
+
+/// Runs `loop` in `mode` for `duration` (whatever comes).
+func run(_ loop: RunLoop, _ mode: RunLoopMode = .default, for duration: Duration) throws {
+    let deadline = MonotonicInstant.now + duration
+    while MonotonicInstant.now < deadline {
+        _ = try loop.run(mode: mode, timeout: deadline - MonotonicInstant.now)
+    }
+}
+
+/// Edges as the scenarios compare them.
+struct Edge: Equatable, CustomStringConvertible {
+    let offset: UInt32
+    let rising: Bool
+    var description: String { "\(offset)\(rising ? "↑" : "↓")" }
+}
+
+/// Lets the kernel's irq thread run after a pull change, so every toggle
+/// becomes its own edge event (gpio-sim drops changes while the line's
+/// one-shot interrupt is still being handled).
+func settleKernel() {
+    sched_yield()
+    sleep(.microseconds(200))
+}
+
+enum Scenarios {
+    // MARK: 1. Engine + libgpiod
+
+    static func engineAndLibgpiod(_ sim: SimBank) throws -> String {
+        let chip = try GPIOChip(sim.label)
+        // Lines by name, on the chip and across chips.
+        let button = try chip.offset(of: "BUTTON")
+        let led = try chip.offset(of: "LED")
+        try require(button == 17 && led == 27, "BUTTON/LED are at \(button)/\(led), expected 17/27")
+        let found = try GPIOChip.findLine(named: "LED")
+        try require(found.chip.label == sim.label && found.offset == 27, "findLine(LED) gave \(found)")
+
+        // Edge events from pull toggles on four lines at once.
+        let inputs: [UInt32] = [17, 18, 19, 20]
+        for o in inputs { sim.pull(o, up: false) }
+        let req = try chip.request(inputs.map { LineSelector.offset($0) }, .input(edges: .both))
+        let loop = try RunLoop()
+        var got: [EdgeEvent] = []
+        var faults: [GPIOError] = []
+        try req.schedule(on: loop) { batch in
+            if let f = batch.fault { faults.append(f) }
+            for e in batch { got.append(e) }
+        }
+        let sequence: [Edge] = [
+            Edge(offset: 17, rising: true), Edge(offset: 18, rising: true), Edge(offset: 17, rising: false),
+            Edge(offset: 19, rising: true), Edge(offset: 20, rising: true), Edge(offset: 18, rising: false),
+            Edge(offset: 20, rising: false), Edge(offset: 19, rising: false), Edge(offset: 17, rising: true),
+            Edge(offset: 18, rising: true), Edge(offset: 17, rising: false), Edge(offset: 18, rising: false),
+        ]
+        let before = MonotonicInstant.now
+        for e in sequence {
+            try require(sim.pull(e.offset, up: e.rising) == 0, "cannot write \(sim.linePath(e.offset, "pull"))")
+            settleKernel()
+        }
+        let after = MonotonicInstant.now
+        try run(loop, timeout: .seconds(10)) { got.count >= sequence.count }
+        try require(faults.isEmpty, "faults: \(faults)")
+        let edges = got.map { Edge(offset: $0.offset, rising: $0.edge == .rising) }
+        try require(edges == sequence, "edges \(edges), expected \(sequence)")
+        let stamps = got.map(\.timestamp)
+        try require(zip(stamps, stamps.dropFirst()).allSatisfy { $0 <= $1 }, "timestamps out of order: \(stamps)")
+        try require(
+            stamps.allSatisfy { $0 >= before && $0 <= after },
+            "kernel timestamps outside the toggling window \(before)...\(after): \(stamps)")
+        let span = stamps.last! - stamps.first!
+        req.release()
+
+        // Output writes show in sim_gpioN/value.
+        let out = try chip.request(27, .output(false))
+        let v0 = sim.value(27)
+        try out.setValue(true)
+        let v1 = sim.value(27)
+        try out.setValue(false)
+        let v2 = sim.value(27)
+        try require(v0 == 0 && v1 == 1 && v2 == 0, "sim_gpio27/value read \(String(describing: v0)), \(String(describing: v1)), \(String(describing: v2)); expected 0, 1, 0")
+        out.release()
+
+        // A line held by gpioset: the typed busy error names the consumer.
+        let busyLine: UInt32 = 22
+        guard let holder = holdLine(sim, chip, busyLine) else {
+            throw ScenarioFailure(why: "could not start gpioset holding line \(busyLine)")
+        }
+        defer { holder.stop() }
+        var consumer = ""
+        do {
+            _ = try chip.request(.offset(busyLine), .input())
+            throw ScenarioFailure(why: "requesting a line gpioset holds succeeded")
+        } catch let error as GPIOError {
+            guard case let .lineBusy(line, c) = error, line.offset == busyLine, let c, !c.isEmpty else {
+                throw ScenarioFailure(why: "expected lineBusy with a consumer, got: \(error)")
+            }
+            consumer = c
+            try require(error.description.contains(sim.chipName), "busy message does not name the chip: \(error)")
+        }
+        try require(consumer.hasPrefix("gpioset"), "busy consumer is '\(consumer)', expected gpioset")
+        return "\(got.count) edges on \(inputs.count) lines in order, kernel timestamps monotonic within the "
+            + "toggling window (span \(span.ms)); LED 27 wrote 0/1/0 and sim_gpio27/value read 0/1/0; "
+            + "BUTTON=17 LED=27 found by name; busy line \(busyLine) -> lineBusy naming consumer '\(consumer)'"
+    }
+
+    /// Starts gpioset holding `offset` (1.6 syntax, then 2.x) and waits until
+    /// the line shows as used.
+    static func holdLine(_ sim: SimBank, _ chip: GPIOChip, _ offset: UInt32) -> Child? {
+        let attempts = [
+            ["gpioset", "--mode=signal", sim.chipName, "\(offset)=1"],
+            ["gpioset", "-c", sim.chipName, "\(offset)=1"],
+        ]
+        for argv in attempts {
+            guard let child = Child(argv) else { continue }
+            let deadline = MonotonicInstant.now + .seconds(5)
+            while MonotonicInstant.now < deadline && child.isRunning {
+                if (try? chip.lineInfo(.offset(offset)).used) == true { return child }
+                sleep(.milliseconds(20))
+            }
+            child.stop()
+        }
+        return nil
+    }
+
+    // MARK: 2. A burst larger than the kernel buffer while the mode is held
+
+    static func overflow(_ sim: SimBank) throws -> String {
+        let chip = try GPIOChip(sim.label)
+        let line: UInt32 = 23
+        sim.pull(line, up: false)
+        let held: RunLoopMode = "gpio-sim.held"
+        let req = try chip.request(.offset(line), .input(edges: .both))
+        let loop = try RunLoop()
+        var delivered = 0
+        var lostInBatches: UInt64 = 0
+        var overflowBatches = 0
+        try req.schedule(on: loop, mode: held) { batch in
+            delivered += batch.count
+            lostInBatches += batch.lostEvents
+            if batch.overflowSuspected { overflowBatches += 1 }
+        }
+        var ticks = 0
+        try loop.add(RunLoopTimer(fireAt: loop.now, interval: .milliseconds(10)) { _ in ticks += 1 }, mode: .default)
+
+        let burst = 41 // odd: the line ends high, the 16 kept events end with a falling edge
+        for k in 0..<burst {
+            sim.pull(line, up: k % 2 == 0)
+            settleKernel()
+        }
+        try run(loop, .default, for: .milliseconds(100))
+        try require(delivered == 0, "\(delivered) events dispatched while only the default mode ran")
+        try require(ticks > 0, "the default mode did not run")
+        try run(loop, held, for: .milliseconds(300))
+        let level = try req.value()
+        let stats = req.statistics
+        try require(level, "the line should end high after \(burst) toggles")
+        if req.capabilities.contains(.sequenceNumbers) {
+            // libgpiod 2.x: the gap in the sequence numbers counts the loss.
+            try require(stats.lostEvents > 0, "no loss reported for \(burst) edges (\(delivered) delivered)")
+            try require(
+                UInt64(delivered) + stats.lostEvents == UInt64(burst),
+                "delivered \(delivered) + lost \(stats.lostEvents) != \(burst) edges")
+            return "\(burst) edges while the mode was held: \(delivered) delivered, \(stats.lostEvents) lost, "
+                + "counted exactly from sequence numbers (libgpiod \(LibgpiodBackend.shared.libraryVersion))"
+        }
+        // libgpiod 1.6: the v1 FIFO keeps 16 per line and drops newer edges
+        // without a trace; what shows is the full FIFO and a level that
+        // disagrees with the last kept edge.
+        try require(delivered == 16, "\(delivered) delivered, expected the kernel FIFO's 16")
+        try require(stats.suspectedOverflows >= 1 && overflowBatches >= 1, "the full FIFO was not reported")
+        try require(stats.lostEvents >= 1 && lostInBatches >= 1, "no loss reported though the level disagrees")
+        return "\(burst) edges while the mode was held: \(delivered) delivered (the v1 kernel FIFO's 16 per line), "
+            + "full FIFO reported (suspectedOverflows \(stats.suspectedOverflows)), \(stats.lostEvents) lost proven by "
+            + "the line's level; libgpiod 1.6 cannot count the other \(burst - 16 - Int(stats.lostEvents)) (documented "
+            + "limit, docs/gpio.md); default mode ran \(ticks) ticks meanwhile"
+    }
+
+    // MARK: 3. Hot-unplug
+
+    static func hotUnplug(_ sim: SimBank) throws -> String {
+        let chip = try GPIOChip(sim.label)
+        let req = try chip.request([0, 1], .input(edges: .both))
+        req.vanishCheckInterval = .milliseconds(100)
+        let out = try chip.request(2, .output(true))
+        let loop = try RunLoop()
+        var events = 0
+        var fault: GPIOError?
+        var faultAt = MonotonicInstant.now
+        try req.schedule(on: loop) { batch in
+            events += batch.count
+            if let f = batch.fault {
+                fault = f
+                faultAt = MonotonicInstant.now
+            }
+        }
+        var ticks = 0
+        try loop.add(RunLoopTimer(fireAt: loop.now, interval: .milliseconds(20)) { _ in ticks += 1 }, mode: .default)
+        sim.pull(0, up: true)
+        try run(loop, timeout: .seconds(5)) { events >= 1 }
+        try require(events == 1, "no edge before the unplug")
+
+        let t0 = MonotonicInstant.now
+        try require(sim.setLive(false) == 0, "cannot write \(sim.deviceDir)/live")
+        try run(loop, timeout: .seconds(5)) { fault != nil }
+        guard case .chipVanished(_, let detail)? = fault else {
+            throw ScenarioFailure(why: "no chipVanished on the source within 5 s (got \(String(describing: fault)))")
+        }
+        let detectedAfter = faultAt - t0
+        guard case .vanished = req.state else { throw ScenarioFailure(why: "request state \(req.state)") }
+        let ticksAtFault = ticks
+        try run(loop, for: .milliseconds(200))
+        try require(ticks > ticksAtFault, "the loop stopped running timers after the fault")
+        var outputError = "none"
+        do { try out.setValue(false) } catch { outputError = "\(error)" }
+        try require(outputError != "none", "writing an output of the vanished chip succeeded")
+        req.release()
+        out.release()
+        chip.close()
+
+        // live=1: the chip comes back, maybe under another number.
+        try require(sim.setLive(true) == 0, "cannot set live=1 again")
+        var back: SimBank?
+        let deadline = MonotonicInstant.now + .seconds(5)
+        while back == nil && MonotonicInstant.now < deadline {
+            back = SimBank.find(label: sim.label)
+            if back == nil { sleep(.milliseconds(20)) }
+        }
+        guard let back else { throw ScenarioFailure(why: "the chip did not come back after live=1") }
+        let again = try GPIOChip(back.label)
+        let req2 = try again.request(0, .input(edges: .both))
+        var events2 = 0
+        try req2.schedule(on: loop) { events2 += $0.count }
+        back.pull(0, up: true)
+        try run(loop, timeout: .seconds(5)) { events2 >= 1 }
+        try require(events2 == 1, "no edge from the re-created chip")
+        req2.release()
+        let how = detail.contains("event fd") ? "by the fd's wake-up" : "by the request's periodic check"
+        return "live=0 reported on the source after \(detectedAfter.ms) (\(how)); loop kept running "
+            + "(\(ticks - ticksAtFault) timer ticks after); output write failed cleanly; live=1: \(back.chipName) "
+            + "reopened by label and a new request got its edge"
+    }
+
+    // MARK: 4. A custom mode on a real chip
+
+    static func customMode(_ sim: SimBank) throws -> String {
+        let chip = try GPIOChip(sim.label)
+        let lines: [UInt32] = [24, 25]
+        for o in lines { sim.pull(o, up: false) }
+        let critical: RunLoopMode = "gpio-sim.critical"
+        let req = try chip.request(lines.map { LineSelector.offset($0) }, .input(edges: .both))
+        let loop = try RunLoop()
+        var got: [EdgeEvent] = []
+        try req.schedule(on: loop, mode: critical) { batch in
+            for e in batch { got.append(e) }
+        }
+        var ticks = 0
+        try loop.add(RunLoopTimer(fireAt: loop.now, interval: .milliseconds(10)) { _ in ticks += 1 }, mode: .default)
+        var expected: [Edge] = []
+        for k in 0..<10 {
+            let o = lines[k % 2]
+            let up = (k / 2) % 2 == 0
+            sim.pull(o, up: up)
+            expected.append(Edge(offset: o, rising: up))
+            settleKernel()
+        }
+        try run(loop, .default, for: .milliseconds(200))
+        let dispatchedInDefault = req.eventSource?.dispatchCount ?? 0
+        try require(got.isEmpty && dispatchedInDefault == 0, "\(got.count) events dispatched while the default mode ran")
+        try require(ticks > 5, "the default mode did not run its timer")
+        try run(loop, critical, timeout: .seconds(5)) { got.count >= expected.count }
+        let edges = got.map { Edge(offset: $0.offset, rising: $0.edge == .rising) }
+        try require(edges == expected, "held edges \(edges), expected \(expected)")
+        let stamps = got.map(\.timestamp)
+        try require(zip(stamps, stamps.dropFirst()).allSatisfy { $0 <= $1 }, "timestamps out of order")
+        try require(req.statistics.lostEvents == 0, "lost \(req.statistics.lostEvents)")
+        return "no dispatch while the default mode ran (\(ticks) timer ticks, 200 ms); all \(got.count) held edges "
+            + "on \(lines.count) lines delivered in order when the custom mode ran"
+    }
+
+    // MARK: 5. Edge-to-handler latency
+
+    static func latency(_ sim: SimBank, edges count: Int) throws -> String {
+        let chip = try GPIOChip(sim.label)
+        let line: UInt32 = 26
+        sim.pull(line, up: false)
+        let req = try chip.request(.offset(line), .input(edges: .both))
+        let loop = try RunLoop()
+        let samples = UnsafeMutablePointer<Int64>.allocate(capacity: count)
+        defer { samples.deallocate() }
+        let handled = HandledCounter()
+        try req.schedule(on: loop) { batch in
+            for e in batch {
+                let n = handled.value
+                if n < count { samples[n] = batch.latency(of: e).nanosecondsClampedForSleep }
+                handled.increment()
+            }
+        }
+        // A second thread toggles the pull while the loop sleeps in epoll,
+        // waiting for each edge to be handled before the next.
+        let toggler = Thread {
+            for k in 0..<count {
+                sim.pull(line, up: k % 2 == 0)
+                let deadline = MonotonicInstant.now + .seconds(2)
+                while handled.value <= k && MonotonicInstant.now < deadline { sleep(.microseconds(100)) }
+                sleep(.microseconds(500))
+            }
+        }
+        try run(loop, timeout: .seconds(120)) { handled.value >= count }
+        toggler.join()
+        let n = min(handled.value, count)
+        try require(n == count, "only \(n) of \(count) edges arrived")
+        var sorted = Array(UnsafeBufferPointer(start: samples, count: n))
+        sorted.sort()
+        func pct(_ p: Double) -> Duration { .nanoseconds(sorted[min(n - 1, Int(Double(n - 1) * p))]) }
+        let mean = Duration.nanoseconds(sorted.reduce(0, +) / Int64(n))
+        return "\(n) edges: p50 \(pct(0.50).us), p99 \(pct(0.99).us), max \(Duration.nanoseconds(sorted[n - 1]).us), "
+            + "mean \(mean.us) (handler entry minus kernel timestamp; under TCG emulation indicative only)"
+    }
+}
+
+/// A counter shared with the toggler thread.
+final class HandledCounter: Sendable {
+    private let count = Atomic<Int>(0)
+    var value: Int { count.load(ordering: .acquiring) }
+    func increment() { count.add(1, ordering: .releasing) }
+}
+
+/// A joinable pthread.
+final class Thread: @unchecked Sendable {
+    private var handle = pthread_t()
+    private let body: () -> Void
+
+    init(_ body: @escaping () -> Void) {
+        self.body = body
+        let box = Unmanaged.passRetained(self).toOpaque()
+        let rc = pthread_create(&handle, nil, { p in
+            let t = Unmanaged<Thread>.fromOpaque(p!).takeRetainedValue()
+            t.body()
+            return nil
+        }, box)
+        precondition(rc == 0, "pthread_create: \(rc)")
+    }
+
+    func join() { pthread_join(handle, nil) }
+}
