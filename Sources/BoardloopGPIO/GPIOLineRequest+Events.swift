@@ -156,11 +156,6 @@ extension GPIOLineRequest {
             return (GPIOReadStatus(), error)
         }
         let raw = events.raw + d * events.capacity
-        if !capabilities.contains(.sequenceNumbers) && lineCount > 1 && status.count > 1 {
-            // 1.6 reads line by line (one kernel fd each): merge the lines'
-            // events into time order (each line's are in order already).
-            sortByTimestamp(raw, status.count)
-        }
         var k = 0
         while k < status.count {
             process(raw[k], entry: entry, into: &batch)
@@ -168,22 +163,6 @@ extension GPIOLineRequest {
         }
         if status.fullCount > 0 { fifoWasFull(depth: d, count: status.fullCount, entry: entry, into: &batch) }
         return (status, nil)
-    }
-
-    /// Stable insertion sort by timestamp, in place (no allocation; the
-    /// runs are already sorted per line, so this is near-linear).
-    func sortByTimestamp(_ p: UnsafeMutablePointer<EdgeEvent>, _ n: Int) {
-        var i = 1
-        while i < n {
-            let e = p[i]
-            var j = i
-            while j > 0 && p[j - 1].timestamp > e.timestamp {
-                p[j] = p[j - 1]
-                j -= 1
-            }
-            p[j] = e
-            i += 1
-        }
     }
 
     @inline(__always)

@@ -10,7 +10,8 @@
 // - the event fds sit in an epoll fd owned by the request, which is the one
 //   fd the run loop watches (an epoll fd is itself pollable);
 // - events carry the line offset (known from which fd they came), the
-//   kernel timestamp, and no sequence numbers (v1 has none);
+//   kernel timestamp, and no sequence numbers (v1 has none); the lines'
+//   events of one read are merged into time order;
 // - a read that returns BL_GPIOD_V1_KFIFO_EVENTS events from one line saw
 //   its kernel FIFO full, so later edges may have been dropped: reported
 //   in the read status, since v1 cannot say more.
@@ -445,6 +446,18 @@ int bl_gpiod_request_read_events(bl_gpiod_request *r, bl_gpiod_edge_event *out, 
         }
     }
     r->next_line++;
+    // Each line's events are in order; merge the lines into time order, as
+    // one v2 request fd would give them (stable insertion sort: the input is
+    // a few sorted runs, so this is close to linear; no allocation).
+    for (uint32_t i = 1; i < count; i++) {
+        bl_gpiod_edge_event e = out[i];
+        uint32_t j = i;
+        while (j > 0 && out[j - 1].timestamp_ns > e.timestamp_ns) {
+            out[j] = out[j - 1];
+            j--;
+        }
+        out[j] = e;
+    }
     return (int)count;
 }
 
