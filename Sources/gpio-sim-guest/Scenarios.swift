@@ -308,6 +308,41 @@ enum Scenarios {
             + "on \(lines.count) lines delivered in order when the custom mode ran"
     }
 
+    // MARK: 6. Software debounce on a real kernel (libgpiod 1.6)
+
+    static func debounce(_ sim: SimBank) throws -> String {
+        let chip = try GPIOChip(sim.label)
+        let line: UInt32 = 21
+        sim.pull(line, up: false)
+        let req = try chip.request(.offset(line), .input(edges: .both, bias: .pullDown, debounce: .milliseconds(20)))
+        let loop = try RunLoop()
+        var got: [EdgeEvent] = []
+        try req.schedule(on: loop) { batch in
+            for e in batch { got.append(e) }
+        }
+        let presses = 3
+        var trace: [String] = []
+        for _ in 0..<presses {
+            for up in [true, false, true, false, true] { // a bouncy press
+                sim.pull(line, up: up)
+                settleKernel()
+            }
+            try run(loop, for: .milliseconds(60))
+            trace.append("after press: read \(req.statistics.read) got \(got.count) value \((try? req.value()) ?? false) sim \(sim.value(line) ?? -1)")
+            for up in [false, true, false] { // a bouncy release
+                sim.pull(line, up: up)
+                settleKernel()
+            }
+            try run(loop, for: .milliseconds(60))
+            trace.append("after release: read \(req.statistics.read) got \(got.count) value \((try? req.value()) ?? false) sim \(sim.value(line) ?? -1)")
+        }
+        let edges = got.map(\.edge)
+        let expected = (0..<presses).flatMap { _ in [GPIOEdge.rising, .falling] }
+        try require(edges == expected, "debounced edges \(edges), expected \(expected); \(trace)")
+        return "\(presses) bouncy presses and releases (\(req.statistics.read) raw edges) -> \(got.count) debounced edges, "
+            + "\(req.statistics.debounced) swallowed, software debounce on the loop (20 ms)"
+    }
+
     // MARK: 5. Edge-to-handler latency
 
     static func latency(_ sim: SimBank, edges count: Int) throws -> String {

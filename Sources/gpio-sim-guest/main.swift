@@ -1,6 +1,9 @@
 // gpio-sim-guest: proves the libgpiod path end to end on a kernel with
 // gpio-sim (issue 5), inside a qemu guest or on a laptop after
-// scripts/gpio-sim-up.sh. Prints one line per scenario:
+// scripts/gpio-sim-up.sh. Runs the five scenarios of issue 5 (engine and
+// libgpiod, a held burst overflowing the kernel buffer, hot-unplug, a custom
+// mode, latency) and software debounce on the real kernel. Prints one line
+// per scenario:
 //
 //   PASS name: figures
 //   FAIL name: why
@@ -17,7 +20,7 @@ import Boardloop
 import BoardloopGPIO
 import Glibc
 
-let scenarioNames = ["engine-libgpiod", "custom-mode", "overflow", "latency", "hot-unplug"]
+let scenarioNames = ["engine-libgpiod", "custom-mode", "overflow", "debounce", "latency", "hot-unplug"]
 
 struct Options {
     var only: Set<String>?
@@ -79,6 +82,7 @@ func main() -> Int32 {
     attempt("engine-libgpiod") { try Scenarios.engineAndLibgpiod(sim0) }
     attempt("custom-mode") { try Scenarios.customMode(sim0) }
     attempt("overflow") { try Scenarios.overflow(sim0) }
+    attempt("debounce") { try Scenarios.debounce(sim0) }
     attempt("latency") { try Scenarios.latency(sim0, edges: options.latencyEdges) }
     // Last: taking a device down may take sim0 with it if they share a device.
     attempt("hot-unplug") {
