@@ -74,9 +74,11 @@ public final class MessagePort: @unchecked Sendable {
 
         /// Answers a `sendRequest` with the bytes of `value`.
         public func reply<T: BitwiseCopyable>(id: Int32, value: T) throws(MessagePortError) {
-            var v = value
-            let p = UnsafeMutableRawBufferPointer(start: &v, count: MemoryLayout<T>.size)
-            try reply(id: id, payload: UnsafeRawBufferPointer(p))
+            var failure: MessagePortError?
+            withUnsafeBytes(of: value) { p in
+                do throws(MessagePortError) { try reply(id: id, payload: p) } catch { failure = error }
+            }
+            if let failure { throw failure }
         }
 
         /// Answers a `sendRequest`: the bytes are copied to the waiting sender.

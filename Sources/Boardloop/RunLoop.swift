@@ -687,7 +687,7 @@ extension RunLoopObserver: LoopItem {}
 
 /// The thread-specific key holding each non-main thread's current loop (a
 /// retained reference, released when the thread exits).
-nonisolated(unsafe) let currentKey: pthread_key_t = {
+let currentKey: pthread_key_t = {
     var key = pthread_key_t()
     let rc = pthread_key_create(&key) { p in
         if let p { Unmanaged<RunLoop>.fromOpaque(p).release() }

@@ -109,8 +109,15 @@ public final class ManualClock: Sendable {
     }
 
     private func wakeLoops() {
-        let targets = lock.withLock { loops.compactMap(\.loop) }
-        for loop in targets { loop.wakeUp() }
+        // wakeUp never blocks, so it is called under the lock: no list copy,
+        // no allocation when a test advances the clock.
+        lock.withLock {
+            var i = 0
+            while i < loops.count {
+                loops[i].loop?.wakeUp()
+                i += 1
+            }
+        }
     }
 }
 
