@@ -1,0 +1,34 @@
+#!/bin/sh
+# Packs the test guest's initramfs: busybox, the gpiod tools, tests-guest/
+# (init and shell scenarios), boards/sim-chips.conf, gpio-sim-up.sh, and the
+# guest test programs given as arguments, each with the shared libraries it
+# needs copied to the same absolute paths (Swift's runtime included).
+# usage: build-initramfs.sh OUT.cpio.gz [PROGRAM...]
+set -eu
+root_dir=$(cd "$(dirname "$0")/../.." && pwd)
+out=$1; shift
+stage=$(mktemp -d /tmp/boardloop-initramfs.XXXXXX)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/dev" "$stage/proc" "$stage/sys" "$stage/tmp" "$stage/run" "$stage/tests/bin" "$stage/tests/scenarios" "$stage/boards"
+cp /bin/busybox "$stage/bin/busybox"
+ln -s busybox "$stage/bin/sh"
+cp "$root_dir/tests-guest/init" "$stage/init"
+chmod +x "$stage/init"
+cp "$root_dir"/tests-guest/scenarios/*.sh "$stage/tests/scenarios/" 2>/dev/null || true
+cp "$root_dir/scripts/gpio-sim-up.sh" "$stage/tests/gpio-sim-up.sh"
+cp "$root_dir/boards/sim-chips.conf" "$stage/boards/"
+libs_of() { ldd "$1" 2>/dev/null | grep -o '/[^ ]*' || true; }
+copy_with_libs() {
+    dest=$1; src=$2
+    mkdir -p "$(dirname "$stage$dest")"
+    cp -L "$src" "$stage$dest"
+    for lib in $(libs_of "$src"); do
+        [ -e "$stage$lib" ] && continue
+        mkdir -p "$stage$(dirname "$lib")"
+        cp -L "$lib" "$stage$lib"
+    done
+}
+for t in gpiodetect gpioinfo gpioget gpioset gpiomon gpiofind; do copy_with_libs "/usr/bin/$t" "/usr/bin/$t"; done
+for p in "$@"; do copy_with_libs "/tests/bin/$(basename "$p")" "$p"; done
+(cd "$stage" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$out"
+echo "initramfs: $out ($(du -h "$out" | cut -f1))" >&2
