@@ -34,9 +34,11 @@ let package = Package(
         .target(name: "CLinux"),
         .target(
             name: "CGPIOD",
-            exclude: ["check-v2"],
-            linkerSettings: [.linkedLibrary("gpiod")]
+            dependencies: ["Clibgpiod"],
+            exclude: ["check-v2"]
         ),
+        // libgpiod itself: flags from pkg-config (libgpiod.pc).
+        .systemLibrary(name: "Clibgpiod", pkgConfig: "libgpiod", providers: [.apt(["libgpiod-dev"])]),
 
         // Layer 2: the engine.
         .target(name: "Boardloop", dependencies: ["CLinux"], swiftSettings: strict),
