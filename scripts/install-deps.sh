@@ -1,14 +1,17 @@
 #!/bin/sh
-# Installs the Debian/Raspberry Pi OS packages boardloop builds against:
-# libgpiod (headers + library, found through pkg-config) and the gpiod tools.
+# Installs Debian/Raspberry Pi OS packages that are not installed yet.
+#   scripts/install-deps.sh            what boardloop builds against: libgpiod
+#                                      (headers + library, via pkg-config) and the gpiod tools
+#   scripts/install-deps.sh PKG...     the given packages (scripts/sim/deps.sh uses this)
 # Swift itself is expected on PATH (swift.org toolchain, 6.1 or later).
 set -eu
+[ $# -gt 0 ] || set -- libgpiod-dev gpiod pkg-config
 need=""
-for p in libgpiod-dev gpiod pkg-config; do
+for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need="$need $p"
 done
 [ -z "$need" ] && exit 0
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 echo "installing:$need"
 $SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $need
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $need
