@@ -180,7 +180,9 @@ extension GPIOLineRequest {
         guard let i = lineIndex(e.offset) else { return }
         let level: Int8 = e.edge == .rising ? 1 : 0
         if capabilities.contains(.sequenceNumbers) && e.globalSequence != 0 {
-            if lastGlobalSequence != 0 && e.globalSequence > lastGlobalSequence &+ 1 {
+            // Sequence numbers start at 1: a first event numbered higher means
+            // the queue overflowed before anything was read.
+            if e.globalSequence > lastGlobalSequence &+ 1 {
                 batch.lost &+= e.globalSequence - lastGlobalSequence - 1
             }
             if e.globalSequence > lastGlobalSequence { lastGlobalSequence = e.globalSequence }
