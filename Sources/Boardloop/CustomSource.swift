@@ -14,10 +14,10 @@ public final class CustomSource: @unchecked Sendable {
     let cancelCallback: ((RunLoop, RunLoopMode) -> Void)?
     let performCallback: () -> Void
     let signalled = Atomic<Bool>(false)
-    var item = ItemState()
-    var limiter = RateLimiter()
+    @exclusivity(unchecked) var item = ItemState()
+    @exclusivity(unchecked) var limiter = RateLimiter()
     /// How many times `perform` was called.
-    public internal(set) var performCount: UInt64 = 0
+    @exclusivity(unchecked) public internal(set) var performCount: UInt64 = 0
 
     /// - Parameters:
     ///   - schedule: called on the loop's thread each time the source is added to a mode.

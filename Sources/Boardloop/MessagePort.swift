@@ -103,22 +103,22 @@ public final class MessagePort: @unchecked Sendable {
     private let lengths: UnsafeMutablePointer<Int>
     private let replyPorts: UnsafeMutablePointer<MessagePort?>
     private let replyTokens: UnsafeMutablePointer<UInt64>
-    private var head = 0
-    private var count = 0
-    private var signalled = false
-    private var waitingSenders = 0
-    private var valid = true
+    @exclusivity(unchecked) private var head = 0
+    @exclusivity(unchecked) private var count = 0
+    @exclusivity(unchecked) private var signalled = false
+    @exclusivity(unchecked) private var waitingSenders = 0
+    @exclusivity(unchecked) private var valid = true
     // Pending requests' reply slots (guarded by monitor).
     private let replyBuffers: UnsafeMutableRawPointer
     private let replyLengths: UnsafeMutablePointer<Int>
     private let replyIds: UnsafeMutablePointer<Int32>
     private let replyGenerations: UnsafeMutablePointer<UInt32>
     private let replyStates: UnsafeMutablePointer<UInt8>  // 0 free, 1 waiting, 2 replied
-    private var freeReplies = 0
+    @exclusivity(unchecked) private var freeReplies = 0
     // The receiver's copy of the message being handled (owner thread only).
     private let receiveBuffer: UnsafeMutableRawPointer
     private let receivedCount = Atomic<UInt64>(0)
-    private var registeredName: String?
+    @exclusivity(unchecked) private var registeredName: String?
 
     /// - Parameters:
     ///   - slots: messages that can be queued at once.

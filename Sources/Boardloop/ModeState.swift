@@ -4,20 +4,20 @@
 final class ModeState {
     let index: Int
     /// nil while the mode slot is unused.
-    var mode: RunLoopMode?
+    @exclusivity(unchecked) var mode: RunLoopMode?
     /// The mode's epoll instance: the loop's wake-up eventfd, its timerfd and
     /// the fds of the mode's port sources. -1 until the mode is first used.
-    var epfd: Int32 = -1
+    @exclusivity(unchecked) var epfd: Int32 = -1
     /// In the loop's common-modes set.
-    var isCommon = false
+    @exclusivity(unchecked) var isCommon = false
     /// Custom sources, sorted by (order, insertion).
-    var customs: OrderedSlots
+    @exclusivity(unchecked) var customs: OrderedSlots
     /// Observers, sorted by (order, insertion).
-    var observers: OrderedSlots
+    @exclusivity(unchecked) var observers: OrderedSlots
     /// Union of the activities the mode's observers ask for.
-    var observerMask: UInt32 = 0
-    var timers: TimerHeap
-    var portCount = 0
+    @exclusivity(unchecked) var observerMask: UInt32 = 0
+    @exclusivity(unchecked) var timers: TimerHeap
+    @exclusivity(unchecked) var portCount = 0
 
     private let customBuffer: UnsafeMutablePointer<Int32>
     private let observerBuffer: UnsafeMutablePointer<Int32>

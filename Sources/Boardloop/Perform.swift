@@ -78,8 +78,12 @@ extension RunLoop {
     }
 
     private func post(_ block: @escaping @Sendable () -> Void, _ modes: [RunLoopMode], delay: Duration, waited: Bool) throws(RunLoopError) -> PerformToken {
-        let ns = delay.nanosecondsClamped
-        let due: UInt64 = ns > 0 ? nowNanoseconds &+ UInt64(ns) : 0
+        // (No delay is the common case: skip the clock and Duration's 128-bit arithmetic.)
+        var due: UInt64 = 0
+        if delay > .zero {
+            let ns = delay.nanosecondsClamped
+            if ns > 0 { due = nowNanoseconds &+ UInt64(ns) }
+        }
         guard let token = performs.post(block, modes, due: due, waited: waited) else {
             throw .capacityExceeded(.pendingPerforms, limit: capacities.pendingPerforms)
         }
@@ -89,8 +93,12 @@ extension RunLoop {
 
     /// Runs every queued request that is due and whose mode is `ms`; returns
     /// the earliest due time of the delayed ones left for this mode.
+    @inline(__always)
     func runPerforms(_ ms: ModeState) -> UInt64 {
-        if !performs.mayHavePending { return .max }
+        performs.mayHavePending ? runPendingPerforms(ms) : .max
+    }
+
+    private func runPendingPerforms(_ ms: ModeState) -> UInt64 {
         var next = UInt64.max
         var taken = 0
         let now = nowNanoseconds
@@ -129,10 +137,10 @@ final class PerformQueue: @unchecked Sendable {
     private let due: UnsafeMutablePointer<UInt64>
     private let waited: UnsafeMutablePointer<Bool>
     private let freeList: UnsafeMutablePointer<Int32>
-    private var freeCount: Int
+    @exclusivity(unchecked) private var freeCount: Int
     private let ring: UnsafeMutablePointer<Int32>
-    private var head = 0
-    private var queued = 0
+    @exclusivity(unchecked) private var head = 0
+    @exclusivity(unchecked) private var queued = 0
     private let pendingCount = Atomic<Int>(0)
 
     init(capacity: Int) {

@@ -7,10 +7,16 @@ import CLinux
 /// readiness, so nothing is dropped.
 ///
 /// One ready port source is handled per pass (the guide's step 5 → step 9).
-/// The handler is called on the loop's thread with what the kernel reported;
-/// it should consume the readiness (read the fd), or the source is handled
-/// again on the next pass. The fd is the caller's: invalidating the source
-/// does not close it.
+/// The ports one `epoll_wait` finds ready form the loop's ready list: they
+/// are handled one per pass, lowest order first, before the loop waits
+/// again (due timers still fire first), so a busy loop makes one system call
+/// per batch rather than per event. A port that becomes ready meanwhile is
+/// handled after that batch. The handler is called on the loop's thread with
+/// what the kernel reported; it should consume the readiness (read the fd),
+/// or the source is handled again on a later pass. As with any epoll loop,
+/// make the fd non-blocking: if another handler of the same batch drained
+/// it, the read finds nothing. The fd is the caller's: invalidating the
+/// source does not close it.
 public final class PortSource: @unchecked Sendable {
     /// What the loop watches the fd for.
     public struct Interest: OptionSet, Sendable {
@@ -35,6 +41,7 @@ public final class PortSource: @unchecked Sendable {
         /// EPOLLHUP/EPOLLRDHUP: the other end hung up.
         public static let hangup = Events(rawValue: 8)
 
+        @inline(__always)
         init(epoll e: UInt32) {
             var r: UInt32 = 0
             if e & (BL_EPOLLIN | BL_EPOLLPRI) != 0 { r |= 1 }
@@ -58,13 +65,13 @@ public final class PortSource: @unchecked Sendable {
     /// Lower orders are handled first when several ports are ready at once.
     public let order: Int
     let handler: (PortSource, Events) -> Void
-    var item = ItemState()
-    var limiter = RateLimiter()
-    var interestBits: UInt32
+    @exclusivity(unchecked) var item = ItemState()
+    @exclusivity(unchecked) var limiter = RateLimiter()
+    @exclusivity(unchecked) var interestBits: UInt32
     /// Whether the fd's epoll interest is switched off while rate-limit held.
-    var heldInKernel = false
+    @exclusivity(unchecked) var heldInKernel = false
     /// How many times the handler was called.
-    public internal(set) var dispatchCount: UInt64 = 0
+    @exclusivity(unchecked) public internal(set) var dispatchCount: UInt64 = 0
 
     public init(fd: Int32, interest: Interest = .readable, order: Int = 0, handler: @escaping (PortSource, Events) -> Void) {
         self.fd = fd

@@ -8,7 +8,7 @@ extension RunLoop {
     /// sources or timers left (CF's `CFRunLoopRun`). Owner thread only.
     public func run() throws(RunLoopError) {
         while true {
-            let r = try run(mode: .default, timeout: .seconds(1_000_000_000), returnAfterSourceHandled: false)
+            let r = try run(mode: .default, timeout: .seconds(10_000_000_000), returnAfterSourceHandled: false)
             if r == .stopped || r == .finished { return }
         }
     }
@@ -40,7 +40,8 @@ extension RunLoop {
         let deadline: UInt64
         if ns <= 0 {
             deadline = 0
-        } else if UInt64(ns) >= MonotonicInstant.distantFuture.nanoseconds &- start {
+        } else if UInt64(ns) >= Self.forever || UInt64(ns) >= MonotonicInstant.distantFuture.nanoseconds &- start {
+            // No deadline to check after every pass.
             deadline = .max
         } else {
             deadline = start + UInt64(ns)
@@ -54,12 +55,18 @@ extension RunLoop {
         runDepth += 1
         notify(ms, .entry)
         let result = runPasses(ms, deadline: deadline, stopAfterHandle: returnAfterSourceHandled)
+        // The ready list lives for one run call: between calls the program
+        // may read the fds itself, and the kernel reports what is still ready.
+        dropReadyList()
         notify(ms, .exit)
         runDepth -= 1
         runningMode = previous
         stopRequested.store(outerStop, ordering: .releasing)
         return result
     }
+
+    /// Timeouts this long (about 31 years; `run()` uses CF's 1e10 s) have no deadline.
+    static let forever: UInt64 = 1_000_000_000 * 1_000_000_000
 
     /// A mode with no sources, no timers and no perform requests it would run.
     func isEmpty(_ ms: ModeState) -> Bool {
@@ -94,21 +101,23 @@ extension RunLoop {
             notify(ms, .beforeSources)
             var performWake = runPerforms(ms)
             // 4
-            var handled = performCustomSources(ms, stopAfterHandle: stopAfterHandle)
+            var handled = ms.customs.count > 0 && performCustomSources(ms, stopAfterHandle: stopAfterHandle)
             if handled { performWake = min(performWake, runPerforms(ms)) }
             let poll = handled || pollOnly
 
-            // 5: a ready port skips the sleep and its notifications. Checking
-            // costs a system call, so it is made only when someone could tell
-            // the difference: when the mode has before/afterWaiting observers.
+            // 5: a ready port skips the sleep and its notifications. Ports
+            // left on the ready list by the last wait are ready; otherwise
+            // checking costs a system call, so it is made only when someone
+            // could tell the difference: when the mode has before/afterWaiting
+            // observers.
             var wake = WakeReasons()
-            var portReadyBeforeSleep = false
-            if !poll && ms.portCount > 0 && ms.observerMask & waitObservers != 0 {
+            var portReady = hasReadyPort(ms)
+            if !portReady && !poll && ms.portCount > 0 && ms.observerMask & waitObservers != 0 {
                 wake = waitForEvents(ms, timeoutMilliseconds: 0)
-                portReadyBeforeSleep = wake.portSlot >= 0
+                portReady = hasReadyPort(ms)
             }
 
-            if !portReadyBeforeSleep {
+            if !portReady {
                 // 6
                 if !poll { notify(ms, .beforeWaiting) }
                 // 7
@@ -135,8 +144,29 @@ extension RunLoop {
                 if !poll { notify(ms, .afterWaiting) }
             }
 
-            // 9
+            // 9: due timers first (a flood of ready ports cannot starve
+            // them); otherwise one ready port. Ports not dispatched stay on
+            // the ready list (or ready in the kernel) for the next pass.
             wakePending.store(true, ordering: .releasing)
+            // The clock is read only when something here depends on it.
+            let timerDue = nextTimerDeadline(ms)
+            var timersFired = false
+            if timerDue != .max || heldPortCount > 0 || nextCustomRelease != .max {
+                let now = nowNanoseconds
+                if heldPortCount > 0 { releaseHeldPorts(now: now) }
+                if nextCustomRelease <= now { nextCustomRelease = .max }
+                if timerDue <= now {
+                    fireTimers(ms)
+                    timersFired = true
+                }
+            }
+            if !timersFired && readyNext < readyCount {
+                handled = dispatchReadyPort(ms) || handled
+            }
+            _ = runPerforms(ms)
+            // The wake-up and timer fds are drained after the work they
+            // announced has run: their reads are off the latency path.
+            // (Wake-ups made from here on are not written: wakePending.)
             if wake.wakeUp {
                 var value: UInt64 = 0
                 _ = bl_eventfd_read(wakeFD, &value)
@@ -146,17 +176,6 @@ extension RunLoop {
                 _ = bl_timerfd_read(timerFD, &expirations)
                 timerArmed = 0
             }
-            let now = nowNanoseconds
-            if heldPortCount > 0 { releaseHeldPorts(now: now) }
-            if nextCustomRelease <= now { nextCustomRelease = .max }
-            if portReadyBeforeSleep {
-                handled = dispatchPort(ms, wake) || handled
-            } else if nextTimerDeadline(ms) <= now {
-                fireTimers(ms)
-            } else if wake.portSlot >= 0 {
-                handled = dispatchPort(ms, wake) || handled
-            }
-            _ = runPerforms(ms)
 
             // Exit checks, in CF's order.
             if handled && stopAfterHandle { return .handledSource }
@@ -166,39 +185,31 @@ extension RunLoop {
         }
     }
 
-    /// What one `epoll_wait` reported.
+    /// What one `epoll_wait` reported besides ports (those go on the ready list).
     struct WakeReasons {
         var wakeUp = false
         var timer = false
-        /// The port to handle: the ready one with the lowest order (the first
-        /// reported among equals, so equal orders take turns).
-        var portSlot: Int32 = -1
-        var portGeneration: UInt32 = 0
-        var portEvents: UInt32 = 0
-        var portOrder = 0
 
         mutating func merge(_ other: WakeReasons) {
             wakeUp = wakeUp || other.wakeUp
             timer = timer || other.timer
-            if portSlot < 0 || (other.portSlot >= 0 && other.portOrder < portOrder) {
-                if other.portSlot >= 0 {
-                    portSlot = other.portSlot
-                    portGeneration = other.portGeneration
-                    portEvents = other.portEvents
-                    portOrder = other.portOrder
-                }
-            }
         }
     }
 
+    /// Waits on the mode's epoll set. The ports it returns become the ready
+    /// list, replacing what was left of the last one.
     private func waitForEvents(_ ms: ModeState, timeoutMilliseconds: Int32) -> WakeReasons {
         var r = WakeReasons()
+        readyCount = 0
+        readyNext = 0
+        waitCount &+= 1
         let n = bl_epoll_wait(ms.epfd, events.raw, Int32(events.capacity), timeoutMilliseconds)
         if n < 0 {
             let e = errno
             if e == EINTR { return r }
             fatalError("boardloop: epoll_wait failed: \(String(cString: strerror(e))); this is a bug in boardloop")
         }
+        var count = 0
         var i = 0
         while i < Int(n) {
             let data = events.data(at: i)
@@ -210,16 +221,61 @@ extension RunLoop {
             default:
                 let slot = Int32(bitPattern: UInt32(truncatingIfNeeded: data))
                 let generation = UInt32(truncatingIfNeeded: data >> 32)
-                if let p = ports.lookup(slot, generation), r.portSlot < 0 || p.order < r.portOrder {
-                    r.portSlot = slot
-                    r.portGeneration = generation
-                    r.portEvents = events.events(at: i)
-                    r.portOrder = p.order
+                if let p = ports.lookup(slot, generation) {
+                    // Insertion sort by order, stable: the list is short.
+                    let entry = ReadyPort(slot: slot, generation: generation, events: events.events(at: i), order: p.order)
+                    var j = count
+                    while j > 0 && readyList[j - 1].order > entry.order {
+                        readyList[j] = readyList[j - 1]
+                        j -= 1
+                    }
+                    readyList[j] = entry
+                    count += 1
                 }
             }
             i += 1
         }
+        readyCount = count
+        readyModeBit = ms.bit
         return r
+    }
+
+    /// Whether the ready list holds a port for `ms`. A list left by a wait
+    /// in another mode is dropped (its fds are still ready in the kernel).
+    @inline(__always)
+    func hasReadyPort(_ ms: ModeState) -> Bool {
+        if readyNext == readyCount { return false }
+        if readyModeBit != ms.bit {
+            dropReadyList()
+            return false
+        }
+        return true
+    }
+
+    /// Forgets the ready list; the kernel reports those fds again (level-triggered).
+    @inline(__always)
+    func dropReadyList() {
+        readyCount = 0
+        readyNext = 0
+    }
+
+    /// Takes the next port off the ready list and dispatches it. Entries
+    /// whose source was removed, left the mode or is held are dropped on
+    /// the way.
+    private func dispatchReadyPort(_ ms: ModeState) -> Bool {
+        guard readyModeBit == ms.bit else {
+            dropReadyList()
+            return false
+        }
+        while readyNext < readyCount {
+            let e = readyList[readyNext]
+            readyNext += 1
+            if readyNext == readyCount { dropReadyList() }
+            if let p = ports.lookup(e.slot, e.generation), p.item.modeMask & ms.bit != 0, !p.heldInKernel {
+                return dispatch(p, ms, events: e.events)
+            }
+        }
+        return false
     }
 
     private func armTimer(_ deadline: UInt64) {
@@ -310,17 +366,15 @@ extension RunLoop {
 
     // MARK: Step 9: ports
 
-    private func dispatchPort(_ ms: ModeState, _ wake: WakeReasons) -> Bool {
-        guard let p = ports.lookup(wake.portSlot, wake.portGeneration), p.item.modeMask & ms.bit != 0,
-              !p.heldInKernel
-        else { return false }
+    @inline(__always)
+    private func dispatch(_ p: PortSource, _ ms: ModeState, events portEvents: UInt32) -> Bool {
         if p.limiter.limit != nil && !p.limiter.admit(now: nowNanoseconds) {
             holdPort(p)
             return false
         }
         p.dispatchCount &+= 1
         workCount &+= 1
-        p.handler(p, PortSource.Events(epoll: wake.portEvents))
+        p.handler(p, PortSource.Events(epoll: portEvents))
         return true
     }
 

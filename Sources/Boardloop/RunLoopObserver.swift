@@ -33,9 +33,9 @@ public final class RunLoopObserver: @unchecked Sendable {
     public let repeats: Bool
     public let order: Int
     let handler: (RunLoopObserver, RunLoopActivity) -> Void
-    var item = ItemState()
+    @exclusivity(unchecked) var item = ItemState()
     /// Set while its handler runs: a nested run does not call it again.
-    var isFiring = false
+    @exclusivity(unchecked) var isFiring = false
 
     public init(
         activities: RunLoopActivity, repeats: Bool = true, order: Int = 0,

@@ -31,17 +31,17 @@ public final class RunLoopTimer: @unchecked Sendable {
     let intervalNanoseconds: UInt64
     public let order: Int
     let handler: (RunLoopTimer) -> Void
-    var item = ItemState()
-    var fireNanoseconds: UInt64
-    var toleranceNanoseconds: UInt64
-    var pendingSkipped: UInt64 = 0
-    var isFiring = false
+    @exclusivity(unchecked) var item = ItemState()
+    @exclusivity(unchecked) var fireNanoseconds: UInt64
+    @exclusivity(unchecked) var toleranceNanoseconds: UInt64
+    @exclusivity(unchecked) var pendingSkipped: UInt64 = 0
+    @exclusivity(unchecked) var isFiring = false
     /// Set when the fire date is changed while the handler runs.
-    var movedDuringFire = false
+    @exclusivity(unchecked) var movedDuringFire = false
 
     /// The last fire, with its lateness and skipped periods.
-    public internal(set) var lastFire: TimerFire?
-    public internal(set) var statistics = TimerStatistics()
+    @exclusivity(unchecked) public internal(set) var lastFire: TimerFire?
+    @exclusivity(unchecked) public internal(set) var statistics = TimerStatistics()
 
     /// - Parameters:
     ///   - fireAt: the first fire time, on the loop's clock (`loop.now + delay`).

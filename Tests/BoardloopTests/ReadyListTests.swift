@@ -1,0 +1,132 @@
+import Boardloop
+import BoardloopTestSupport
+import Glibc
+import XCTest
+
+/// Ports found ready by one `epoll_wait` are handled one per pass, lowest
+/// order first, without waiting again; what changes meanwhile (a source
+/// removed, a timer due, a nested run in another mode) is respected.
+final class ReadyListTests: XCTestCase {
+    func testPortsReadyAtOneWaitAreHandledOnePerPassInOrderWithOneWait() throws {
+        let loop = try RunLoop()
+        let log = Log()
+        var passes = 0
+        try loop.add(RunLoopObserver(activities: .beforeTimers) { _, _ in passes += 1 }, mode: .default)
+        let orders = [30, 10, 50, 20, 40]
+        let pipes = orders.map { _ in Pipe() }
+        var sources: [PortSource] = []
+        for (i, order) in orders.enumerated() {
+            let pipe = pipes[i]
+            let s = PortSource(fd: pipe.readEnd, order: order) { _, _ in
+                _ = pipe.readByte()
+                log.add("p\(order)")
+                if log.entries.count == orders.count { loop.stop() }
+            }
+            try loop.add(s, mode: .default)
+            sources.append(s)
+        }
+        for p in pipes { p.write([1]) }
+        let waitsBefore = loop.waitCount
+        let result = try loop.run(mode: .default, timeout: .seconds(60))
+        XCTAssertEqual(result, .stopped)
+        XCTAssertEqual(log.entries, ["p10", "p20", "p30", "p40", "p50"])
+        XCTAssertEqual(passes, 5, "one port per pass")
+        XCTAssertEqual(loop.waitCount - waitsBefore, 1, "all five came from one epoll_wait")
+    }
+
+    func testAPortRemovedByAnEarlierHandlerOfTheBatchIsNotHandled() throws {
+        let loop = try RunLoop()
+        let log = Log()
+        let a = Pipe(), b = Pipe()
+        var second: PortSource!
+        let first = PortSource(fd: a.readEnd, order: 1) { _, _ in
+            _ = a.readByte()
+            log.add("a")
+            try! loop.remove(second, mode: .default)
+        }
+        second = PortSource(fd: b.readEnd, order: 2) { _, _ in log.add("b") }
+        try loop.add(first, mode: .default)
+        try loop.add(second, mode: .default)
+        try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(30)) { _ in loop.stop() }, mode: .default)
+        a.write([1])
+        b.write([1])
+        let result = try loop.run(mode: .default, timeout: .seconds(60))
+        XCTAssertEqual(result, .stopped)
+        XCTAssertEqual(log.entries, ["a"])
+        XCTAssertEqual(b.readByte(), 1, "b was ready all along: only its removal kept it from being handled")
+    }
+
+    func testDueTimersFireDespiteAFloodOfReadyPorts() throws {
+        // The port is never drained: it is ready on every pass. With a
+        // before/afterWaiting observer the guide's step 5 applies (a ready
+        // port skips the sleep), and without one the ready list does; either
+        // way the timer must fire.
+        for withWaitObserver in [false, true] {
+            let loop = try RunLoop()
+            if withWaitObserver { try loop.add(RunLoopObserver(activities: .beforeWaiting) { _, _ in }, mode: .default) }
+            let pipe = Pipe()
+            pipe.write([1])
+            let flood = PortSource(fd: pipe.readEnd) { _, _ in }
+            try loop.add(flood, mode: .default)
+            var fired = false
+            try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(20)) { _ in
+                fired = true
+                loop.stop()
+            }, mode: .default)
+            let result = try loop.run(mode: .default, timeout: .seconds(30))
+            XCTAssertEqual(result, .stopped, "wait observer: \(withWaitObserver)")
+            XCTAssertTrue(fired)
+            XCTAssertGreaterThan(flood.dispatchCount, 10, "the port was handled meanwhile")
+        }
+    }
+
+    func testANestedRunInAnotherModeLosesNothingOfTheBatch() throws {
+        let loop = try RunLoop()
+        let log = Log()
+        let inner: RunLoopMode = "inner"
+        let innerSource = CustomSource { log.add("inner") }
+        try loop.add(innerSource, mode: inner)
+        let pipes = [Pipe(), Pipe(), Pipe()]
+        for (i, pipe) in pipes.enumerated() {
+            let s = PortSource(fd: pipe.readEnd, order: i) { _, _ in
+                _ = pipe.readByte()
+                log.add("p\(i)")
+                if i == 0 {
+                    innerSource.signal()
+                    _ = try? loop.run(mode: inner, timeout: .zero)
+                }
+                if log.entries.filter({ $0.hasPrefix("p") }).count == 3 { loop.stop() }
+            }
+            try loop.add(s, mode: .default)
+        }
+        for p in pipes { p.write([1]) }
+        let result = try loop.run(mode: .default, timeout: .seconds(60))
+        XCTAssertEqual(result, .stopped)
+        XCTAssertEqual(log.entries, ["p0", "inner", "p1", "p2"])
+    }
+
+    func testAPortDrainedByAnotherHandlerOfTheBatchIsCalledAndFindsNothing() throws {
+        // The documented cost of the ready list, as with any epoll loop that
+        // handles a batch: readiness can go stale within the batch, which
+        // is why port fds must be non-blocking.
+        let loop = try RunLoop()
+        let shared = Pipe()
+        let other = Pipe()
+        var reads: [UInt8?] = []
+        let drainer = PortSource(fd: other.readEnd, order: 0) { _, _ in
+            _ = other.readByte()
+            reads.append(shared.readByte()) // takes the byte meant for the next source
+        }
+        let victim = PortSource(fd: shared.readEnd, order: 1) { _, _ in
+            reads.append(shared.readByte())
+            loop.stop()
+        }
+        try loop.add(drainer, mode: .default)
+        try loop.add(victim, mode: .default)
+        shared.write([5])
+        other.write([1])
+        let result = try loop.run(mode: .default, timeout: .seconds(60))
+        XCTAssertEqual(result, .stopped)
+        XCTAssertEqual(reads, [5, nil])
+    }
+}
