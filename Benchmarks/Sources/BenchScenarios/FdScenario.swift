@@ -26,13 +26,24 @@ public enum FdScenario {
 
     static let chunk: Int32 = 64
 
-    public static func raw(fds fdCount: Int, load: Load, pin: Pinning) throws -> Measurement {
+    /// Makes the pipes and their producer, runs `body` with the read ends,
+    /// closes everything.
+    private static func withProducer<T>(_ fdCount: Int, _ body: (OpaquePointer, [Int32]) throws -> T) throws -> T {
         var fds = [Int32](repeating: -1, count: fdCount)
         guard let producer = bb_producer_create(Int32(fdCount), &fds) else { throw BenchError("pipe2 failed") }
         defer {
             bb_producer_destroy(producer)
             for fd in fds where fd >= 0 { close(fd) }
         }
+        return try body(producer, fds)
+    }
+
+    public static func raw(fds fdCount: Int, load: Load, pin: Pinning) throws -> Measurement {
+        try withProducer(fdCount) { producer, fds in try raw(producer, fds, load: load, pin: pin) }
+    }
+
+    private static func raw(_ producer: OpaquePointer, _ fds: [Int32], load: Load, pin: Pinning) throws -> Measurement {
+        let fdCount = fds.count
         let lat = SampleBuffer(capacity: load.messages)
         let result = Box<Double>(0)
         nonisolated(unsafe) let p = producer
@@ -97,12 +108,10 @@ public enum FdScenario {
 
     /// boardloop: one `PortSource` per pipe on the consumer thread's loop.
     public static func boardloop(fds fdCount: Int, load: Load, pin: Pinning) throws -> Measurement {
-        var fds = [Int32](repeating: -1, count: fdCount)
-        guard let producer = bb_producer_create(Int32(fdCount), &fds) else { throw BenchError("pipe2 failed") }
-        defer {
-            bb_producer_destroy(producer)
-            for fd in fds where fd >= 0 { close(fd) }
-        }
+        try withProducer(fdCount) { producer, fds in try boardloop(producer, fds, load: load, pin: pin) }
+    }
+
+    private static func boardloop(_ producer: OpaquePointer, _ fds: [Int32], load: Load, pin: Pinning) throws -> Measurement {
         let c = Consumer(total: load.messages)
         let failure = Box<String?>(nil)
         nonisolated(unsafe) let p = producer

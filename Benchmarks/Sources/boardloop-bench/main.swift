@@ -67,6 +67,7 @@ func parse() -> Options {
 }
 
 let options = parse()
+let cpuCount = bb_cpu_count()
 // As cyclictest does: idle CPUs stay in their shallowest idle state while
 // the benchmark runs, so a wake-up measures the software, not the idle exit.
 let pmQoS: String
@@ -339,7 +340,7 @@ let vm = cpuinfo.contains(" hypervisor") ? "virtual machine (hypervisor flag set
 
 print("""
     boardloop-bench: \(options.repeats) repeat(s)\(q ? " (--quick: smoke run, figures not meaningful)" : ""), medians over repeats; \(String(format: "%.0f", elapsed)) s
-    machine: \(bb_cpu_count()) CPUs, \(model), \(vm); kernel \(field(info.release)) \(field(info.machine))
+    machine: \(cpuCount) CPUs, \(model), \(vm); kernel \(field(info.release)) \(field(info.machine))
     threads: \(pin); timer threads at 1 ns timer slack; \(pmQoS)
     ratios: boardloop ÷ reference (for latency lower is better, for rates higher is better)
 
