@@ -169,14 +169,10 @@ public enum GPIOScenario {
                 var lastState = -1
                 var stateSince: UInt64 = 0
                 var fires = 0
-                var missed: UInt64 = 0
-                var lastK: Int64 = -1
+                var grid = TimerScenario.GridPosition(t0: t0, period: period)
                 let task = RunLoopTimer(fireAt: MonotonicInstant(nanoseconds: t0), interval: .nanoseconds(Int64(period))) { _ in
                     let t = now()
-                    let k = Int64((t - t0) / period)
-                    let late = t - (t0 + UInt64(k) * period)
-                    if lastK >= 0 && k > lastK + 1 { missed += UInt64(k - lastK - 1) }
-                    lastK = k
+                    let (late, k) = grid.place(t)
                     fires += 1
                     if fires == 50 { window.begin() }
                     let state = flooding.raised.load(ordering: .acquiring)
@@ -213,7 +209,7 @@ public enum GPIOScenario {
                 }
                 var q = Measurement()
                 q.latency = quiet.percentiles()
-                q.missed = missed
+                q.missed = grid.missed
                 q.countedEvents = fires - 50
                 q.allocations = window.count
                 var f = Measurement()

@@ -29,31 +29,49 @@ public enum TimerScenario {
         return m
     }
 
-    final class Grid: @unchecked Sendable {
+    /// The grid t0 + k·period a repeating timer fires on: a fire at t is
+    /// for the grid point at or before t, and grid points between two fires
+    /// were missed.
+    struct GridPosition {
         let t0: UInt64
         let period: UInt64
+        private(set) var lastK: Int64 = -1
+        private(set) var missed: UInt64 = 0
+
+        init(t0: UInt64, period: UInt64) {
+            self.t0 = t0
+            self.period = period
+        }
+
+        /// Places a fire at `t`: its lateness and grid index. Missed grid
+        /// points are added up when `countMissed`.
+        @inline(__always) mutating func place(_ t: UInt64, countMissed: Bool = true) -> (lateness: UInt64, k: Int64) {
+            let k = t >= t0 ? Int64((t - t0) / period) : 0
+            if countMissed && lastK >= 0 && k > lastK + 1 { missed += UInt64(k - lastK - 1) }
+            lastK = k
+            return (t >= t0 ? t - (t0 + UInt64(k) * period) : 0, k)
+        }
+    }
+
+    final class Grid: @unchecked Sendable {
         let warmup: Int
         let total: Int
         var fires = 0
-        var lastK: Int64 = -1
-        var missed: UInt64 = 0
+        var position: GridPosition
+        var missed: UInt64 { position.missed }
         let samples: SampleBuffer
         let window = AllocationWindow()
         init(t0: UInt64, period: UInt64, warmup: Int, fires: Int) {
-            self.t0 = t0
-            self.period = period
+            position = GridPosition(t0: t0, period: period)
             self.warmup = warmup
             total = warmup + fires
             samples = SampleBuffer(capacity: fires)
         }
         /// Records a fire at `t`; true when the last one was recorded.
         @inline(__always) func fire(at t: UInt64) -> Bool {
-            let k = t >= t0 ? Int64((t - t0) / period) : 0
-            if fires >= warmup {
-                samples.record(t >= t0 ? t - (t0 + UInt64(k) * period) : 0)
-                if lastK >= 0 && k > lastK + 1 { missed += UInt64(k - lastK - 1) }
-            }
-            lastK = k
+            let measured = fires >= warmup
+            let (late, _) = position.place(t, countMissed: measured)
+            if measured { samples.record(late) }
             fires += 1
             if fires == warmup { window.begin() }
             if fires == total {

@@ -24,24 +24,74 @@ public enum WakeScenario {
         return m
     }
 
+    /// The bookkeeping both implementations share: A times each round trip
+    /// and starts counting allocations after the warm-up; B joins the count
+    /// on its first arrival after that.
+    final class RoundTrips: @unchecked Sendable {
+        var sent: UInt64 = 0
+        var done = 0
+        let total: Int
+        let warmup: Int
+        let iterations: Int
+        let samples: SampleBuffer
+        let window = AllocationWindow()
+        let phase = Atomic<Int>(0)  // 1: counting
+        var bCounting = false
+
+        init(warmup: Int, iterations: Int) {
+            self.warmup = warmup
+            self.iterations = iterations
+            total = warmup + iterations
+            samples = SampleBuffer(capacity: iterations)
+        }
+
+        /// On A, as a trip ends: records it; true when it was the last one
+        /// (counting has ended then). Otherwise the next trip starts now.
+        func arrivedAtA() -> Bool {
+            let t = now()
+            if done >= warmup { samples.record(t - sent) }
+            done += 1
+            if done == warmup {
+                phase.store(1, ordering: .releasing)
+                window.begin()
+            }
+            if done == total {
+                window.end()
+                return true
+            }
+            sent = now()
+            return false
+        }
+
+        /// On B, as a request arrives.
+        func arrivedAtB() {
+            if !bCounting && phase.load(ordering: .acquiring) == 1 {
+                bCounting = true
+                window.begin()
+            }
+        }
+
+        /// On B, before its loop is torn down.
+        func endOnB() {
+            if bCounting { window.end() }
+        }
+
+        func measurement() -> Measurement {
+            var m = Measurement()
+            m.latency = samples.percentiles()
+            m.countedEvents = iterations * 2
+            m.allocations = window.count
+            return m
+        }
+    }
+
     final class State: @unchecked Sendable {
         var loopA: Boardloop.RunLoop!
         var loopB: Boardloop.RunLoop!
         var itemA: PerformWorkItem!
         var itemB: PerformWorkItem!
-        var sent: UInt64 = 0
-        var done = 0
-        let total: Int
-        let warmup: Int
-        let samples: SampleBuffer
-        let window = AllocationWindow()
-        let phase = Atomic<Int>(0)  // 1: counting
-        var bCounting = false
-        init(warmup: Int, iterations: Int) {
-            self.warmup = warmup
-            total = warmup + iterations
-            samples = SampleBuffer(capacity: iterations)
-        }
+        let trips: RoundTrips
+        init(warmup: Int, iterations: Int) { trips = RoundTrips(warmup: warmup, iterations: iterations) }
     }
 
     /// boardloop: two loops, `PerformWorkItem`s posted back and forth (the
@@ -51,26 +101,15 @@ public enum WakeScenario {
         let worker = Worker(name: "bench-wake-b", settings: .init(cpuAffinity: pin.b >= 0 ? [Int(pin.b)] : nil))
         try worker.start()
         st.loopB = worker.loop
-        // B: count once the measured phase began; post back.
-        st.itemB = PerformWorkItem { [st] in
-            if !st.bCounting && st.phase.load(ordering: .acquiring) == 1 {
-                st.bCounting = true
-                st.window.begin()
-            }
-            if closures {
-                try! st.loopA.perform { [st] in step(st, closures: true) }
-            } else {
-                try! st.loopA.perform(st.itemA)
-            }
-        }
-        st.itemA = PerformWorkItem { [st] in step(st, closures: false) }
+        st.itemB = PerformWorkItem { [st] in atB(st, closures: closures) }
+        st.itemA = PerformWorkItem { [st] in atA(st, closures: false) }
         let failure = Box<String?>(nil)
         let a = spawn(cpu: pin.a) { [st] in
             do {
                 let loop = Boardloop.RunLoop.current
                 st.loopA = loop
                 try keepAlive(loop)
-                st.sent = now()
+                st.trips.sent = now()
                 try st.loopB.perform(st.itemB)
                 try loop.run()
             } catch {
@@ -79,39 +118,30 @@ public enum WakeScenario {
         }
         a.join()
         // B stops counting before anything is torn down.
-        try st.loopB.performAndWait { [st] in if st.bCounting { st.window.end() } }
+        try st.loopB.performAndWait { [st] in st.trips.endOnB() }
         worker.stopAndJoin()
         if let f = failure.value { throw BenchError("boardloop wake: \(f)") }
-        var m = Measurement()
-        m.latency = st.samples.percentiles()
-        m.countedEvents = iterations * 2
-        m.allocations = st.window.count
-        return m
+        return st.trips.measurement()
+    }
+
+    /// B's side: post back.
+    private static func atB(_ st: State, closures: Bool) {
+        st.trips.arrivedAtB()
+        if closures {
+            try! st.loopA.perform { [st] in atA(st, closures: true) }
+        } else {
+            try! st.loopA.perform(st.itemA)
+        }
     }
 
     /// A's side of a round trip: record, then post the next.
-    private static func step(_ st: State, closures: Bool) {
-        let t = now()
-        if st.done >= st.warmup { st.samples.record(t - st.sent) }
-        st.done += 1
-        if st.done == st.warmup {
-            st.phase.store(1, ordering: .releasing)
-            st.window.begin()
-        }
-        if st.done == st.total {
-            st.window.end()
+    private static func atA(_ st: State, closures: Bool) {
+        if st.trips.arrivedAtA() {
             st.loopA.stop()
             return
         }
-        st.sent = now()
         if closures {
-            try! st.loopB.perform { [st] in
-                if !st.bCounting && st.phase.load(ordering: .acquiring) == 1 {
-                    st.bCounting = true
-                    st.window.begin()
-                }
-                try! st.loopA.perform { [st] in step(st, closures: true) }
-            }
+            try! st.loopB.perform { [st] in atB(st, closures: true) }
         } else {
             try! st.loopB.perform(st.itemB)
         }
@@ -122,22 +152,11 @@ public enum WakeScenario {
         var rlB: Foundation.RunLoop!
         var cfA: CFRunLoop!
         var cfB: CFRunLoop!
-        var sent: UInt64 = 0
-        var done = 0
         var finished = false
         var bFinished = false
-        let total: Int
-        let warmup: Int
-        let samples: SampleBuffer
-        let window = AllocationWindow()
-        let phase = Atomic<Int>(0)
-        var bCounting = false
         let bReady = Atomic<Int>(0)
-        init(warmup: Int, iterations: Int) {
-            self.warmup = warmup
-            total = warmup + iterations
-            samples = SampleBuffer(capacity: iterations)
-        }
+        let trips: RoundTrips
+        init(warmup: Int, iterations: Int) { trips = RoundTrips(warmup: warmup, iterations: iterations) }
     }
 
     /// Foundation: `RunLoop.perform` (which does not wake the loop by itself)
@@ -150,32 +169,25 @@ public enum WakeScenario {
             st.rlB.add(Timer(timeInterval: 1e9, repeats: false) { _ in }, forMode: .default)
             st.bReady.store(1, ordering: .releasing)
             while !st.bFinished { _ = st.rlB.run(mode: .default, before: .distantFuture) }
-            if st.bCounting { st.window.end() }
+            st.trips.endOnB()
         }
         while st.bReady.load(ordering: .acquiring) == 0 { usleep(100) }
         let a = spawn(cpu: pin.a) { [st] in
             st.rlA = Foundation.RunLoop.current
             st.cfA = CFRunLoopGetCurrent()
             st.rlA.add(Timer(timeInterval: 1e9, repeats: false) { _ in }, forMode: .default)
-            st.sent = now()
+            st.trips.sent = now()
             postToB(st)
             while !st.finished { _ = st.rlA.run(mode: .default, before: .distantFuture) }
         }
         a.join()
         b.join()
-        var m = Measurement()
-        m.latency = st.samples.percentiles()
-        m.countedEvents = iterations * 2
-        m.allocations = st.window.count
-        return m
+        return st.trips.measurement()
     }
 
     private static func postToB(_ st: FState) {
         st.rlB.perform { [st] in
-            if !st.bCounting && st.phase.load(ordering: .acquiring) == 1 {
-                st.bCounting = true
-                st.window.begin()
-            }
+            st.trips.arrivedAtB()
             st.rlA.perform { [st] in fstep(st) }
             CFRunLoopWakeUp(st.cfA)
         }
@@ -183,25 +195,16 @@ public enum WakeScenario {
     }
 
     private static func fstep(_ st: FState) {
-        let t = now()
-        if st.done >= st.warmup { st.samples.record(t - st.sent) }
-        st.done += 1
-        if st.done == st.warmup {
-            st.phase.store(1, ordering: .releasing)
-            st.window.begin()
-        }
-        if st.done == st.total {
-            st.window.end()
-            st.finished = true
-            CFRunLoopStop(st.cfA)
-            st.rlB.perform { [st] in
-                st.bFinished = true
-                CFRunLoopStop(st.cfB)
-            }
-            CFRunLoopWakeUp(st.cfB)
+        guard st.trips.arrivedAtA() else {
+            postToB(st)
             return
         }
-        st.sent = now()
-        postToB(st)
+        st.finished = true
+        CFRunLoopStop(st.cfA)
+        st.rlB.perform { [st] in
+            st.bFinished = true
+            CFRunLoopStop(st.cfB)
+        }
+        CFRunLoopWakeUp(st.cfB)
     }
 }

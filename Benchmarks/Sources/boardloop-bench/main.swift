@@ -318,14 +318,14 @@ let allocKeys: [(String, String, String?)] = [
 ]
 var allocMax = 0.0
 var allocSeen = false
-for (i, (name, b, f)) in allocKeys.enumerated() {
+for (name, b, f) in allocKeys {
     guard let v = figures["\(b)/alloc"] else { continue }
-    allocSeen = true
     let worst = v.max() ?? 0
     allocMax = max(allocMax, worst)
-    rows.append(Row(scenario: i == 0 || rows.last?.scenario.hasPrefix("6.") == false && !rows.contains { $0.scenario.hasPrefix("6.") } ? "6. allocations / 1,000 events" : "",
+    rows.append(Row(scenario: allocSeen ? "" : "6. allocations / 1,000 events",
                     figure: name, boardloop: allocs(worst), raw: "0", foundation: f.map { allocs(median("\($0)/alloc")) } ?? "n/a",
                     vsRaw: "", vsFoundation: ""))
+    allocSeen = true
 }
 if allocSeen { goal("0 allocations / 1,000 events in every engine scenario", allocMax, 0, lowerIsBetter: true, detail: "worst run: \(allocs(allocMax))") }
 
