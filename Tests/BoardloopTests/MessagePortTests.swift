@@ -16,8 +16,8 @@ final class MessagePortTests: XCTestCase {
         let countAllocations = AllocationCounter.isActive
         AllocationCounter.reset()
 
-        let portB = Mutex<MessagePort?>(nil)
-        let portA = Mutex<MessagePort?>(nil)
+        let portB = Locked<MessagePort?>(nil)
+        let portA = Locked<MessagePort?>(nil)
         let a = try Worker.start(name: "ping") { loop in
             var expected: Int64 = 0
             let p = try MessagePort(label: "ping", slots: 4, slotSize: 16) { m in
@@ -72,8 +72,8 @@ final class MessagePortTests: XCTestCase {
     /// one got `.full`.
     func testFloodEveryAcceptedArrivesOnceEveryRefusedIsTyped() throws {
         let senders = 4, perSender = 3_000
-        let seen = Mutex<[[Int32]]>(Array(repeating: [], count: senders))
-        let port = Mutex<MessagePort?>(nil)
+        let seen = Locked<[[Int32]]>(Array(repeating: [], count: senders))
+        let port = Locked<MessagePort?>(nil)
         let worker = try Worker.start(name: "flooded") { loop in
             let p = try MessagePort(label: "flooded", slots: 8, slotSize: 8) { m in
                 let v = m.load(as: Int32.self)
@@ -83,7 +83,7 @@ final class MessagePortTests: XCTestCase {
             port.withLock { $0 = p }
         }
         let p = port.withLock { $0 }!
-        let accepted = Mutex<[[Int32]]>(Array(repeating: [], count: senders))
+        let accepted = Locked<[[Int32]]>(Array(repeating: [], count: senders))
         let refused = Atomic<Int>(0), otherErrors = Atomic<Int>(0)
         var threads: [JoinableThread] = []
         for s in 0..<senders {
@@ -112,7 +112,7 @@ final class MessagePortTests: XCTestCase {
 
     /// With a timeout, senders wait for room instead: nothing is refused.
     func testSendersWaitForRoomWithinTimeout() throws {
-        let port = Mutex<MessagePort?>(nil)
+        let port = Locked<MessagePort?>(nil)
         let got = Atomic<Int>(0)
         let worker = try Worker.start(name: "slow") { loop in
             let p = try MessagePort(label: "slow", slots: 2, slotSize: 4) { _ in got.add(1, ordering: .relaxed) }
@@ -204,8 +204,8 @@ final class MessagePortTests: XCTestCase {
     }
 
     func testRequestReplyTimeoutAndLateReply() throws {
-        let lateReply = Mutex<MessagePortError?>(nil)
-        let port = Mutex<MessagePort?>(nil)
+        let lateReply = Locked<MessagePortError?>(nil)
+        let port = Locked<MessagePort?>(nil)
         let release = Atomic<Bool>(false)
         let worker = try Worker.start(name: "replier") { loop in
             let p = try MessagePort(label: "replier", slots: 2, slotSize: 8) { m in

@@ -6,7 +6,7 @@ import XCTest
 
 final class PerformTests: XCTestCase {
     final class Recorder: @unchecked Sendable {
-        let lock = Mutex<[Int]>([])
+        let lock = Locked<[Int]>([])
         func add(_ i: Int) { lock.withLock { $0.append(i) } }
         var values: [Int] { lock.withLock { $0 } }
     }

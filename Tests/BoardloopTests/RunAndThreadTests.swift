@@ -86,7 +86,7 @@ final class RunAndThreadTests: XCTestCase {
 
     func testCurrentIsPerThreadAndCreatedOnFirstUse() throws {
         // Keep the loops alive: a freed loop's address (and so its identity) can be reused.
-        let loops = Mutex<[RunLoop]>([])
+        let loops = Locked<[RunLoop]>([])
         var threads: [JoinableThread] = []
         for _ in 0..<3 {
             threads.append(JoinableThread {

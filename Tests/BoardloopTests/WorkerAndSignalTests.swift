@@ -74,7 +74,7 @@ final class WorkerTests: XCTestCase {
     }
 
     func testRealTimeSettingsApplied() throws {
-        let seen = Mutex<(affinity: Int32, slack: Int, policy: Int32, priority: Int32)>((0, 0, 0, 0))
+        let seen = Locked<(affinity: Int32, slack: Int, policy: Int32, priority: Int32)>((0, 0, 0, 0))
         let worker = try Worker.start(name: "w-rt", settings: .init(cpuAffinity: [0], fifoPriority: 1, timerSlack: .microseconds(10))) { _ in
             var set = bl_cpuset()
             _ = bl_get_affinity(&set)
@@ -105,7 +105,7 @@ final class WorkerTests: XCTestCase {
     func testRealTimePermissionErrorIsClearAndNothingHalfApplied() throws {
         var limit = rlimit()
         getrlimit(__rlimit_resource_t(14) /* RLIMIT_RTPRIO */, &limit)
-        let result = Mutex<WorkerError?>(nil)
+        let result = Locked<WorkerError?>(nil)
         let setupRan = Atomic<Bool>(false)
         let t = JoinableThread {
             XCTAssertEqual(bl_drop_effective_capability(23 /* CAP_SYS_NICE */), 0)
@@ -216,7 +216,7 @@ final class SignalSourceTests: XCTestCase {
 
     /// A signal aimed at a worker's thread arrives on the worker's loop.
     func testSignalArrivesOnTheRightLoop() throws {
-        let mainGot = Mutex<[Int32]>([]), workerGot = Mutex<[Int32]>([])
+        let mainGot = Locked<[Int32]>([]), workerGot = Locked<[Int32]>([])
         let loop = try RunLoop()
         let mine = try SignalSource(signals: [SIGUSR1]) { i in mainGot.withLock { $0.append(i.signal) } }
         try mine.add(to: loop)
