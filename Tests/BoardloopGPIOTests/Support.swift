@@ -44,10 +44,10 @@ struct ManualRig {
 
     init(eventModel: MockChip.EventModel = .v2, eventBufferSize: Int? = nil, lines: Int = 32) throws {
         loop = try RunLoop(clock: .manual(clock))
-        chip = MockChip(
+        chip = try MockChip(
             name: "gpiochip7", label: "test-chip", lineCount: lines, lineNames: [17: "BUTTON", 27: "LED", 4: "DOOR"],
             eventModel: eventModel, eventBufferSize: eventBufferSize, clock: .manual(clock))
-        board = MockGPIO([chip])
+        board = try MockGPIO([chip])
         gpio = try GPIOChip("test-chip", backend: board)
     }
 
