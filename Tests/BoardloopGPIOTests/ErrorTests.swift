@@ -144,10 +144,10 @@ final class ErrorTests: XCTestCase {
         nonisolated(unsafe) var caught: GPIOError?
         nonisolated(unsafe) let r = req
         let loop = rig.loop
-        let t = JoinableThread {
+        let t = BoundedThread {
             do throws(GPIOError) { try r.schedule(on: loop) { _ in } } catch { caught = error }
         }
-        t.join()
+        guard t.join(within: .seconds(5)) else { return }
         guard case .runLoop(.notOwner)? = caught else { return XCTFail("got \(String(describing: caught))") }
     }
 

@@ -112,7 +112,7 @@ final class MockEdgeTests: XCTestCase {
         try req.schedule(on: loop) { log.record($0) }
         let before = MonotonicInstant.now
         try chip.setLevel(3, true)
-        _ = try loop.run(mode: .default, timeout: .seconds(5), returnAfterSourceHandled: true)
+        _ = try loop.run(mode: .default, timeout: .seconds(3), returnAfterSourceHandled: true)
         XCTAssertEqual(log.events.count, 1)
         let e = try XCTUnwrap(log.events.first)
         XCTAssertGreaterThanOrEqual(e.timestamp, before)
@@ -129,14 +129,15 @@ final class MockEdgeTests: XCTestCase {
             log.record(batch)
             if log.events.count >= 10 { loop.stop() }
         }
-        let driver = JoinableThread {
+        let driver = BoundedThread {
             for i in 0..<10 {
-                try? chip.setLevel(1, i % 2 == 0)
+                do { try chip.setLevel(1, i % 2 == 0) } catch { XCTFail("setLevel: \(error)") }
                 usleep(200)
             }
         }
-        let result = try loop.run(mode: .default, timeout: .seconds(20))
-        driver.join()
+        // Deadlines: a broken wake-up fails in seconds, never hangs.
+        let result = try loop.run(mode: .default, timeout: .seconds(5))
+        driver.join(within: .seconds(5))
         XCTAssertEqual(result, .stopped)
         XCTAssertEqual(log.edges, (0..<10).map { $0 % 2 == 0 ? .rising : .falling })
         XCTAssertTrue(zip(log.timestamps, log.timestamps.dropFirst()).allSatisfy { $0 <= $1 })
