@@ -16,8 +16,8 @@
 #
 # Cached in ${BOARDLOOP_CACHE:-~/.cache/boardloop}/libgpiod2/KEY, KEY = the
 # sdist version + a hash of this script (which pins the sdist's sha256, the
-# sources and the flags); rebuilt only when the key changes. Needs pip (the
-# sdist comes from PyPI), gcc and ar.
+# sources and the flags); rebuilt only when the key changes. Needs PyPI (the
+# sdist) and installs python3-pip, gcc and binutils when missing.
 set -eu
 sdist_version=2.2.1
 sdist_sha256=802dad3a89016339a231c462c6da2d56c820f5fb11519728ff86cdff0a16da96
@@ -27,11 +27,9 @@ if [ -f "$cache/lib/pkgconfig/libgpiod.pc" ]; then
     echo "$cache"
     exit 0
 fi
-command -v pip >/dev/null 2>&1 || command -v pip3 >/dev/null 2>&1 || {
-    echo "libgpiod2: pip is needed to fetch the gpiod sdist (apt-get install python3-pip)" >&2
-    exit 1
-}
-pip=$(command -v pip || command -v pip3)
+# pip fetches the sdist; gcc and binutils build it (installed if missing).
+"$(dirname "$0")/install-deps.sh" python3-pip gcc binutils >&2
+pip=$(command -v pip3 || command -v pip)
 work=$(mktemp -d /tmp/boardloop-libgpiod2.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 echo "libgpiod2: building $key" >&2
@@ -65,9 +63,12 @@ nm -D --defined-only "$stage/lib/libgpiod.so.3" | grep -q ' T gpiod_line_request
     exit 1
 }
 mkdir -p "$(dirname "$cache")"
-rm -rf "$cache.tmp"
-cp -a "$stage" "$cache.tmp"
-cat > "$cache.tmp/lib/pkgconfig/libgpiod.pc" <<EOF
+# Staged beside the cache and renamed into place: a concurrent build of the
+# same key cannot leave a half-written prefix (the first rename wins).
+tmp="$cache.tmp.$$"
+rm -rf "$tmp"
+cp -a "$stage" "$tmp"
+cat > "$tmp/lib/pkgconfig/libgpiod.pc" <<EOF
 prefix=$cache
 libdir=\${prefix}/lib
 includedir=\${prefix}/include
@@ -78,8 +79,7 @@ Version: $lib_version
 Libs: -L\${libdir} -lgpiod
 Cflags: -I\${includedir}
 EOF
-echo "$lib_version" > "$cache.tmp/libgpiod-version.txt"
-rm -rf "$cache"
-mv "$cache.tmp" "$cache"
+echo "$lib_version" > "$tmp/libgpiod-version.txt"
+mv -T "$tmp" "$cache" 2>/dev/null || rm -rf "$tmp"
 echo "libgpiod2: libgpiod $lib_version in $cache" >&2
 echo "$cache"
