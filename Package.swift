@@ -89,7 +89,7 @@ let package = Package(
             name: "BoardloopGPIOTests",
             dependencies: ["BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "BoardloopTestSupport", "CGPIOD", "CLinux"],
             swiftSettings: strict),
-        .testTarget(name: "BoardSupportTests", dependencies: ["BoardSupport"], exclude: ["Fixtures"], swiftSettings: strict),
+        .testTarget(name: "BoardSupportTests", dependencies: ["BoardSupport", "BoardloopGPIOMock"], exclude: ["Fixtures"], swiftSettings: strict),
         // Depends on `boardd` so the binary its CLI tests run is built first.
         .testTarget(
             name: "BoardDaemonTests", dependencies: ["BoardDaemon", "BoardSupport", "boardd"], exclude: ["Fixtures"],

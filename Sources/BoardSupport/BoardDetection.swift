@@ -121,10 +121,10 @@ public enum BoardDetection {
         let read = facts.report.joined(separator: "; ")
         switch verdict {
         case let .ambiguous(names, because):
-            return "board: auto is ambiguous: \(names.joined(separator: " and ")) \(because) (read \(read)); name the board"
+            return "auto-detection is ambiguous: \(names.joined(separator: " and ")) \(because) (read \(read)); name the board"
         default:
             return
-                "board: auto found no matching board (read \(read); known boards: \(known.joined(separator: ", "))); name the board, e.g. board: generic"
+                "auto-detection found no matching board (read \(read); known boards: \(known.joined(separator: ", "))); name the board, e.g. board: generic"
         }
     }
 }

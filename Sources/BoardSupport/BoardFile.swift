@@ -159,7 +159,10 @@ public enum BoardFile {
             }
             for alias in pin.allNames {
                 let key = alias.uppercased()
-                if let other = names[key], other != path { r.error(node, path, "name '\(alias)' is used twice (also \(other))") }
+                if let other = names[key], other != path {
+                    r.error(node, path, "name '\(alias)' is used twice (also \(other))")
+                    break
+                }
                 names[key] = path
             }
             if let (chip, offset) = pin.chipLine {

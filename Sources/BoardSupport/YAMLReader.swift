@@ -28,7 +28,7 @@ public struct YAMLReader {
                 let names = duplicates.map { "'\($0)'" }.joined(separator: ", ")
                 log.error(
                     Position(line: context.mark.line, column: context.mark.column), "",
-                    "key \(names) appears more than once in the same mapping")
+                    "key \(names) is given more than once in this mapping (here first)")
             default:
                 log.error(.none, "", "YAML: \(error)")
             }
@@ -291,12 +291,16 @@ public enum DurationText {
     public static func format(_ d: Duration) -> String {
         let ns = d.totalNanoseconds
         if ns == 0 { return "0s" }
-        for (unit, scale) in [("h", Int64(3_600_000_000_000)), ("min", 60_000_000_000), ("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)] {
+        for (unit, scale) in [("h", Int64(3_600_000_000_000)), ("min", 60_000_000_000), ("s", 1_000_000_000)] {
             if ns % scale == 0 { return "\(ns / scale)\(unit)" }
         }
-        if ns >= 1_000_000_000 { return decimal(ns, 1_000_000_000, "s") }
-        if ns >= 1_000_000 { return decimal(ns, 1_000_000, "ms") }
-        if ns >= 1_000 { return decimal(ns, 1_000, "us") }
+        if ns < 1_000_000_000 && ns % 1_000_000 == 0 { return "\(ns / 1_000_000)ms" }
+        if ns < 1_000_000 && ns % 1_000 == 0 { return "\(ns / 1_000)us" }
+        // A decimal of the largest unit it reaches, when that is exact
+        // within three decimals (1.5s, 1.25ms); else the smaller unit.
+        for (unit, scale) in [("s", Int64(1_000_000_000)), ("ms", 1_000_000), ("us", 1_000)] where ns >= scale {
+            if ns % (scale / 1000) == 0 { return decimal(ns, scale, unit) }
+        }
         return "\(ns)ns"
     }
 

@@ -117,8 +117,10 @@ extension ConfigParser {
             }
             return r.string(v, e.path, what: "a message").map { [.log(.info, $0)] } ?? []
         case "mode": return mode(v, e.path).map { [.mode($0)] } ?? []
-        case "sequence": return sequenceRef(v, e.path).map { [.startSequence($0)] } ?? []
-        case "stop": return sequenceRef(v, e.path).map { [.stopSequence($0)] } ?? []
+        case "sequence", "stop":
+            guard let id = sequenceRef(v, e.path) else { return [] }
+            sequenceUses.append((id, ctx.loop))
+            return [e.key == "sequence" ? .startSequence(id) : .stopSequence(id)]
         default: return parseIf(v, e.path, ctx).map { [$0] } ?? []
         }
     }
@@ -171,7 +173,6 @@ extension ConfigParser {
         if keys == ["line", "is"] {
             let id = lineRef(one("line").value, one("line").path)
             let v = onOff(one("is").value, one("is").path)
-            if let id { noteUse(of: id, from: ctx.loop) }
             guard let id, let v else { return nil }
             return .line(id, v)
         }
@@ -483,7 +484,7 @@ extension ConfigParser {
             guard let group = line.gestures else {
                 r.error(
                     k.value, k.path,
-                    "line '\(line.name)' has no gesture group; add lines.\(line.name).gestures: { one_of: [click, \(kind.rawValue)] }")
+                    "line '\(line.name)' has no gesture group; add lines.\(line.name).gestures: { one_of: [\(kind == .click ? "click, double_click" : "click, \(kind.rawValue)")] }")
                 return nil
             }
             guard group.kinds.contains(kind) else {

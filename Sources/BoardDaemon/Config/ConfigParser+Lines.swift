@@ -7,7 +7,10 @@ extension ConfigParser {
         var used: [String: (line: String, at: Position)] = [:]
         for le in r.mapping(e.value, e.path) ?? [] {
             guard checkName(le.key, le.keyNode, le.path, what: "line") else { continue }
+            let before = log.errors.count
             guard let entries = r.mapping(le.value, le.path, allowed: Self.lineKeys) else { continue }
+            // After a misspelt key, "needs a pin" would only repeat it.
+            quietMissing = log.errors.count > before
             if let line = parseLine(le, entries, used: &used) {
                 lines.append(line)
                 lineNodes.append(le.keyNode)
@@ -47,7 +50,7 @@ extension ConfigParser {
             r.error(offsetE.keyNode, offsetE.path, "offset needs chip (the chip's label, name or path)")
             failed = true
         } else {
-            r.error(le.keyNode, le.path, "line '\(name)' needs a pin (or chip and offset, or line_name)")
+            if !quietMissing { r.error(le.keyNode, le.path, "line '\(name)' needs a pin (or chip and offset, or line_name)") }
             failed = true
         }
         if let a = address {
@@ -79,7 +82,7 @@ extension ConfigParser {
             settings = .output(false)
             if !parseOutput(outE, name, &settings, &safe) { failed = true }
         } else {
-            r.error(le.keyNode, le.path, "line '\(name)' needs input or output")
+            if !quietMissing { r.error(le.keyNode, le.path, "line '\(name)' needs input or output") }
             failed = true
         }
         let isInput = outE == nil
@@ -153,7 +156,7 @@ extension ConfigParser {
                 "the \(board.name) board has no pin '\(text)'" + (near.isEmpty ? "" : " (nearest: \(near.joined(separator: ", ")))"))
             return (nil, nil)
         }
-        let shown = pin.physical.map { "\(text) (pin \($0))" } ?? text
+        let shown = pin.physical.map { text.uppercased() == "PIN\($0)" ? text : "\(text) (pin \($0))" } ?? text
         switch pin.kind {
         case let .gpio(chip, offset): return (.offset(chip: .label(chip), offset: offset), pin)
         case let .power(v):
@@ -161,7 +164,8 @@ extension ConfigParser {
         case .ground:
             r.error(e.value, e.path, "\(shown) is a ground pin, not a GPIO")
         case let .reserved(why):
-            r.error(e.value, e.path, "\(shown) is \(pin.name), reserved: \(why)")
+            let what = text.uppercased() == pin.name.uppercased() ? shown : "\(shown) is \(pin.name) and"
+            r.error(e.value, e.path, "\(what) is reserved: \(why)")
         }
         return (nil, nil)
     }

@@ -160,6 +160,9 @@ extension ConfigParser {
     func computeCapacities(root: Node) {
         guard !loops.isEmpty else { return }
         let customModes = modes.count - 1
+        if sequences.count == declaredSequences.count {
+            for (s, from) in sequenceUses where sequences[s.index].loop != from { remoteActionSites[sequences[s.index].loop.index] += 1 }
+        }
         for (i, loop) in loops.enumerated() {
             let id = LoopID(i)
             let owned = loop.lines.map { lines[$0.index] }

@@ -34,6 +34,8 @@ final class ConfigParser {
     var modes: [ModeConfig] = [ModeConfig(name: "default", admits: [])]
     var modesNode: Node?
     var declaredSequences: [String] = []
+    /// Set while reading a line whose mapping had a misspelt key.
+    var quietMissing = false
     var sequences: [SequenceConfig] = []
     var commands: [CommandConfig] = []
     var commandsDeclared: Set<String> = []
@@ -46,6 +48,9 @@ final class ConfigParser {
     var remoteActionSites: [Int] = []
     /// Lines something pulses (each needs a timer on its loop).
     var pulsedLines: Set<LineID> = []
+    /// Sequences started or stopped, and from which loop (counted as
+    /// cross-loop posts once every sequence's loop is known).
+    var sequenceUses: [(SequenceID, LoopID)] = []
     var timedReactionsPerLoop: [Int] = []
 
     init(file: String, options: LoadOptions) {
@@ -69,7 +74,7 @@ final class ConfigParser {
         if let e = entry("priorities") { parsePriorities(e) }
         // Names first, so references resolve whatever the order of sections.
         if let e = entry("lines") {
-            for le in r.mapping(e.value, e.path) ?? [] { declaredLines.insert(le.key) }
+            if case let .mapping(m) = e.value { declaredLines = Set(m.keys.compactMap(\.string)) }
         }
         if let e = entry("sequences"), case let .mapping(m) = e.value {
             declaredSequences = m.keys.compactMap(\.string)
@@ -109,6 +114,7 @@ final class ConfigParser {
             node = root
         }
         let at = node == root ? Position.none : YAMLReader.position(node)
+        if e == nil && options.board == nil { path = "" }
         if requested == "auto" {
             let (boards, _) = options.catalog.loadAll()
             let verdict = BoardDetection.detect(options.machine.facts, boards: boards)
@@ -118,7 +124,8 @@ final class ConfigParser {
             } else {
                 log.error(
                     at == .none ? Position(line: 1, column: 1) : at, path,
-                    BoardDetection.failureMessage(verdict, facts: options.machine.facts, known: boards.map(\.name)))
+                    (e == nil && options.board == nil ? "no board given (board: NAME or auto): " : "")
+                        + BoardDetection.failureMessage(verdict, facts: options.machine.facts, known: boards.map(\.name)))
             }
         } else {
             let where_ = options.board != nil ? Position.none : at
