@@ -21,6 +21,9 @@ let badConfigs: [(String, [String])] = [
     ("bad-line-name", [
             "bad-line-name.yaml:3:3: error: lines.1led: line name '1led' must start with a letter and use only letters, digits, _ and -",
     ]),
+    ("board-not-a-name", [
+            "board-not-a-name.yaml:1:8: error: board: expected a board name or auto, found a list",
+    ]),
     ("bare-number-duration", [
             "bare-number-duration.yaml:3:45: error: lines.button.input.debounce: '20' has no unit; write 20ms (units: us, ms, s, min, h)",
     ]),

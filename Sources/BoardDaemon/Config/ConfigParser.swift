@@ -103,7 +103,9 @@ final class ConfigParser {
         var requested = "auto"
         var node = root
         var path = "board"
-        if let e, let name = r.string(e.value, e.path, what: "a board name or auto") {
+        if let e {
+            // A board that is not a name is reported once, not guessed.
+            guard let name = r.string(e.value, e.path, what: "a board name or auto") else { return }
             requested = name
             node = e.value
             path = e.path
