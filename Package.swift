@@ -3,13 +3,13 @@
 // boardloop: Core Foundation's run loop semantics on epoll/eventfd/timerfd/signalfd,
 // with libgpiod line events as port sources, for Linux single-board computers.
 //
-// Layers (lower never imports higher), see ../shared/DESIGN.md:
+// Layers (lower never imports higher), see README.md ("Layers"):
 //   1. C shims      CLinux (epoll/eventfd/timerfd/signalfd/futex), CGPIOD (libgpiod 1.6 / 2.x)
 //   2. Engine       Boardloop             (Glibc only, never Foundation)
 //   3. GPIO         BoardloopGPIO, BoardloopGPIOMock
 //   4. Board        BoardSupport
 //   5. Daemon lib   BoardDaemon
-//   6. Executables  boardd, boardctl (added with the daemon)
+//   6. Executables  boardd (boardctl comes with the control socket)
 import PackageDescription
 
 let strict: [SwiftSetting] = [
@@ -28,6 +28,11 @@ let package = Package(
         .executable(name: "gpio-button-led", targets: ["gpio-button-led"]),
         .executable(name: "gpio-sim-guest", targets: ["gpio-sim-guest"]),
         .executable(name: "worker-demo", targets: ["worker-demo"]),
+        .executable(name: "boardd", targets: ["boardd"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         // Layer 1: C shims.
@@ -47,9 +52,21 @@ let package = Package(
         .target(name: "BoardloopGPIO", dependencies: ["Boardloop", "CGPIOD", "CLinux"], swiftSettings: strict),
         .target(name: "BoardloopGPIOMock", dependencies: ["BoardloopGPIO", "Boardloop", "CLinux"], swiftSettings: strict),
 
-        // Layer 4 and 5: board descriptions and the daemon library (filled by later issues).
-        .target(name: "BoardSupport", dependencies: ["BoardloopGPIO"], swiftSettings: strict),
-        .target(name: "BoardDaemon", dependencies: ["BoardSupport", "BoardloopGPIO", "Boardloop"], swiftSettings: strict),
+        // Layer 4 and 5: board descriptions and detection; the daemon library
+        // (config language, loading, validation, the resolved model).
+        .target(
+            name: "BoardSupport", dependencies: ["BoardloopGPIO", .product(name: "Yams", package: "Yams")],
+            swiftSettings: strict),
+        .target(
+            name: "BoardDaemon",
+            dependencies: ["BoardSupport", "BoardloopGPIO", "Boardloop", .product(name: "Yams", package: "Yams")],
+            swiftSettings: strict),
+
+        // Layer 6: executables.
+        .executableTarget(
+            name: "boardd",
+            dependencies: ["BoardDaemon", "BoardSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict),
 
         // Test support: an in-process malloc counter (interposes malloc & co. in the
         // executable that links it; counts only on threads that opt in).
@@ -71,6 +88,11 @@ let package = Package(
         .testTarget(
             name: "BoardloopGPIOTests",
             dependencies: ["BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "BoardloopTestSupport", "CGPIOD", "CLinux"],
+            swiftSettings: strict),
+        .testTarget(name: "BoardSupportTests", dependencies: ["BoardSupport", "BoardloopGPIOMock"], exclude: ["Fixtures"], swiftSettings: strict),
+        // Depends on `boardd` so the binary its CLI tests run is built first.
+        .testTarget(
+            name: "BoardDaemonTests", dependencies: ["BoardDaemon", "BoardSupport", "boardd"], exclude: ["Fixtures"],
             swiftSettings: strict),
     ]
 )

@@ -1,0 +1,92 @@
+import BoardSupport
+import Foundation
+
+/// What `boardd --check` and `boardd --board-detect` print and return,
+/// kept out of the executable so tests can call it too.
+public struct CommandOutput: Sendable, Equatable {
+    public var stdout: String
+    public var stderr: String
+    public var status: Int32
+
+    public init(stdout: String, stderr: String, status: Int32) {
+        self.stdout = stdout
+        self.stderr = stderr
+        self.status = status
+    }
+}
+
+public enum Check {
+    /// Checks a config: the summary on stdout and status 0, or every error
+    /// (and warning) on stderr and status 1. With `json`, stdout carries the
+    /// summary or the diagnostics as JSON either way.
+    public static func run(configPath: String, options: LoadOptions, json: Bool) -> CommandOutput {
+        let result = ConfigLoader.load(path: configPath, options: options)
+        let messages = result.diagnostics.map(\.description)
+        let counts = countText(errors: result.errors.count, warnings: result.warnings.count)
+        if let config = result.config {
+            let summary = ConfigSummary(config)
+            return CommandOutput(
+                stdout: (json ? summary.json : summary.text) + "\n",
+                stderr: messages.isEmpty ? "" : (messages + ["\(configPath): \(counts)"]).joined(separator: "\n") + "\n",
+                status: 0)
+        }
+        var stdout = ""
+        if json {
+            struct Failure: Codable {
+                var config: String
+                var ok: Bool
+                var diagnostics: [Entry]
+            }
+            struct Entry: Codable {
+                var file: String
+                var line: Int
+                var column: Int
+                var severity: String
+                var path: String
+                var message: String
+            }
+            let f = Failure(
+                config: configPath, ok: false,
+                diagnostics: result.diagnostics.map {
+                    Entry(file: $0.file, line: $0.line, column: $0.column, severity: $0.severity.rawValue, path: $0.path, message: $0.message)
+                })
+            let e = JSONEncoder()
+            e.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            stdout = ((try? e.encode(f)).map { String(decoding: $0, as: UTF8.self) } ?? "{}") + "\n"
+        }
+        return CommandOutput(
+            stdout: stdout, stderr: (messages + ["\(configPath): \(counts)"]).joined(separator: "\n") + "\n", status: 1)
+    }
+
+    static func countText(errors: Int, warnings: Int) -> String {
+        var parts: [String] = []
+        if errors > 0 { parts.append("\(errors) error\(errors == 1 ? "" : "s")") }
+        if warnings > 0 { parts.append("\(warnings) warning\(warnings == 1 ? "" : "s")") }
+        return parts.isEmpty ? "OK" : parts.joined(separator: ", ")
+    }
+
+    /// Reads the machine facts under `root`, prints them and the verdict:
+    /// status 0 when one board matches, 1 otherwise.
+    public static func detect(root: String, catalog: BoardCatalog) -> CommandOutput {
+        let facts = MachineFacts.read(root: root)
+        let (boards, problems) = catalog.loadAll()
+        var out = ["read from \(root):"] + facts.report.map { "  " + $0 }
+        let verdict = BoardDetection.detect(facts, boards: boards)
+        var status: Int32 = 0
+        switch verdict {
+        case let .found(b, because):
+            out.append("verdict: \(b.name) (\(because)) — \(b.title) [\(b.file)]")
+        case let .ambiguous(names, because):
+            status = 1
+            out.append("verdict: ambiguous: \(names.joined(separator: " and ")) \(because); name the board (board: NAME or --board NAME)")
+        case .noMatch:
+            status = 1
+            out.append(
+                "verdict: no board matches (known boards: \(boards.map(\.name).joined(separator: ", "))); name one (board: NAME or --board NAME)")
+        }
+        let err = problems.map(\.description)
+        return CommandOutput(
+            stdout: out.joined(separator: "\n") + "\n", stderr: err.isEmpty ? "" : err.joined(separator: "\n") + "\n",
+            status: status)
+    }
+}

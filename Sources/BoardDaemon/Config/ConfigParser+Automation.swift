@@ -1,0 +1,507 @@
+import Foundation
+import BoardSupport
+import BoardloopGPIO
+import Yams
+
+extension ConfigParser {
+    static let actionKeys = ["set", "toggle", "pulse", "wait", "run", "log", "mode", "sequence", "stop", "if"]
+    static let triggerKinds = ["edge", "press", "release", "click", "multi_press", "hold", "gesture"]
+
+    /// Where actions run: the loop, and whether `wait` is allowed (in
+    /// sequence steps only).
+    struct ActionContext {
+        var loop: LoopID
+        var inSequence: Bool
+    }
+
+    // MARK: Line references
+
+    /// A line by name; nil when unknown (reported) or when its own entry
+    /// failed (already reported there).
+    func lineRef(_ node: Node, _ path: String, named given: String? = nil) -> LineID? {
+        guard let name = given ?? r.string(node, path, what: "a line name") else { return nil }
+        if let i = lines.firstIndex(where: { $0.name == name }) { return LineID(i) }
+        if declaredLines.contains(name) { return nil }
+        let names = declaredLines.sorted()
+        r.error(
+            node, path,
+            "no line named '\(name)'" + DidYouMean.hint(name, in: names)
+                + (names.isEmpty ? " (the config declares no lines)" : " (lines: \(names.joined(separator: ", ")))"))
+        return nil
+    }
+
+    /// An output line for `set`, `toggle`, `pulse`; counts cross-loop use.
+    func outputRef(_ node: Node, _ path: String, name: String, action: String, _ ctx: ActionContext) -> LineID? {
+        guard let id = lineRef(node, path, named: name) else { return nil }
+        guard lines[id.index].isOutput else {
+            r.error(node, path, "line '\(name)' is an input; \(action) needs an output line")
+            return nil
+        }
+        noteUse(of: id, from: ctx.loop)
+        return id
+    }
+
+    func noteUse(of line: LineID, from loop: LoopID) {
+        let owner = lines[line.index].loop
+        if owner != loop { remoteActionSites[owner.index] += 1 }
+    }
+
+    // MARK: Actions
+
+    func parseActions(_ node: Node, _ path: String, _ ctx: ActionContext) -> [Action]? {
+        guard let items = r.list(node, path, what: "a list of actions") else { return nil }
+        let before = log.errors.count
+        var out: [Action] = []
+        for (i, item) in items.enumerated() {
+            out += parseAction(item, YAMLReader.index(path, i), ctx)
+        }
+        if items.isEmpty { r.error(node, path, "the list of actions is empty") }
+        return log.errors.count == before ? out : nil
+    }
+
+    func parseAction(_ node: Node, _ path: String, _ ctx: ActionContext) -> [Action] {
+        if case let .scalar(s) = node, Self.actionKeys.contains(s.string) {
+            r.error(node, path, "\(s.string) needs a value, e.g. \(s.string): …")
+            return []
+        }
+        guard case let .mapping(m) = node, m.count == 1 else {
+            r.error(node, path, "each action is a mapping with one key, such as toggle: led (found \(YAMLReader.kind(node)))")
+            return []
+        }
+        guard let e = r.mapping(node, path, allowed: Self.actionKeys, what: "an action")?.first else { return [] }
+        let v = e.value
+        switch e.key {
+        case "set":
+            var out: [Action] = []
+            for x in r.mapping(v, e.path, what: "a mapping of lines to on/off, such as set: { valve: off }") ?? [] {
+                let id = outputRef(x.keyNode, x.path, name: x.key, action: "set", ctx)
+                if let value = onOff(x.value, x.path), let id { out.append(.set(id, value)) }
+            }
+            return out
+        case "toggle":
+            guard let name = r.string(v, e.path, what: "a line name") else { return [] }
+            return outputRef(v, e.path, name: name, action: "toggle", ctx).map { [.toggle($0)] } ?? []
+        case "pulse":
+            var out: [Action] = []
+            for x in r.mapping(v, e.path, what: "a mapping of lines to durations, such as pulse: { led: 100ms }") ?? [] {
+                let id = outputRef(x.keyNode, x.path, name: x.key, action: "pulse", ctx)
+                if let d = positiveDuration(x.value, x.path), let id {
+                    pulsedLines.insert(id)
+                    out.append(.pulse(id, d))
+                }
+            }
+            return out
+        case "wait":
+            guard ctx.inSequence else {
+                r.error(e.keyNode, e.path, "wait is only allowed in a sequence's steps; move these actions into a sequence")
+                return []
+            }
+            return r.duration(v, e.path).map { [.wait($0)] } ?? []
+        case "run": return parseRun(v, e.path, ctx).map { [$0] } ?? []
+        case "log":
+            if case .mapping = v {
+                var level = LogLevel.info
+                var message: String?
+                for x in r.mapping(v, e.path, allowed: ["message", "level"]) ?? [] {
+                    if x.key == "message" {
+                        message = r.string(x.value, x.path)
+                    } else if let l = r.choice(x.value, x.path, LogLevel.allCases.map(\.rawValue)) {
+                        level = LogLevel(rawValue: l)!
+                    }
+                }
+                guard let message else {
+                    r.error(e.keyNode, e.path, "log needs a message")
+                    return []
+                }
+                return [.log(level, message)]
+            }
+            return r.string(v, e.path, what: "a message").map { [.log(.info, $0)] } ?? []
+        case "mode": return mode(v, e.path).map { [.mode($0)] } ?? []
+        case "sequence", "stop":
+            guard let id = sequenceRef(v, e.path) else { return [] }
+            sequenceUses.append((id, ctx.loop))
+            return [e.key == "sequence" ? .startSequence(id) : .stopSequence(id)]
+        default: return parseIf(v, e.path, ctx).map { [$0] } ?? []
+        }
+    }
+
+    func sequenceRef(_ node: Node, _ path: String) -> SequenceID? {
+        guard let name = r.string(node, path, what: "a sequence name") else { return nil }
+        guard declaredSequences.contains(name) else {
+            r.error(
+                node, path,
+                "no sequence named '\(name)'" + DidYouMean.hint(name, in: declaredSequences)
+                    + (declaredSequences.isEmpty ? " (the config declares no sequences)" : ""))
+            return nil
+        }
+        return SequenceID(declaredSequences.firstIndex(of: name)!)
+    }
+
+    func parseIf(_ node: Node, _ path: String, _ ctx: ActionContext) -> Action? {
+        guard let entries = r.mapping(node, path, allowed: ["condition", "then", "else"]) else { return nil }
+        var condition: Condition?
+        var then: [Action]?
+        var otherwise: [Action] = []
+        var ok = true
+        for x in entries {
+            switch x.key {
+            case "condition":
+                condition = parseCondition(x.value, x.path, ctx)
+                ok = ok && condition != nil
+            case "then":
+                then = parseActions(x.value, x.path, ctx)
+                ok = ok && then != nil
+            default:
+                if let a = parseActions(x.value, x.path, ctx) { otherwise = a } else { ok = false }
+            }
+        }
+        for k in ["condition", "then"] where !entries.contains(where: { $0.key == k }) {
+            r.error(node, path, "if needs \(k) (if: { condition: { line: door, is: on }, then: [...], else: [...] })")
+            ok = false
+        }
+        guard ok, let condition, let then else { return nil }
+        return .ifThen(condition, then: then, else: otherwise)
+    }
+
+    // MARK: Conditions
+
+    func parseCondition(_ node: Node, _ path: String, _ ctx: ActionContext) -> Condition? {
+        guard let entries = r.mapping(node, path, allowed: ["line", "is", "mode", "not", "all", "any"], what: "a condition")
+        else { return nil }
+        let keys = Set(entries.map(\.key))
+        func one(_ k: String) -> YAMLReader.Entry { entries.first { $0.key == k }! }
+        if keys == ["line", "is"] {
+            let id = lineRef(one("line").value, one("line").path)
+            let v = onOff(one("is").value, one("is").path)
+            guard let id, let v else { return nil }
+            return .line(id, v)
+        }
+        if keys == ["mode"] { return mode(one("mode").value, one("mode").path).map { .mode($0) } }
+        if keys == ["not"] { return parseCondition(one("not").value, one("not").path, ctx).map { .not($0) } }
+        if keys == ["all"] || keys == ["any"] {
+            let e = entries[0]
+            guard let items = r.list(e.value, e.path, what: "a list of conditions") else { return nil }
+            let parsed = items.enumerated().map { parseCondition($1, YAMLReader.index(e.path, $0), ctx) }
+            guard parsed.allSatisfy({ $0 != nil }), !parsed.isEmpty else {
+                if items.isEmpty { r.error(e.value, e.path, "\(e.key) needs at least one condition") }
+                return nil
+            }
+            return e.key == "all" ? .all(parsed.map { $0! }) : .any(parsed.map { $0! })
+        }
+        r.error(
+            node, path,
+            "a condition is one of { line: NAME, is: on|off }, { mode: NAME }, { not: … }, { all: [...] } or { any: [...] }")
+        return nil
+    }
+
+    // MARK: Run
+
+    func parseRun(_ node: Node, _ path: String, _ ctx: ActionContext) -> Action? {
+        if ctx.loop != .main { remoteActionSites[LoopID.main.index] += 1 }
+        if case .sequence = node {
+            guard let items = r.list(node, path) else { return nil }
+            var argv: [String] = []
+            for (i, item) in items.enumerated() {
+                if let s = r.string(item, YAMLReader.index(path, i), what: "an argument") { argv.append(s) }
+            }
+            guard argv.count == items.count else { return nil }
+            guard let program = argv.first else {
+                r.error(node, path, "run needs a program: run: [\"/usr/bin/program\", \"argument\"]")
+                return nil
+            }
+            let base = String(program.split(separator: "/").last ?? Substring(program))
+            if let i = commands.firstIndex(where: { $0.name == base && $0.declared }) {
+                if commands[i].shell {
+                    r.error(node, path, "command '\(base)' runs through the shell; run it by name (run: \(base))")
+                    return nil
+                }
+                return .run(command: CommandID(i), argv: argv)
+            }
+            if let i = commands.firstIndex(where: { $0.name == base }) { return .run(command: CommandID(i), argv: argv) }
+            commands.append(
+                CommandConfig(
+                    name: base, argv: nil, shell: false, timeout: Self.defaultCommandTimeout, killAfter: Self.defaultKillAfter,
+                    maxRunning: 1, declared: false))
+            return .run(command: CommandID(commands.count - 1), argv: argv)
+        }
+        guard let name = r.string(node, path, what: "a command name or an argv list") else { return nil }
+        guard let i = commands.firstIndex(where: { $0.name == name && $0.declared }) else {
+            let declared = commands.filter(\.declared).map(\.name)
+            r.error(
+                node, path,
+                "no command named '\(name)'" + DidYouMean.hint(name, in: declared)
+                    + "; to run a program, give its argv as a list: run: [\"\(name)\"]")
+            return nil
+        }
+        guard let argv = commands[i].argv else {
+            r.error(node, path, "command '\(name)' has no argv; give one in commands.\(name).argv or run an argv list")
+            return nil
+        }
+        return .run(command: CommandID(i), argv: argv)
+    }
+
+    // MARK: Tasks
+
+    func parseTasks(_ e: YAMLReader.Entry) {
+        for te in r.mapping(e.value, e.path) ?? [] {
+            guard checkName(te.key, te.keyNode, te.path, what: "task") else { continue }
+            guard let entries = r.mapping(te.value, te.path, allowed: ["every", "in_modes", "do", "worker", "description"])
+            else { continue }
+            func entry(_ k: String) -> YAMLReader.Entry? { entries.first { $0.key == k } }
+            let before = log.errors.count
+            var every: Duration?
+            if let x = entry("every"), let d = r.duration(x.value, x.path) {
+                if d <= .zero {
+                    r.error(x.value, x.path, "a task period must be more than zero (at least 100us)")
+                } else if d < Self.minimumTaskPeriod {
+                    r.error(x.value, x.path, "\(DurationText.format(d)) is too short; a task runs at most every 100us")
+                } else {
+                    every = d
+                }
+            } else if entry("every") == nil {
+                r.error(te.keyNode, te.path, "task '\(te.key)' needs every (its period, e.g. every: 500ms)")
+            }
+            var loop = LoopID.main
+            if let x = entry("worker"), let l = workerRef(x.value, x.path) { loop = l }
+            var modeIDs: [ModeID] = [.default]
+            if let x = entry("in_modes") {
+                modeIDs = (r.names(x.value, x.path, what: "a list of modes") ?? []).compactMap { mode($0.1, $0.2) }
+            }
+            var actions: [Action]?
+            if let x = entry("do") {
+                actions = parseActions(x.value, x.path, ActionContext(loop: loop, inSequence: false))
+            } else {
+                r.error(te.keyNode, te.path, "task '\(te.key)' needs do (its actions)")
+            }
+            guard log.errors.count == before, let every, let actions else { continue }
+            tasks.append(TaskConfig(name: te.key, every: every, modes: modeIDs, actions: actions, loop: loop))
+        }
+    }
+
+    // MARK: Sequences
+
+    func parseSequences(_ e: YAMLReader.Entry) {
+        // Placeholders so IDs are the declaration order even when a step
+        // starts a sequence declared later.
+        let entries = r.mapping(e.value, e.path) ?? []
+        var parsed: [SequenceConfig?] = []
+        for se in entries {
+            parsed.append(parseSequence(se))
+        }
+        if parsed.allSatisfy({ $0 != nil }) { sequences = parsed.map { $0! } }
+    }
+
+    func parseSequence(_ se: YAMLReader.Entry) -> SequenceConfig? {
+        guard checkName(se.key, se.keyNode, se.path, what: "sequence") else { return nil }
+        guard let entries = r.mapping(se.value, se.path, allowed: ["mode", "policy", "max", "steps", "worker", "description"])
+        else { return nil }
+        func entry(_ k: String) -> YAMLReader.Entry? { entries.first { $0.key == k } }
+        let before = log.errors.count
+        var modeID: ModeID?
+        if let x = entry("mode") { modeID = mode(x.value, x.path) }
+        var policyName = "single"
+        if let x = entry("policy"), let p = r.choice(x.value, x.path, ["single", "restart", "queued", "parallel"]) {
+            policyName = p
+        }
+        var max = 4
+        if let x = entry("max") {
+            if policyName == "single" || policyName == "restart" {
+                r.error(x.keyNode, x.path, "max applies to the queued and parallel policies; this sequence is \(policyName)")
+            } else if let m = r.int(x.value, x.path, in: 1...1000) {
+                max = m
+            }
+        }
+        let policy: SequencePolicy =
+            switch policyName {
+            case "restart": .restart
+            case "queued": .queued(max: max)
+            case "parallel": .parallel(max: max)
+            default: .single
+            }
+        var loop = LoopID.main
+        if let x = entry("worker"), let l = workerRef(x.value, x.path) { loop = l }
+        var steps: [Action]?
+        if let x = entry("steps") {
+            steps = parseActions(x.value, x.path, ActionContext(loop: loop, inSequence: true))
+        } else {
+            r.error(se.keyNode, se.path, "sequence '\(se.key)' needs steps")
+        }
+        guard log.errors.count == before, let steps else { return nil }
+        return SequenceConfig(name: se.key, mode: modeID, policy: policy, steps: steps, loop: loop)
+    }
+
+    // MARK: Reactions
+
+    func parseReactions(_ e: YAMLReader.Entry) {
+        guard let items = r.list(e.value, e.path, what: "a list of reactions (- on: …  do: […])") else { return }
+        for (i, item) in items.enumerated() {
+            let path = YAMLReader.index(e.path, i)
+            guard let entries = r.mapping(item, path, allowed: ["on", "when", "do", "name", "description"]) else { continue }
+            func entry(_ k: String) -> YAMLReader.Entry? { entries.first { $0.key == k } }
+            let before = log.errors.count
+            var name = path
+            if let x = entry("name"), let n = r.string(x.value, x.path) { name = n }
+            var trigger: (LineID, Trigger)?
+            if let x = entry("on") { trigger = parseTrigger(x.value, x.path) } else {
+                r.error(item, path, "a reaction needs on (its trigger, e.g. on: { line: button, press: true })")
+            }
+            let loop = trigger.map { lines[$0.0.index].loop } ?? .main
+            let ctx = ActionContext(loop: loop, inSequence: false)
+            var condition: Condition?
+            if let x = entry("when") { condition = parseCondition(x.value, x.path, ctx) }
+            var actions: [Action]?
+            if let x = entry("do") { actions = parseActions(x.value, x.path, ctx) } else {
+                r.error(item, path, "a reaction needs do (its actions)")
+            }
+            guard log.errors.count == before, let trigger, let actions else { continue }
+            switch trigger.1 {
+            case .click, .multiPress, .hold: timedReactionsPerLoop[loop.index] += 1
+            default: break
+            }
+            reactions.append(
+                ReactionConfig(name: name, line: trigger.0, trigger: trigger.1, condition: condition, actions: actions, loop: loop))
+        }
+    }
+
+    func parseTrigger(_ node: Node, _ path: String) -> (LineID, Trigger)? {
+        guard let entries = r.mapping(node, path, allowed: ["line"] + Self.triggerKinds + ["repeat"], what: "a trigger") else {
+            return nil
+        }
+        func entry(_ k: String) -> YAMLReader.Entry? { entries.first { $0.key == k } }
+        guard let lineE = entry("line") else {
+            r.error(node, path, "a trigger needs line (the input it watches)")
+            return nil
+        }
+        let kinds = entries.filter { Self.triggerKinds.contains($0.key) }
+        guard kinds.count == 1 else {
+            if kinds.isEmpty {
+                r.error(node, path, "no trigger; give one of edge, press, release, click, multi_press, hold or gesture")
+            } else {
+                r.error(
+                    kinds[1].keyNode, path,
+                    "give one trigger per reaction; found \(DidYouMean.orList(kinds.map(\.key)).replacingLastOr())")
+            }
+            return nil
+        }
+        let k = kinds[0]
+        if let rep = entry("repeat"), k.key != "hold" {
+            r.error(rep.keyNode, rep.path, "repeat goes with hold (on: { line: button, hold: 2s, repeat: 500ms })")
+            return nil
+        }
+        let lineID = lineRef(lineE.value, lineE.path)
+        var trigger: Trigger?
+        switch k.key {
+        case "edge":
+            if let v = r.choice(k.value, k.path, ["rising", "falling", "both"]) {
+                trigger = .edge(["rising": .rising, "falling": .falling, "both": .both][v]!)
+            }
+        case "press", "release":
+            if let b = r.bool(k.value, k.path) {
+                if b { trigger = k.key == "press" ? .press : .release } else {
+                    r.error(k.value, k.path, "\(k.key): false is no trigger; remove the reaction or write \(k.key): true")
+                }
+            }
+        case "click":
+            var minD = Duration.milliseconds(50)
+            var maxD = Duration.milliseconds(350)
+            if case .mapping = k.value {
+                let before = log.errors.count
+                for x in r.mapping(k.value, k.path, allowed: ["min", "max"]) ?? [] {
+                    if x.key == "min" { minD = r.duration(x.value, x.path) ?? minD } else { maxD = positiveDuration(x.value, x.path) ?? maxD }
+                }
+                if log.errors.count == before {
+                    if minD >= maxD {
+                        r.error(k.value, k.path, "click min (\(DurationText.format(minD))) must be less than max (\(DurationText.format(maxD)))")
+                    } else {
+                        trigger = .click(min: minD, max: maxD)
+                    }
+                }
+            } else if r.bool(k.value, k.path) == true {
+                trigger = .click(min: minD, max: maxD)
+            }
+        case "multi_press":
+            var count = 2
+            var within = Duration.milliseconds(500)
+            let before = log.errors.count
+            for x in r.mapping(k.value, k.path, allowed: ["count", "within"], what: "a mapping such as { count: 2, within: 400ms }") ?? [] {
+                if x.key == "count" { count = r.int(x.value, x.path, in: 2...10) ?? count } else {
+                    within = positiveDuration(x.value, x.path) ?? within
+                }
+            }
+            if log.errors.count == before { trigger = .multiPress(count: count, within: within) }
+        case "hold":
+            var delay: Duration?
+            var rep: Duration?
+            if case .mapping = k.value {
+                for x in r.mapping(k.value, k.path, allowed: ["delay", "repeat"]) ?? [] {
+                    if x.key == "delay" { delay = positiveDuration(x.value, x.path) } else { rep = positiveDuration(x.value, x.path) }
+                }
+                if delay == nil && !log.hasErrors { r.error(k.value, k.path, "hold needs delay") }
+            } else {
+                delay = positiveDuration(k.value, k.path)
+            }
+            if let x = entry("repeat") { rep = positiveDuration(x.value, x.path) }
+            if let delay, entry("repeat").map({ _ in rep != nil }) ?? true { trigger = .hold(delay: delay, repeat: rep) }
+        default:  // gesture
+            guard let g = r.string(k.value, k.path, what: "a gesture name") else { break }
+            guard let kind = GestureKind(rawValue: g) else {
+                let names = GestureKind.allCases.map(\.rawValue)
+                r.error(k.value, k.path, "'\(g)' is not one of \(names.joined(separator: ", "))" + DidYouMean.hint(g, in: names))
+                break
+            }
+            trigger = .gesture(kind)
+        }
+        guard let lineID, let trigger else { return nil }
+        let line = lines[lineID.index]
+        guard line.isInput else {
+            r.error(lineE.value, lineE.path, "line '\(line.name)' is an output; a trigger needs an input line")
+            return nil
+        }
+        // The edges the trigger needs against what the line detects.
+        let detects = line.settings.edgeDetection
+        let needs: (EdgeDetection, String)? =
+            switch trigger {
+            case let .edge(e): e == .both ? (.both, "edge: both") : (e, "edge: \(e)")
+            case .press: (.rising, "press")
+            case .release: (.falling, "release")
+            case .click: (.both, "click")
+            case .multiPress: (.rising, "multi_press")
+            case .hold: (.both, "hold")
+            case .gesture: nil
+            }
+        if let (need, what) = needs {
+            let ok = need == .both ? detects == .both : detects.includes(need == .rising ? .rising : .falling)
+            if !ok {
+                let lacks = need == .both ? "both edges" : "\(need) edges"
+                r.error(
+                    k.keyNode, k.path,
+                    "\(what) needs \(lacks), but line '\(line.name)' detects "
+                        + (detects == .none ? "none" : "\(detects) only") + " (set lines.\(line.name).input.edge: both)")
+                return nil
+            }
+        }
+        if case let .gesture(kind) = trigger {
+            guard let group = line.gestures else {
+                r.error(
+                    k.value, k.path,
+                    "line '\(line.name)' has no gesture group; add lines.\(line.name).gestures: { one_of: [\(kind == .click ? "click, double_click" : "click, \(kind.rawValue)")] }")
+                return nil
+            }
+            guard group.kinds.contains(kind) else {
+                r.error(
+                    k.value, k.path,
+                    "'\(kind.rawValue)' is not in line '\(line.name)''s gesture group (\(group.kinds.map(\.rawValue).joined(separator: ", ")))")
+                return nil
+            }
+        }
+        return (lineID, trigger)
+    }
+}
+
+extension String {
+    /// "a, b or c" → "a, b and c" (for listing what was found).
+    func replacingLastOr() -> String {
+        guard let range = range(of: " or ", options: .backwards) else { return self }
+        return replacingCharacters(in: range, with: " and ")
+    }
+}

@@ -1,0 +1,213 @@
+import BoardSupport
+import BoardloopGPIO
+import Yams
+
+extension ConfigParser {
+    static let defaultCommandTimeout = Duration.seconds(60)
+    static let defaultKillAfter = Duration.seconds(5)
+
+    // MARK: Workers
+
+    func parseWorkers(_ e: YAMLReader.Entry?, linesNode: Node) {
+        loops = [
+            LoopPlan(
+                name: "main", lines: [], cpus: [], realtimePriority: nil, timerSlack: nil, lockMemory: false,
+                capacities: LoopCapacities(sources: 0, timers: 0, observers: 0, modes: 0, pendingPerforms: 0, eventsPerWait: 0, nestingDepth: 0))
+        ]
+        loopLineNodes = [linesNode]
+        var owner: [LineID: String] = [:]
+        for we in e.flatMap({ r.mapping($0.value, $0.path) }) ?? [] {
+            guard checkName(we.key, we.keyNode, we.path, what: "worker") else { continue }
+            if we.key == "main" {
+                r.error(we.keyNode, we.path, "'main' is the main loop's name; choose another name for the worker")
+                continue
+            }
+            guard
+                let entries = r.mapping(
+                    we.value, we.path, allowed: ["lines", "cpu", "priority", "timer_slack", "mlockall", "description"])
+            else { continue }
+            let loop = LoopID(loops.count)
+            var plan = loops[0]
+            plan.name = we.key
+            var linesNodeHere: Node = we.keyNode
+            for x in entries {
+                switch x.key {
+                case "lines":
+                    linesNodeHere = x.value
+                    for (name, node, p) in r.names(x.value, x.path, what: "a list of lines") ?? [] {
+                        guard let id = lineRef(node, p, named: name) else { continue }
+                        if plan.lines.contains(id) {
+                            r.error(node, p, "line '\(name)' is listed twice")
+                        } else if let other = owner[id] {
+                            r.error(node, p, "line '\(name)' already belongs to worker '\(other)'; a line has one owner")
+                        } else {
+                            plan.lines.append(id)
+                            owner[id] = we.key
+                        }
+                    }
+                case "cpu":
+                    var cpus: [(Int, Node, String)] = []
+                    if case .sequence = x.value {
+                        for (i, n) in (r.list(x.value, x.path) ?? []).enumerated() {
+                            let p = YAMLReader.index(x.path, i)
+                            if let c = r.int(n, p, in: 0...4095, what: "a CPU number") { cpus.append((c, n, p)) }
+                        }
+                    } else if let c = r.int(x.value, x.path, in: 0...4095, what: "a CPU number or a list of them") {
+                        cpus.append((c, x.value, x.path))
+                    }
+                    for (c, n, p) in cpus where checkCPU(c, n, p) {
+                        if plan.cpus.contains(c) { r.error(n, p, "CPU \(c) is listed twice") } else { plan.cpus.append(c) }
+                    }
+                case "priority":
+                    plan.realtimePriority = r.int(x.value, x.path, in: 1...99, what: "a SCHED_FIFO priority (1-99)")
+                case "timer_slack": plan.timerSlack = positiveDuration(x.value, x.path, suggest: "us")
+                case "mlockall": plan.lockMemory = r.bool(x.value, x.path) ?? false
+                default: break
+                }
+            }
+            _ = loop
+            loops.append(plan)
+            loopLineNodes.append(linesNodeHere)
+        }
+        for (i, l) in loops.enumerated() where i > 0 {
+            for id in l.lines { lines[id.index].loop = LoopID(i) }
+        }
+        loops[0].lines = lines.indices.map(LineID.init).filter { lines[$0.index].loop == .main }
+        remoteActionSites = Array(repeating: 0, count: loops.count)
+        timedReactionsPerLoop = Array(repeating: 0, count: loops.count)
+    }
+
+    func workerRef(_ node: Node, _ path: String) -> LoopID? {
+        guard let name = r.string(node, path, what: "a worker name") else { return nil }
+        if name == "main" { return .main }
+        guard let i = loops.firstIndex(where: { $0.name == name }) else {
+            let names = loops.dropFirst().map(\.name)
+            r.error(
+                node, path,
+                "no worker named '\(name)'" + DidYouMean.hint(name, in: Array(names))
+                    + (names.isEmpty ? " (the config declares no workers)" : ""))
+            return nil
+        }
+        return LoopID(i)
+    }
+
+    /// A CPU the board (when its file says how many) or this machine (when
+    /// checking for it) does not have is an error; checking for another
+    /// machine whose CPU count is unknown, a warning.
+    func checkCPU(_ cpu: Int, _ node: Node, _ path: String) -> Bool {
+        func range(_ n: Int) -> String { n == 1 ? "1 CPU: 0" : "\(n) CPUs: 0-\(n - 1)" }
+        if let board, let n = board.cpus, cpu >= n {
+            r.error(node, path, "CPU \(cpu) does not exist on the \(board.name) board (\(range(n)))")
+            return false
+        }
+        let here = options.machine.cpuCount
+        guard cpu >= here else { return true }
+        if forThisMachine {
+            r.error(node, path, "CPU \(cpu) does not exist on this machine (\(range(here)))")
+            return false
+        }
+        if board?.cpus == nil {
+            r.warning(
+                node, path,
+                "CPU \(cpu) does not exist on this machine (\(range(here))); the \(board?.name ?? "") board this config is for may have it")
+        }
+        return true
+    }
+
+    // MARK: Commands
+
+    func parseCommands(_ e: YAMLReader.Entry) {
+        for ce in r.mapping(e.value, e.path) ?? [] {
+            guard checkName(ce.key, ce.keyNode, ce.path, what: "command") else { continue }
+            guard
+                let entries = r.mapping(
+                    ce.value, ce.path, allowed: ["argv", "shell", "timeout", "kill_after", "max_running", "description"])
+            else { continue }
+            let before = log.errors.count
+            var c = CommandConfig(
+                name: ce.key, argv: nil, shell: false, timeout: Self.defaultCommandTimeout, killAfter: Self.defaultKillAfter,
+                maxRunning: 1, declared: true)
+            var argvNode: Node?
+            for x in entries {
+                switch x.key {
+                case "argv":
+                    argvNode = x.value
+                    if let items = r.list(x.value, x.path, what: "a list: the program and its arguments") {
+                        let argv = items.enumerated().compactMap { r.string($1, YAMLReader.index(x.path, $0), what: "an argument") }
+                        if items.isEmpty { r.error(x.value, x.path, "argv needs at least the program") }
+                        c.argv = argv
+                    }
+                case "shell": c.shell = r.bool(x.value, x.path) ?? false
+                case "timeout": c.timeout = positiveDuration(x.value, x.path, suggest: "s") ?? c.timeout
+                case "kill_after": c.killAfter = positiveDuration(x.value, x.path, suggest: "s") ?? c.killAfter
+                default: c.maxRunning = r.int(x.value, x.path, in: 1...64) ?? c.maxRunning
+                }
+            }
+            if c.shell {
+                if let argv = c.argv, argv.count != 1, let argvNode {
+                    r.error(argvNode, YAMLReader.key(ce.path, "argv"), "with shell: true, argv is one string: the shell command line")
+                } else if c.argv == nil {
+                    r.error(ce.keyNode, ce.path, "with shell: true the command needs argv: [\"the shell command line\"]")
+                }
+            }
+            if log.errors.count == before { commands.append(c) }
+        }
+    }
+
+    // MARK: Capacities
+
+    /// The engine capacities of each loop (docs/config.md, "Capacities").
+    func computeCapacities(root: Node) {
+        guard !loops.isEmpty else { return }
+        let customModes = modes.count - 1
+        if sequences.count == declaredSequences.count {
+            for (s, from) in sequenceUses where sequences[s.index].loop != from { remoteActionSites[sequences[s.index].loop.index] += 1 }
+        }
+        for (i, loop) in loops.enumerated() {
+            let id = LoopID(i)
+            let owned = loop.lines.map { lines[$0.index] }
+            let inputs = owned.filter(\.isInput)
+            var sources = owned.count + 1  // the lines, the loop's message port
+            var timers = 0
+            timers += tasks.filter { $0.loop == id }.count
+            timers += inputs.filter { $0.settings.debounce > .zero }.count  // software debounce (libgpiod 1.6)
+            timers += inputs.filter { !$0.filters.isEmpty }.count
+            timers += inputs.filter { $0.gestures != nil }.count
+            timers += inputs.filter { $0.rateLimit != nil }.count
+            timers += timedReactionsPerLoop[i]
+            timers += pulsedLines.filter { lines[$0.index].loop == id }.count
+            timers += sequences.filter { $0.loop == id }.map(\.policy.concurrentRuns).reduce(0, +)
+            if i == 0 {
+                let children = commands.map(\.maxRunning).reduce(0, +)
+                sources += 1 + 3 * children  // signalfd; stdout, stderr and pidfd per child
+                timers += children + 1  // a timeout per child; the watchdog
+            }
+            let modeCount = 1 + customModes
+            loops[i].capacities = LoopCapacities(
+                sources: sources, timers: max(timers, 1), observers: 1, modes: modeCount,
+                pendingPerforms: 32 + 4 * remoteActionSites[i], eventsPerWait: min(sources, 65536), nestingDepth: 4)
+
+            // What the engine and the kernel cannot provide.
+            if modeCount > Self.maxModes {
+                log.error(
+                    YAMLReader.position(modesNode ?? root), "modes",
+                    "\(customModes) modes and the default mode make \(modeCount) on the \(loop.name) loop; a run loop has at most \(Self.maxModes)"
+                )
+            }
+            var perChip: [String: Int] = [:]
+            for l in owned {
+                switch l.address {
+                case let .offset(c, _): perChip[c.text, default: 0] += 1
+                case let .named(c, _): perChip[c?.text ?? "", default: 0] += 1
+                }
+            }
+            for (chip, n) in perChip.sorted(by: { $0.key < $1.key }) where n > Self.maxLinesPerRequest && !chip.isEmpty {
+                let node = loopLineNodes[i] ?? root
+                log.error(
+                    YAMLReader.position(node), i == 0 ? "lines" : "workers.\(loop.name).lines",
+                    "the \(loop.name) loop owns \(n) lines of chip \(chip); one line request holds at most \(Self.maxLinesPerRequest) (move some to a worker)"
+                )
+            }
+        }
+    }
+}

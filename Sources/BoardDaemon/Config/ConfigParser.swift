@@ -1,0 +1,240 @@
+import BoardSupport
+import BoardloopGPIO
+import Yams
+
+/// Walks a config's node tree, resolves names and reports every problem
+/// with its position and key path. One parser per load.
+final class ConfigParser {
+    static let topKeys = ["board", "priorities", "lines", "modes", "tasks", "reactions", "sequences", "commands", "workers"]
+    static let lineKeys = ["pin", "chip", "offset", "line_name", "input", "output", "priority", "rate_limit", "gestures", "description"]
+    static let inputKeys = ["edge", "bias", "active_low", "debounce", "delayed_on", "delayed_off", "settle"]
+    static let outputKeys = ["initial", "safe", "active_low", "drive", "bias"]
+    static let gestureKeys = ["one_of", "click_min", "click_max", "gap", "hold"]
+    /// The shortest task period.
+    static let minimumTaskPeriod = Duration.microseconds(100)
+    /// Lines one request (one chip, one loop) can hold: the kernel's
+    /// GPIO_V2_LINES_MAX and libgpiod 1.6's GPIOD_LINE_BULK_MAX_LINES.
+    static let maxLinesPerRequest = 64
+    /// Modes one run loop can have (the engine's limit).
+    static let maxModes = 64
+
+    let file: String
+    let options: LoadOptions
+    let log: DiagnosticLog
+    let r: YAMLReader
+
+    var board: Board?
+    var boardDetected = false
+    var priorities: [String] = ["low", "normal", "high"]
+    var lines: [LineConfig] = []
+    var lineNodes: [Node] = []
+    /// Every line name declared (parsed or not), so a reference to a line
+    /// whose own entry had errors is not reported a second time.
+    var declaredLines: Set<String> = []
+    var modes: [ModeConfig] = [ModeConfig(name: "default", admits: [])]
+    var modesNode: Node?
+    var declaredSequences: [String] = []
+    /// Set while reading a line whose mapping had a misspelt key.
+    var quietMissing = false
+    var sequences: [SequenceConfig] = []
+    var commands: [CommandConfig] = []
+    var commandsDeclared: Set<String> = []
+    var workers: [(name: String, node: Node, path: String)] = []
+    var loops: [LoopPlan] = []
+    var loopLineNodes: [Node?] = []
+    var tasks: [TaskConfig] = []
+    var reactions: [ReactionConfig] = []
+    /// Per loop: action sites on other loops that act on it (cross-loop posts).
+    var remoteActionSites: [Int] = []
+    /// Lines something pulses (each needs a timer on its loop).
+    var pulsedLines: Set<LineID> = []
+    /// Sequences started or stopped, and from which loop (counted as
+    /// cross-loop posts once every sequence's loop is known).
+    var sequenceUses: [(SequenceID, LoopID)] = []
+    var timedReactionsPerLoop: [Int] = []
+
+    init(file: String, options: LoadOptions) {
+        self.file = file
+        self.options = options
+        log = DiagnosticLog(file: file)
+        r = YAMLReader(log: log)
+    }
+
+    func parse(_ text: String) -> DaemonConfig? {
+        guard let root = r.compose(text) else {
+            if !log.hasErrors { log.error(Position(line: 1, column: 1), "", "the config is empty") }
+            return nil
+        }
+        guard let entries = r.mapping(root, "", allowed: Self.topKeys, what: "a mapping of board, lines, modes, …") else {
+            return nil
+        }
+        func entry(_ key: String) -> YAMLReader.Entry? { entries.first { $0.key == key } }
+
+        parseBoard(entry("board"), root: root)
+        if let e = entry("priorities") { parsePriorities(e) }
+        // Names first, so references resolve whatever the order of sections.
+        if let e = entry("lines") {
+            if case let .mapping(m) = e.value { declaredLines = Set(m.keys.compactMap(\.string)) }
+        }
+        if let e = entry("sequences"), case let .mapping(m) = e.value {
+            declaredSequences = m.keys.compactMap(\.string)
+        }
+        if let e = entry("modes") { parseModes(e) }
+        if let e = entry("lines") { parseLines(e) }
+        parseWorkers(entry("workers"), linesNode: entry("lines")?.value ?? root)
+        if let e = entry("commands") { parseCommands(e) }
+        if let e = entry("sequences") { parseSequences(e) }
+        if let e = entry("tasks") { parseTasks(e) }
+        if let e = entry("reactions") { parseReactions(e) }
+        computeCapacities(root: root)
+        guard let board else { return nil }
+        return DaemonConfig(
+            file: file,
+            board: BoardChoice(
+                name: board.name, title: board.title, file: board.file, backend: board.backend, chips: board.chips,
+                detected: boardDetected),
+            priorities: priorities, lines: lines, modes: modes, tasks: tasks, reactions: reactions, sequences: sequences,
+            commands: commands, loops: loops, warnings: [])
+    }
+
+    // MARK: Board
+
+    func parseBoard(_ e: YAMLReader.Entry?, root: Node) {
+        var requested = "auto"
+        var node = root
+        var path = "board"
+        if let e {
+            // A board that is not a name is reported once, not guessed.
+            guard let name = r.string(e.value, e.path, what: "a board name or auto") else { return }
+            requested = name
+            node = e.value
+            path = e.path
+        }
+        if let override = options.board {
+            requested = override
+            path = ""
+            node = root
+        }
+        let at = node == root ? Position.none : YAMLReader.position(node)
+        if e == nil && options.board == nil { path = "" }
+        if requested == "auto" {
+            let (boards, _) = options.catalog.loadAll()
+            let verdict = BoardDetection.detect(options.machine.facts, boards: boards)
+            if case let .found(b, _) = verdict {
+                board = b
+                boardDetected = true
+            } else {
+                log.error(
+                    at == .none ? Position(line: 1, column: 1) : at, path,
+                    (e == nil && options.board == nil ? "no board given (board: NAME or auto): " : "")
+                        + BoardDetection.failureMessage(verdict, facts: options.machine.facts, known: boards.map(\.name)))
+            }
+        } else {
+            let where_ = options.board != nil ? Position.none : at
+            board = options.catalog.board(named: requested, log: log, at: where_, path: options.board != nil ? "--board" : path)
+        }
+    }
+
+    /// True when the config is checked on the machine it is for: detected,
+    /// the same board detection finds here, or the in-process mock board.
+    var forThisMachine: Bool {
+        guard let board else { return true }
+        if boardDetected || board.backend == .mock { return true }
+        let (boards, _) = options.catalog.loadAll()
+        if case let .found(b, _) = BoardDetection.detect(options.machine.facts, boards: boards) { return b.name == board.name }
+        return false
+    }
+
+    // MARK: Priorities and modes
+
+    func parsePriorities(_ e: YAMLReader.Entry) {
+        guard let items = r.names(e.value, e.path, what: "a list of priority names, lowest first") else { return }
+        var seen: [String] = []
+        for (name, node, p) in items {
+            if seen.contains(name) { r.error(node, p, "priority '\(name)' is listed twice") } else { seen.append(name) }
+        }
+        if seen.isEmpty { r.error(e.value, e.path, "at least one priority is needed") } else { priorities = seen }
+    }
+
+    var defaultPriority: PriorityID { PriorityID(priorities.firstIndex(of: "normal") ?? 0) }
+
+    func priority(_ node: Node, _ path: String) -> PriorityID? {
+        guard let name = r.string(node, path, what: "a priority name") else { return nil }
+        guard let i = priorities.firstIndex(of: name) else {
+            r.error(
+                node, path,
+                "no priority named '\(name)'" + DidYouMean.hint(name, in: priorities)
+                    + " (priorities: \(priorities.joined(separator: ", ")))")
+            return nil
+        }
+        return PriorityID(i)
+    }
+
+    func parseModes(_ e: YAMLReader.Entry) {
+        modesNode = e.keyNode
+        for me in r.mapping(e.value, e.path) ?? [] {
+            guard checkName(me.key, me.keyNode, me.path, what: "mode") else { continue }
+            if me.key == "default" {
+                r.error(me.keyNode, me.path, "the default mode admits every priority and cannot be configured")
+                continue
+            }
+            var admits: [PriorityID] = []
+            var sawAdmits = false
+            if case .scalar = me.value, r.string(me.value, me.path) == nil { continue }
+            for ae in r.mapping(me.value, me.path, allowed: ["admits", "description"]) ?? [] where ae.key == "admits" {
+                sawAdmits = true
+                for (_, node, p) in r.names(ae.value, ae.path, what: "a list of priorities") ?? [] {
+                    if let id = priority(node, p) { admits.append(id) }
+                }
+            }
+            if !sawAdmits, case .mapping = me.value {
+                r.error(me.keyNode, me.path, "a mode needs admits: the priorities whose lines still react in it (may be [])")
+            }
+            modes.append(ModeConfig(name: me.key, admits: admits))
+        }
+    }
+
+    func mode(_ node: Node, _ path: String) -> ModeID? {
+        guard let name = r.string(node, path, what: "a mode name") else { return nil }
+        guard let i = modes.firstIndex(where: { $0.name == name }) else {
+            let names = modes.map(\.name)
+            r.error(node, path, "no mode named '\(name)'" + DidYouMean.hint(name, in: names) + " (modes: \(names.joined(separator: ", ")))")
+            return nil
+        }
+        return ModeID(i)
+    }
+
+    /// Names: letters, digits, `_` and `-`, starting with a letter.
+    func checkName(_ name: String, _ node: Node, _ path: String, what: String) -> Bool {
+        let ok =
+            name.first.map { $0.isASCII && $0.isLetter } == true
+            && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }
+        if !ok { r.error(node, path, "\(what) name '\(name)' must start with a letter and use only letters, digits, _ and -") }
+        return ok
+    }
+
+    // MARK: Values
+
+    /// `on`/`off` (also true/false, high/low, 1/0).
+    func onOff(_ node: Node, _ path: String) -> Bool? {
+        if case let .scalar(s) = node {
+            switch s.string.lowercased() {
+            case "on", "true", "yes", "high", "1": return true
+            case "off", "false", "no", "low", "0": return false
+            default: break
+            }
+        }
+        r.error(node, path, "expected on or off, found \(YAMLReader.kind(node))")
+        return nil
+    }
+
+    /// A duration that must be more than zero.
+    func positiveDuration(_ node: Node, _ path: String, suggest: String = "ms") -> Duration? {
+        guard let d = r.duration(node, path, suggest: suggest) else { return nil }
+        guard d > .zero else {
+            r.error(node, path, "must be more than zero")
+            return nil
+        }
+        return d
+    }
+}

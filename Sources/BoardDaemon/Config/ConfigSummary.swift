@@ -1,0 +1,207 @@
+import BoardSupport
+import BoardloopGPIO
+import Foundation
+
+/// A short, readable account of a resolved config: what `boardd --check`
+/// prints (as text, or as JSON with `--json`).
+public struct ConfigSummary: Codable, Sendable, Equatable {
+    public struct Line: Codable, Sendable, Equatable {
+        public var name: String
+        public var pin: String?
+        public var physical: Int?
+        /// `pinctrl-bcm2711:17`.
+        public var address: String
+        public var direction: String
+        /// `edge=both bias=pull-up active-low debounce=20ms`.
+        public var settings: String
+        public var priority: String
+        public var loop: String
+    }
+    public struct Item: Codable, Sendable, Equatable {
+        public var name: String
+        public var detail: String
+    }
+    public struct Loop: Codable, Sendable, Equatable {
+        public var name: String
+        public var lines: [String]
+        public var settings: String
+        public var capacities: [String: Int]
+    }
+
+    public var config: String
+    public var board: String
+    public var boardTitle: String
+    public var boardFile: String
+    public var detected: Bool
+    public var lines: [Line]
+    public var modes: [Item]
+    public var tasks: [Item]
+    public var reactions: [Item]
+    public var sequences: [Item]
+    public var commands: [Item]
+    public var loops: [Loop]
+    public var warnings: [String]
+
+    public init(_ c: DaemonConfig) {
+        config = c.file
+        board = c.board.name
+        boardTitle = c.board.title
+        boardFile = c.board.file
+        detected = c.board.detected
+        lines = c.lines.map { l in
+            var s: [String] = []
+            let st = l.settings
+            if l.isInput {
+                s.append("edge=\(st.edgeDetection)")
+                if st.bias != .asIs { s.append("bias=\(st.bias)") }
+                if st.activeLow { s.append("active-low") }
+                if st.debounce > .zero { s.append("debounce=\(DurationText.format(st.debounce))") }
+                if l.filters.delayedOn > .zero { s.append("delayed_on=\(DurationText.format(l.filters.delayedOn))") }
+                if l.filters.delayedOff > .zero { s.append("delayed_off=\(DurationText.format(l.filters.delayedOff))") }
+                if l.filters.settle > .zero { s.append("settle=\(DurationText.format(l.filters.settle))") }
+                if let r = l.rateLimit { s.append("rate_limit=\(r.events)/\(DurationText.format(r.period))") }
+                if let g = l.gestures { s.append("gestures=\(g.kinds.map(\.rawValue).joined(separator: "|"))") }
+            } else {
+                s.append("initial=\(st.outputValue ? "on" : "off")")
+                if let v = l.safeValue { s.append("safe=\(v ? "on" : "off")") }
+                if st.drive != .pushPull { s.append("drive=\(st.drive)") }
+                if st.bias != .asIs { s.append("bias=\(st.bias)") }
+                if st.activeLow { s.append("active-low") }
+            }
+            return Line(
+                name: l.name, pin: l.boardPin ?? l.pin, physical: l.physical, address: l.address.description,
+                direction: l.isInput ? "input" : "output", settings: s.joined(separator: " "),
+                priority: c.priorities[l.priority.index], loop: c.loops[l.loop.index].name)
+        }
+        modes = c.modes.enumerated().map { i, m in
+            Item(
+                name: m.name,
+                detail: i == 0 ? "admits every priority" : "admits " + (m.admits.isEmpty ? "no priority" : m.admits.map { c.priorities[$0.index] }.joined(separator: ", ")))
+        }
+        let text = ActionText(config: c)
+        tasks = c.tasks.map { t in
+            Item(
+                name: t.name,
+                detail: "every \(DurationText.format(t.every)) in \(t.modes.map { c.modes[$0.index].name }.joined(separator: ", ")) on \(c.loops[t.loop.index].name): \(text.list(t.actions))")
+        }
+        reactions = c.reactions.map { r in
+            var d = "\(c.lines[r.line.index].name) \(text.trigger(r.trigger))"
+            if let cond = r.condition { d += " when \(text.condition(cond))" }
+            return Item(name: r.name, detail: d + " -> \(text.list(r.actions))")
+        }
+        sequences = c.sequences.map { s in
+            Item(
+                name: s.name,
+                detail: "mode \(s.mode.map { c.modes[$0.index].name } ?? "(current)"), policy \(s.policy), on \(c.loops[s.loop.index].name): \(text.list(s.steps))")
+        }
+        commands = c.commands.map { cmd in
+            var d = cmd.argv.map { "argv \($0)" } ?? "argv from run"
+            if cmd.shell { d += ", shell" }
+            d += ", timeout \(DurationText.format(cmd.timeout)) (then SIGKILL after \(DurationText.format(cmd.killAfter))), at most \(cmd.maxRunning) running"
+            return Item(name: cmd.name, detail: d)
+        }
+        loops = c.loops.map { l in
+            var s: [String] = []
+            if !l.cpus.isEmpty { s.append("cpu \(l.cpus.map(String.init).joined(separator: ","))") }
+            if let p = l.realtimePriority { s.append("SCHED_FIFO \(p)") }
+            if let t = l.timerSlack { s.append("timer slack \(DurationText.format(t))") }
+            if l.lockMemory { s.append("mlockall") }
+            let k = l.capacities
+            return Loop(
+                name: l.name, lines: l.lines.map { c.lines[$0.index].name }, settings: s.joined(separator: ", "),
+                capacities: [
+                    "sources": k.sources, "timers": k.timers, "observers": k.observers, "modes": k.modes,
+                    "pendingPerforms": k.pendingPerforms, "eventsPerWait": k.eventsPerWait, "nestingDepth": k.nestingDepth,
+                ])
+        }
+        warnings = c.warnings.map(\.description)
+    }
+
+    /// The text `boardd --check` prints.
+    public var text: String {
+        var out: [String] = []
+        out.append("\(config): OK")
+        out.append("board: \(board)\(detected ? " (detected)" : "") — \(boardTitle) [\(boardFile)]")
+        out.append("lines:")
+        let w = lines.map(\.name.count).max() ?? 0
+        for l in lines {
+            let pin = l.pin.map { p in l.physical.map { "\(p) (pin \($0))" } ?? p }
+            let pad = String(repeating: " ", count: w - l.name.count)
+            out.append(
+                "  \(l.name)\(pad)  \(pin.map { "\($0) -> " } ?? "")\(l.address)  \(l.direction) \(l.settings)  priority \(l.priority), loop \(l.loop)")
+        }
+        func section(_ title: String, _ items: [Item]) {
+            out.append("\(title):" + (items.isEmpty ? " none" : ""))
+            for i in items { out.append("  \(i.name): \(i.detail)") }
+        }
+        section("modes", modes)
+        section("tasks", tasks)
+        section("reactions", reactions)
+        section("sequences", sequences)
+        section("commands", commands)
+        out.append("loops:")
+        for l in loops {
+            let k = l.capacities
+            out.append(
+                "  \(l.name)\(l.settings.isEmpty ? "" : " (\(l.settings))"): lines \(l.lines.isEmpty ? "none" : l.lines.joined(separator: ", "))")
+            out.append(
+                "    capacities: sources \(k["sources"]!), timers \(k["timers"]!), observers \(k["observers"]!), modes \(k["modes"]!), pending performs \(k["pendingPerforms"]!), events per wait \(k["eventsPerWait"]!), nesting \(k["nestingDepth"]!)"
+            )
+        }
+        return out.joined(separator: "\n")
+    }
+
+    /// Pretty, key-sorted JSON.
+    public var json: String {
+        let e = JSONEncoder()
+        e.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return (try? e.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+}
+
+/// Actions, triggers and conditions as short text.
+struct ActionText {
+    let config: DaemonConfig
+
+    func name(_ l: LineID) -> String { config.lines[l.index].name }
+
+    func list(_ actions: [Action]) -> String { actions.map(action).joined(separator: "; ") }
+
+    func action(_ a: Action) -> String {
+        switch a {
+        case let .set(l, v): "set \(name(l)) \(v ? "on" : "off")"
+        case let .toggle(l): "toggle \(name(l))"
+        case let .pulse(l, d): "pulse \(name(l)) \(DurationText.format(d))"
+        case let .wait(d): "wait \(DurationText.format(d))"
+        case let .run(c, argv): "run \(config.commands[c.index].shell ? "sh -c " : "")\(argv)"
+        case let .log(level, m): "log \(level.rawValue) \"\(m)\""
+        case let .mode(m): "mode \(config.modes[m.index].name)"
+        case let .startSequence(s): "sequence \(config.sequences[s.index].name)"
+        case let .stopSequence(s): "stop \(config.sequences[s.index].name)"
+        case let .ifThen(c, t, e):
+            "if \(condition(c)) then [\(list(t))]" + (e.isEmpty ? "" : " else [\(list(e))]")
+        }
+    }
+
+    func trigger(_ t: Trigger) -> String {
+        switch t {
+        case let .edge(e): "edge \(e)"
+        case .press: "press"
+        case .release: "release"
+        case let .click(mn, mx): "click \(DurationText.format(mn))-\(DurationText.format(mx))"
+        case let .multiPress(n, w): "\(n) presses within \(DurationText.format(w))"
+        case let .hold(d, r): "hold \(DurationText.format(d))" + (r.map { ", repeat every \(DurationText.format($0))" } ?? "")
+        case let .gesture(k): "gesture \(k.rawValue)"
+        }
+    }
+
+    func condition(_ c: Condition) -> String {
+        switch c {
+        case let .line(l, v): "\(name(l)) is \(v ? "on" : "off")"
+        case let .mode(m): "mode is \(config.modes[m.index].name)"
+        case let .not(c): "not (\(condition(c)))"
+        case let .all(cs): "(" + cs.map(condition).joined(separator: " and ") + ")"
+        case let .any(cs): "(" + cs.map(condition).joined(separator: " or ") + ")"
+        }
+    }
+}

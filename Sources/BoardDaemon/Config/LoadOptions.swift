@@ -1,0 +1,70 @@
+import BoardSupport
+import Foundation
+
+/// What the machine checking a config has (CPUs, the facts detection reads).
+public struct MachineInfo: Sendable, Equatable {
+    /// CPUs the kernel knows (`sysconf(_SC_NPROCESSORS_CONF)`).
+    public var cpuCount: Int
+    public var facts: MachineFacts
+
+    public init(cpuCount: Int, facts: MachineFacts) {
+        self.cpuCount = cpuCount
+        self.facts = facts
+    }
+
+    /// This machine, with detection facts read under `root`.
+    public static func current(root: String = "/") -> MachineInfo {
+        MachineInfo(cpuCount: max(1, sysconf(Int32(_SC_NPROCESSORS_CONF))), facts: MachineFacts.read(root: root))
+    }
+}
+
+/// How a config is loaded.
+public struct LoadOptions: Sendable {
+    /// A board name that overrides the config's `board` (`--board`).
+    public var board: String?
+    public var catalog: BoardCatalog
+    public var machine: MachineInfo
+
+    public init(board: String? = nil, catalog: BoardCatalog = .standard, machine: MachineInfo = .current()) {
+        self.board = board
+        self.catalog = catalog
+        self.machine = machine
+    }
+}
+
+/// The outcome of loading: a config when there were no errors, and every
+/// diagnostic (errors and warnings) in file order.
+public struct LoadResult: Sendable {
+    public var config: DaemonConfig?
+    public var diagnostics: [Diagnostic]
+    public var errors: [Diagnostic] { diagnostics.filter { $0.severity == .error } }
+    public var warnings: [Diagnostic] { diagnostics.filter { $0.severity == .warning } }
+}
+
+/// Loads and checks config files.
+public enum ConfigLoader {
+    /// Reads `path` and loads it; an unreadable file is one error.
+    public static func load(path: String, options: LoadOptions = LoadOptions()) -> LoadResult {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            let why = FileManager.default.fileExists(atPath: path) ? "cannot read the file" : "no such file"
+            return LoadResult(config: nil, diagnostics: [Diagnostic(.error, file: path, line: 0, column: 0, path: "", message: why)])
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            return LoadResult(
+                config: nil,
+                diagnostics: [Diagnostic(.error, file: path, line: 0, column: 0, path: "", message: "the file is not UTF-8 text")])
+        }
+        return load(text: text, file: path, options: options)
+    }
+
+    /// Loads a config from text; `file` is the name used in messages.
+    public static func load(text: String, file: String, options: LoadOptions = LoadOptions()) -> LoadResult {
+        let parser = ConfigParser(file: file, options: options)
+        let config = parser.parse(text)
+        let diagnostics = parser.log.sorted
+        let failed = diagnostics.contains { $0.severity == .error }
+        var result = config
+        result?.warnings = diagnostics.filter { $0.severity == .warning }
+        return LoadResult(config: failed ? nil : result, diagnostics: diagnostics)
+    }
+}

@@ -1,0 +1,366 @@
+import Boardloop
+import BoardSupport
+import BoardloopGPIO
+
+// The resolved config: what loading a config file yields once every name is
+// resolved and every rule checked. Plain value types, no Foundation: the
+// runtime's event path reads it as it is. References between parts are
+// typed indices into the config's arrays (`LineID` indexes `lines`, ...).
+
+/// A loaded, checked config.
+public struct DaemonConfig: Sendable, Equatable {
+    /// The config file as the user named it.
+    public var file: String
+    public var board: BoardChoice
+    /// Priority names, lowest first; `PriorityID` indexes this.
+    public var priorities: [String]
+    public var lines: [LineConfig]
+    /// Modes; index 0 is the loop's default mode, which admits every priority.
+    public var modes: [ModeConfig]
+    public var tasks: [TaskConfig]
+    public var reactions: [ReactionConfig]
+    public var sequences: [SequenceConfig]
+    public var commands: [CommandConfig]
+    /// The run loops: index 0 is the main loop, then one per worker, in
+    /// the config's order.
+    public var loops: [LoopPlan]
+    /// Warnings found while loading (a config with warnings still loads).
+    public var warnings: [Diagnostic]
+
+    public func line(named name: String) -> LineID? { lines.firstIndex { $0.name == name }.map(LineID.init) }
+    public func mode(named name: String) -> ModeID? { modes.firstIndex { $0.name == name }.map(ModeID.init) }
+    public func sequence(named name: String) -> SequenceID? {
+        sequences.firstIndex { $0.name == name }.map(SequenceID.init)
+    }
+    public subscript(id: LineID) -> LineConfig { lines[id.index] }
+    public subscript(id: ModeID) -> ModeConfig { modes[id.index] }
+    public subscript(id: SequenceID) -> SequenceConfig { sequences[id.index] }
+    public subscript(id: CommandID) -> CommandConfig { commands[id.index] }
+    public subscript(id: LoopID) -> LoopPlan { loops[id.index] }
+}
+
+public struct LineID: Hashable, Comparable, Sendable { public let index: Int
+    public init(_ index: Int) { self.index = index }
+    public static func < (a: Self, b: Self) -> Bool { a.index < b.index }
+}
+public struct ModeID: Hashable, Comparable, Sendable { public let index: Int
+    public init(_ index: Int) { self.index = index }
+    public static func < (a: Self, b: Self) -> Bool { a.index < b.index }
+    /// The default mode.
+    public static let `default` = ModeID(0)
+}
+public struct PriorityID: Hashable, Comparable, Sendable { public let index: Int
+    public init(_ index: Int) { self.index = index }
+    public static func < (a: Self, b: Self) -> Bool { a.index < b.index }
+}
+public struct SequenceID: Hashable, Comparable, Sendable { public let index: Int
+    public init(_ index: Int) { self.index = index }
+    public static func < (a: Self, b: Self) -> Bool { a.index < b.index }
+}
+public struct CommandID: Hashable, Comparable, Sendable { public let index: Int
+    public init(_ index: Int) { self.index = index }
+    public static func < (a: Self, b: Self) -> Bool { a.index < b.index }
+}
+public struct LoopID: Hashable, Comparable, Sendable { public let index: Int
+    public init(_ index: Int) { self.index = index }
+    public static func < (a: Self, b: Self) -> Bool { a.index < b.index }
+    /// The main loop.
+    public static let main = LoopID(0)
+}
+
+/// The board a config runs on.
+public struct BoardChoice: Sendable, Equatable {
+    public var name: String
+    public var title: String
+    /// Where the board file came from.
+    public var file: String
+    public var backend: Board.Backend
+    /// The board's chips (the runtime makes mock chips from these for `mock`).
+    public var chips: [Board.Chip]
+    /// True when `board: auto` found it on this machine.
+    public var detected: Bool
+}
+
+/// Where a line is: a chip and an offset (every board pin resolves to a
+/// chip label and offset), or a name the runtime looks up when it starts
+/// (the generic board's `line_name`).
+public enum LineAddress: Sendable, Equatable, CustomStringConvertible {
+    case offset(chip: ChipRef, offset: UInt32)
+    case named(chip: ChipRef?, name: String)
+
+    public var description: String {
+        switch self {
+        case let .offset(c, o): "\(c):\(o)"
+        case let .named(c?, n): "\(c):\"\(n)\""
+        case let .named(nil, n): "\"\(n)\" (any chip)"
+        }
+    }
+
+    /// The chip label and offset, when the address is one.
+    public var labelAndOffset: (label: String, offset: UInt32)? {
+        if case let .offset(.label(l), o) = self { return (l, o) }
+        return nil
+    }
+}
+
+/// A chip as a config names it: by label (boards always do), by name
+/// (`gpiochip0`) or by path (`/dev/gpiochip0`).
+public enum ChipRef: Sendable, Equatable, Hashable, CustomStringConvertible {
+    case label(String), name(String), path(String)
+
+    /// The text `GPIOChip.open` takes (it accepts all three).
+    public var text: String {
+        switch self {
+        case let .label(s), let .name(s), let .path(s): s
+        }
+    }
+    public var description: String { text }
+}
+
+/// One named line of the config.
+public struct LineConfig: Sendable, Equatable {
+    public var name: String
+    /// The pin as the config wrote it (`GPIO17`, `PIN11`), if by pin.
+    public var pin: String?
+    /// The canonical board name of the pin (`GPIO17`) and its header number.
+    public var boardPin: String?
+    public var physical: Int?
+    public var address: LineAddress
+    /// How the line is requested from the GPIO layer (direction, edges,
+    /// bias, drive, active-low, debounce, initial output value).
+    public var settings: LineSettings
+    /// Inputs: the filters after the (kernel or software) debounce.
+    public var filters: InputFilters
+    /// Outputs: the value set on shutdown, if any (`nil`: left as it is).
+    public var safeValue: Bool?
+    public var priority: PriorityID
+    public var rateLimit: RateLimit?
+    /// Inputs: the gesture group (exactly one alternative per interaction).
+    public var gestures: GestureGroup?
+    /// The loop that owns the line (requests it, gets its events, writes it).
+    public var loop: LoopID
+
+    public var isInput: Bool { settings.direction == .input }
+    public var isOutput: Bool { settings.direction == .output }
+}
+
+/// Input filters, applied in this order after debounce: `delayedOn` and
+/// `delayedOff` (a new level counts once it has held that long), then
+/// `settle` (a change passes at once; changes in the following window are
+/// ignored and the level at its end is reported if it differs).
+public struct InputFilters: Sendable, Equatable {
+    public var delayedOn: Duration = .zero
+    public var delayedOff: Duration = .zero
+    public var settle: Duration = .zero
+    public init(delayedOn: Duration = .zero, delayedOff: Duration = .zero, settle: Duration = .zero) {
+        self.delayedOn = delayedOn
+        self.delayedOff = delayedOff
+        self.settle = settle
+    }
+    public var isEmpty: Bool { delayedOn == .zero && delayedOff == .zero && settle == .zero }
+}
+
+/// At most `events` events per `period`; more are held and delivered later.
+public struct RateLimit: Sendable, Equatable {
+    public var events: Int
+    public var period: Duration
+}
+
+/// A line's gesture group: per interaction (press … release … pause)
+/// exactly one of `kinds` fires, decided as early as the timing allows.
+public struct GestureGroup: Sendable, Equatable {
+    public var kinds: [GestureKind]
+    /// A press shorter than this is ignored (bounce, a brush).
+    public var clickMin: Duration
+    /// A press longer than this (and shorter than `hold`) is no click.
+    public var clickMax: Duration
+    /// The longest pause between the clicks of a double or triple click.
+    public var gap: Duration
+    /// Held this long: a hold.
+    public var hold: Duration
+
+    /// How long after the deciding moment (release, or press for hold) the
+    /// gesture is known: a click must wait `gap` when a longer multi-click
+    /// is in the group; the longest multi-click in the group and a hold are
+    /// decided at once.
+    public func decisionLatency(_ kind: GestureKind) -> Duration {
+        switch kind {
+        case .hold: return .zero
+        case .click, .doubleClick, .tripleClick:
+            let longer = kinds.contains { $0.clicks > kind.clicks }
+            return longer ? gap : .zero
+        }
+    }
+}
+
+public enum GestureKind: String, Sendable, Equatable, CaseIterable {
+    case click, doubleClick = "double_click", tripleClick = "triple_click", hold
+    public var clicks: Int {
+        switch self {
+        case .click: 1
+        case .doubleClick: 2
+        case .tripleClick: 3
+        case .hold: 0
+        }
+    }
+}
+
+public struct ModeConfig: Sendable, Equatable {
+    public var name: String
+    /// Priorities whose lines' sources are in this mode (the default mode
+    /// admits all of them).
+    public var admits: [PriorityID]
+}
+
+public struct TaskConfig: Sendable, Equatable {
+    public var name: String
+    public var every: Duration
+    /// The modes the task's timer is in.
+    public var modes: [ModeID]
+    public var actions: [Action]
+    public var loop: LoopID
+}
+
+public struct ReactionConfig: Sendable, Equatable {
+    /// `reactions[N]` or the reaction's `name`.
+    public var name: String
+    public var line: LineID
+    public var trigger: Trigger
+    /// Checked when the trigger fires; the actions run only when it holds.
+    public var condition: Condition?
+    public var actions: [Action]
+    /// The loop of the trigger line.
+    public var loop: LoopID
+}
+
+public enum Trigger: Sendable, Equatable {
+    /// A logical edge (after active-low and filters).
+    case edge(EdgeDetection)
+    /// The line became active (logical rising edge).
+    case press
+    /// The line became inactive (logical falling edge).
+    case release
+    /// Pressed for at least `min` and at most `max`; fires on release.
+    case click(min: Duration, max: Duration)
+    /// `count` presses, first to last within `within`; fires on the last press.
+    case multiPress(count: Int, within: Duration)
+    /// Held for `delay`; then every `repeat` while still held.
+    case hold(delay: Duration, repeat: Duration?)
+    /// One alternative of the line's gesture group.
+    case gesture(GestureKind)
+}
+
+public indirect enum Condition: Sendable, Equatable {
+    /// The line's logical value is `value`.
+    case line(LineID, Bool)
+    /// The loop's current mode is this one.
+    case mode(ModeID)
+    case not(Condition)
+    case all([Condition])
+    case any([Condition])
+}
+
+public indirect enum Action: Sendable, Equatable {
+    case set(LineID, Bool)
+    case toggle(LineID)
+    /// Set on, then off after the duration.
+    case pulse(LineID, Duration)
+    /// Sequences only.
+    case wait(Duration)
+    case run(command: CommandID, argv: [String])
+    case log(LogLevel, String)
+    /// Switch the loop that runs the action to this mode.
+    case mode(ModeID)
+    case startSequence(SequenceID)
+    case stopSequence(SequenceID)
+    case ifThen(Condition, then: [Action], else: [Action])
+}
+
+public enum LogLevel: String, Sendable, Equatable, CaseIterable {
+    case debug, info, notice, warning, error
+}
+
+public struct SequenceConfig: Sendable, Equatable {
+    public var name: String
+    /// The mode the loop runs in while the sequence runs (nil: the mode it is in).
+    public var mode: ModeID?
+    public var policy: SequencePolicy
+    public var steps: [Action]
+    public var loop: LoopID
+}
+
+/// What happens when a sequence is started while it runs (ESPHome's script modes).
+public enum SequencePolicy: Sendable, Equatable, CustomStringConvertible {
+    /// The new start is ignored (and counted).
+    case single
+    /// The running one stops; the sequence starts again.
+    case restart
+    /// Starts wait, at most `max` of them; more are refused (and counted).
+    case queued(max: Int)
+    /// Up to `max` run at once; more are refused (and counted).
+    case parallel(max: Int)
+
+    public var description: String {
+        switch self {
+        case .single: "single"
+        case .restart: "restart"
+        case let .queued(m): "queued(max \(m))"
+        case let .parallel(m): "parallel(max \(m))"
+        }
+    }
+
+    /// How many runs can be in progress at once.
+    public var concurrentRuns: Int {
+        if case let .parallel(m) = self { return m }
+        return 1
+    }
+}
+
+public struct CommandConfig: Sendable, Equatable {
+    public var name: String
+    /// The program and arguments, when the command names them (`run: NAME`).
+    public var argv: [String]?
+    /// Run `argv[0]` through `/bin/sh -c`.
+    public var shell: Bool
+    /// After this the child gets SIGTERM, then SIGKILL after `killAfter`.
+    public var timeout: Duration
+    public var killAfter: Duration
+    /// Runs at once; more are refused (and counted).
+    public var maxRunning: Int
+    /// False for a command made for an inline `run: [argv]` with no entry.
+    public var declared: Bool
+}
+
+/// One run loop: the main loop or a worker, with what it owns.
+public struct LoopPlan: Sendable, Equatable {
+    /// `main`, or the worker's name.
+    public var name: String
+    public var lines: [LineID]
+    /// CPUs to pin the worker to (empty: any).
+    public var cpus: [Int]
+    /// SCHED_FIFO priority 1...99 (nil: the normal scheduler).
+    public var realtimePriority: Int?
+    public var timerSlack: Duration?
+    public var lockMemory: Bool
+    public var capacities: LoopCapacities
+}
+
+/// The engine capacities a loop needs, one for one with
+/// `RunLoop.Capacities` (see `docs/config.md`, "Capacities", for how each
+/// is computed).
+public struct LoopCapacities: Sendable, Equatable {
+    public var sources: Int
+    public var timers: Int
+    public var observers: Int
+    public var modes: Int
+    public var pendingPerforms: Int
+    public var eventsPerWait: Int
+    public var nestingDepth: Int
+
+    /// The engine's own type.
+    public var engine: RunLoop.Capacities {
+        RunLoop.Capacities(
+            sources: sources, timers: timers, observers: observers, modes: modes, pendingPerforms: pendingPerforms,
+            eventsPerWait: eventsPerWait, nestingDepth: nestingDepth)
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+
+/// The board files a program can use, found in a list of directories; an
+/// earlier directory wins over a later one for the same board name.
+///
+/// The standard order: `/etc/boardd/boards` (a user's own boards and
+/// overrides), `/usr/share/boardd/boards` (installed), then the `boards/`
+/// directory of the source checkout the program was built from.
+public struct BoardCatalog: Sendable {
+    public let directories: [String]
+
+    public init(directories: [String]) { self.directories = directories }
+
+    /// The standard search order (see the type's documentation).
+    public static var standard: BoardCatalog { BoardCatalog(directories: standardDirectories()) }
+
+    public static func standardDirectories() -> [String] {
+        var dirs = ["/etc/boardd/boards", "/usr/share/boardd/boards"]
+        if let checkout = checkoutBoardsDirectory() { dirs.append(checkout) }
+        return dirs
+    }
+
+    /// The checkout's `boards/`: beside the `Package.swift` above this
+    /// source file when it was built here, or above the running executable
+    /// (`.build/debug/boardd` of a checkout).
+    public static func checkoutBoardsDirectory() -> String? {
+        var starts: [String] = []
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().path
+        starts.append(source)
+        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            starts.append(URL(fileURLWithPath: exe).deletingLastPathComponent().path)
+        }
+        for start in starts {
+            var dir = URL(fileURLWithPath: start)
+            for _ in 0..<8 {
+                let boards = dir.appendingPathComponent("boards").path
+                if FileManager.default.fileExists(atPath: dir.appendingPathComponent("Package.swift").path),
+                    isDirectory(boards)
+                {
+                    return boards
+                }
+                let parent = dir.deletingLastPathComponent()
+                if parent.path == dir.path { break }
+                dir = parent
+            }
+        }
+        return nil
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var isDir: ObjCBool = false
+        return FileManager.default.fileExists(atPath: path, isDirectory: &isDir) && isDir.boolValue
+    }
+
+    /// Every board name with the file that wins for it, sorted by name.
+    public func files() -> [(name: String, path: String)] {
+        var found: [String: String] = [:]
+        for dir in directories.reversed() where Self.isDirectory(dir) {
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+            for entry in entries where entry.hasSuffix(".yaml") && !entry.hasPrefix(".") {
+                found[String(entry.dropLast(5))] = (dir as NSString).appendingPathComponent(entry)
+            }
+        }
+        return found.keys.sorted().map { ($0, found[$0]!) }
+    }
+
+    public var names: [String] { files().map(\.name) }
+
+    /// Loads one board by name. A name the catalog does not have, or a
+    /// broken board file, is reported in `log`.
+    public func board(named name: String, log: DiagnosticLog, at position: Position = .none, path: String = "")
+        -> Board?
+    {
+        let all = files()
+        guard let file = all.first(where: { $0.name == name }) else {
+            let known = all.map(\.name)
+            log.error(
+                position, path,
+                "unknown board '\(name)'" + DidYouMean.hint(name, in: known)
+                    + " (known boards: \(known.isEmpty ? "none found in \(directories.joined(separator: ", "))" : known.joined(separator: ", ")))"
+            )
+            return nil
+        }
+        return Self.load(file, log: log)
+    }
+
+    static func load(_ file: (name: String, path: String), log: DiagnosticLog) -> Board? {
+        let fileLog = DiagnosticLog(file: file.path)
+        let board = BoardFile.load(path: file.path, log: fileLog)
+        if let board, board.name != file.name {
+            fileLog.error(.none, "name", "the board is named '\(board.name)' but its file is \(file.name).yaml")
+        }
+        for d in fileLog.items { log.append(d) }
+        return fileLog.hasErrors ? nil : board
+    }
+
+    /// Every board that loads, and the problems of those that do not.
+    public func loadAll() -> (boards: [Board], problems: [Diagnostic]) {
+        var boards: [Board] = []
+        var problems: [Diagnostic] = []
+        for file in files() {
+            let log = DiagnosticLog(file: file.path)
+            if let b = Self.load(file, log: log) { boards.append(b) }
+            problems += log.items
+        }
+        return (boards, problems)
+    }
+}

@@ -1,0 +1,130 @@
+import BoardloopGPIO
+import Foundation
+
+/// What a machine says about itself, read from a root directory (`/` on
+/// the machine; a fixture tree in tests).
+public struct MachineFacts: Sendable, Equatable {
+    /// `/proc/device-tree/model` without its trailing NUL, if present.
+    public var model: String?
+    /// `/proc/device-tree/compatible`: NUL-separated strings, most specific first.
+    public var compatible: [String]
+    /// Labels of the GPIO chips present, sorted, without duplicates.
+    public var chipLabels: [String]
+
+    public init(model: String? = nil, compatible: [String] = [], chipLabels: [String] = []) {
+        self.model = model
+        self.compatible = compatible
+        self.chipLabels = chipLabels
+    }
+
+    /// Reads the facts under `root`:
+    /// - `proc/device-tree/model` and `proc/device-tree/compatible`;
+    /// - chip labels from `sys/class/gpio/gpiochip*/label` (the sysfs GPIO
+    ///   ABI, present on Raspberry Pi OS kernels) and from the GPIO
+    ///   character devices `dev/gpiochip*` (the chip-info ioctl through
+    ///   libgpiod: works on every kernel with GPIO, gpio-sim included).
+    ///   Both are read and merged; either may be missing.
+    public static func read(root: String) -> MachineFacts {
+        let base = URL(fileURLWithPath: root)
+        func file(_ rel: String) -> Data? { FileManager.default.contents(atPath: base.appendingPathComponent(rel).path) }
+        var facts = MachineFacts()
+        if let data = file("proc/device-tree/model") {
+            let text = strings(data).first ?? ""
+            facts.model = text.isEmpty ? nil : text
+        }
+        if let data = file("proc/device-tree/compatible") { facts.compatible = strings(data) }
+        var labels = Set<String>()
+        let sysfs = base.appendingPathComponent("sys/class/gpio")
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: sysfs.path)) ?? [] where entry.hasPrefix("gpiochip") {
+            if let data = FileManager.default.contents(atPath: sysfs.appendingPathComponent(entry).appendingPathComponent("label").path),
+                let label = strings(data).first, !label.isEmpty
+            {
+                labels.insert(label)
+            }
+        }
+        let dev = base.appendingPathComponent("dev").path
+        if let chips = try? GPIOChip.list(backend: LibgpiodBackend(deviceDirectory: dev)) {
+            for c in chips where !c.label.isEmpty { labels.insert(c.label) }
+        }
+        facts.chipLabels = labels.sorted()
+        return facts
+    }
+
+    /// Splits NUL- and newline-terminated strings; drops empty ones.
+    static func strings(_ data: Data) -> [String] {
+        String(decoding: data, as: UTF8.self).split(whereSeparator: { $0 == "\0" || $0 == "\n" }).map {
+            String($0).trimmingSpaces
+        }.filter { !$0.isEmpty }
+    }
+
+    /// What was read, one fact per line.
+    public var report: [String] {
+        [
+            "model: " + (model.map { "\"\($0)\"" } ?? "(none: no proc/device-tree/model)"),
+            "compatible: " + (compatible.isEmpty ? "(none)" : compatible.joined(separator: ", ")),
+            "gpio chips: " + (chipLabels.isEmpty ? "(none)" : chipLabels.joined(separator: ", ")),
+        ]
+    }
+}
+
+/// Recognises a board from machine facts.
+///
+/// A board matches when any of its rules does: one of its `compatible`
+/// strings is in the machine's list (strongest), the model text starts with
+/// one of its `model` prefixes, or every one of its `chips` labels is present
+/// (weakest: boards with no device tree of their own, such as gpio-sim).
+/// The strongest kind of match wins; two boards matching equally strongly
+/// is ambiguous, which is an error rather than a guess.
+public enum BoardDetection {
+    public enum Strength: Int, Sendable, Comparable, CustomStringConvertible {
+        case chips = 1, model = 2, compatible = 3
+        public static func < (a: Strength, b: Strength) -> Bool { a.rawValue < b.rawValue }
+        public var description: String {
+            switch self {
+            case .chips: "GPIO chip labels"
+            case .model: "device-tree model"
+            case .compatible: "device-tree compatible"
+            }
+        }
+    }
+
+    public enum Verdict: Sendable, Equatable {
+        case found(Board, because: String)
+        case ambiguous([String], because: String)
+        case noMatch
+    }
+
+    /// How strongly `board` matches, and why.
+    public static func match(_ board: Board, _ facts: MachineFacts) -> (Strength, String)? {
+        if let c = board.detect.compatible.first(where: { facts.compatible.contains($0) }) {
+            return (.compatible, "compatible \"\(c)\"")
+        }
+        if let model = facts.model, let p = board.detect.model.first(where: { model.hasPrefix($0) }) {
+            return (.model, "model starts with \"\(p)\"")
+        }
+        if !board.detect.chips.isEmpty, board.detect.chips.allSatisfy({ facts.chipLabels.contains($0) }) {
+            return (.chips, "GPIO chip\(board.detect.chips.count == 1 ? "" : "s") \(board.detect.chips.joined(separator: ", ")) present")
+        }
+        return nil
+    }
+
+    public static func detect(_ facts: MachineFacts, boards: [Board]) -> Verdict {
+        let matches = boards.compactMap { b in match(b, facts).map { (b, $0.0, $0.1) } }
+        guard let best = matches.map(\.1).max() else { return .noMatch }
+        let top = matches.filter { $0.1 == best }
+        if top.count == 1 { return .found(top[0].0, because: top[0].2) }
+        return .ambiguous(top.map(\.0.name).sorted(), because: "each matches by \(best)")
+    }
+
+    /// The message for `board: auto` when detection finds no single board.
+    public static func failureMessage(_ verdict: Verdict, facts: MachineFacts, known: [String]) -> String {
+        let read = facts.report.joined(separator: "; ")
+        switch verdict {
+        case let .ambiguous(names, because):
+            return "auto-detection is ambiguous: \(names.joined(separator: " and ")) \(because) (read \(read)); name the board"
+        default:
+            return
+                "auto-detection found no matching board (read \(read); known boards: \(known.joined(separator: ", "))); name the board, e.g. board: generic"
+        }
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import Testing
+
+/// Runs the built `boardd` binary. It is found next to the test executable
+/// (`/proc/self/exe`: `swift test` builds every product of the package into
+/// the same directory, and this target depends on `boardd` so it is built
+/// first); a missing binary fails the tests rather than skipping them.
+enum Boardd {
+    static var path: String {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+        return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("boardd").path
+    }
+
+    static func run(_ arguments: [String], cwd: String = Fixtures.packageRoot) throws -> (status: Int32, stdout: String, stderr: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: path)
+        p.arguments = arguments
+        p.currentDirectoryURL = URL(fileURLWithPath: cwd)
+        let out = Pipe()
+        let err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        // Read before waiting, so a full pipe cannot stall the child.
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    }
+}
+
+@Suite struct CLITests {
+    @Test func theBinaryIsBuilt() {
+        #expect(FileManager.default.isExecutableFile(atPath: Boardd.path), "no boardd at \(Boardd.path)")
+    }
+
+    @Test(arguments: ExampleTests.examples)
+    func checkPassesForEachExample(_ name: String) throws {
+        let r = try Boardd.run(["--check", "--config", "examples/\(name).yaml"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr == "")
+        #expect(r.stdout.hasPrefix("examples/\(name).yaml: OK\nboard: "))
+        #expect(r.stdout.contains("\nloops:\n  main"))
+    }
+
+    @Test func checkPrintsTheResolvedSummary() throws {
+        let r = try Boardd.run(["--check", "--config", "Tests/BoardDaemonTests/Fixtures/good/full-language.yaml"])
+        #expect(r.status == 0)
+        let lines = r.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("  button   GPIO17 (pin 11) -> pinctrl-bcm2711:17  input edge=both bias=pull-up active-low debounce=20ms  priority low, loop io"))
+        #expect(lines.contains("  valve    GPIO5 (pin 29) -> pinctrl-bcm2711:5  output initial=off safe=off  priority normal, loop io"))
+        #expect(lines.contains("  heartbeat: every 500ms in default on main: toggle led"))
+        #expect(lines.contains("  reactions[3]: estop edge falling -> set valve off; stop pour; log info \"emergency stop\""))
+        #expect(lines.contains("  pour: mode critical, policy single, on main: set valve on; wait 150ms; set valve off"))
+        #expect(lines.contains("  io (cpu 1, SCHED_FIFO 50): lines button, estop, valve"))
+        #expect(lines.contains("    capacities: sources 4, timers 3, observers 1, modes 2, pending performs 40, events per wait 4, nesting 4"))
+    }
+
+    @Test func checkAsJSON() throws {
+        let r = try Boardd.run(["--check", "--json", "--config", "examples/doorbell.yaml"])
+        #expect(r.status == 0)
+        let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+        #expect(object?["board"] as? String == "raspberry-pi-4")
+        let lines = object?["lines"] as? [[String: Any]]
+        #expect(lines?.first?["address"] as? String == "pinctrl-bcm2711:17")
+        let loops = object?["loops"] as? [[String: Any]]
+        #expect((loops?.first?["capacities"] as? [String: Int])?["modes"] == 1)
+    }
+
+    @Test func aBrokenConfigPrintsEveryErrorAndExitsOne() throws {
+        let r = try Boardd.run(["--check", "--config", "five-independent-errors.yaml"], cwd: Fixtures.directory + "/bad")
+        #expect(r.status == 1)
+        #expect(r.stdout == "")
+        #expect(
+            r.stderr == """
+                five-independent-errors.yaml:3:57: error: lines.button.input.debounce: '20' has no unit; write 20ms (units: us, ms, s, min, h)
+                five-independent-errors.yaml:4:15: error: lines.led.pin: the raspberry-pi-4 board has no pin 'GPIO72' (nearest: GPIO12, GPIO2, GPIO22)
+                five-independent-errors.yaml:7:24: error: modes.critical.admits[0]: no priority named 'urgent' (priorities: low, normal, high)
+                five-independent-errors.yaml:9:18: error: tasks.fast.every: 10us is too short; a task runs at most every 100us
+                five-independent-errors.yaml:11:17: error: reactions[0].on.line: no line named 'buton'; did you mean 'button'? (lines: button, led, valve)
+                five-independent-errors.yaml: 5 errors
+
+                """)
+    }
+
+    @Test func errorsAsJSON() throws {
+        let r = try Boardd.run(["--check", "--json", "--config", "Tests/BoardDaemonTests/Fixtures/bad/unknown-pin.yaml"])
+        #expect(r.status == 1)
+        let object = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+        #expect(object?["ok"] as? Bool == false)
+        let d = (object?["diagnostics"] as? [[String: Any]])?.first
+        #expect(d?["line"] as? Int == 3 && d?["column"] as? Int == 15 && d?["path"] as? String == "lines.led.pin")
+    }
+
+    @Test func boardOverrideChecksForAnotherBoard() throws {
+        let r = try Boardd.run(["--check", "--config", "examples/doorbell.yaml", "--board", "raspberry-pi-5"])
+        #expect(r.status == 0)
+        #expect(r.stdout.contains("GPIO17 (pin 11) -> pinctrl-rp1:17"))
+        let bad = try Boardd.run(["--check", "--config", "examples/doorbell.yaml", "--board", "raspberry-pi-9"])
+        #expect(bad.status == 1)
+        #expect(bad.stderr.hasPrefix("examples/doorbell.yaml: error: --board: unknown board 'raspberry-pi-9'"))
+    }
+
+    @Test func aMissingConfigFileIsAnError() throws {
+        let r = try Boardd.run(["--check", "--config", "no-such.yaml"])
+        #expect(r.status == 1)
+        #expect(r.stderr == "no-such.yaml: error: no such file\nno-such.yaml: 1 error\n")
+    }
+
+    @Test func boardDetectReadsAFixtureRoot() throws {
+        let root = Fixtures.packageRoot + "/Tests/BoardSupportTests/Fixtures/roots/raspberry-pi-4-model-b"
+        let r = try Boardd.run(["--board-detect", "--root", root])
+        #expect(r.status == 0)
+        #expect(
+            r.stdout.hasPrefix(
+                """
+                read from \(root):
+                  model: "Raspberry Pi 4 Model B Rev 1.4"
+                  compatible: raspberrypi,4-model-b, brcm,bcm2711
+                  gpio chips: pinctrl-bcm2711, raspberrypi-exp-gpio
+                verdict: raspberry-pi-4 (compatible "raspberrypi,4-model-b")
+                """))
+        let none = try Boardd.run(["--board-detect", "--root", Fixtures.packageRoot + "/Tests/BoardSupportTests/Fixtures/roots/no-match"])
+        #expect(none.status == 1)
+        #expect(none.stdout.contains("verdict: no board matches (known boards: demo, generic, gpio-sim, raspberry-pi-3"))
+    }
+
+    @Test func runningWithoutCheckSaysWhatThisBuildCanDo() throws {
+        let r = try Boardd.run(["--config", "examples/demo.yaml"])
+        #expect(r.status == 2)
+        #expect(r.stdout == "")
+        #expect(
+            r.stderr
+                == "boardd: this build checks configs and detects boards only: use --check --config FILE or --board-detect (running a config is not available yet)\n"
+        )
+    }
+
+    @Test func checkWithoutConfigIsAUsageError() throws {
+        let r = try Boardd.run(["--check"])
+        #expect(r.status == 64)
+        #expect(r.stderr.contains("--check needs --config FILE"))
+    }
+}

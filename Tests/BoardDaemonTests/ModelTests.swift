@@ -1,0 +1,173 @@
+import Boardloop
+import BoardSupport
+import BoardloopGPIO
+import Foundation
+import Testing
+
+@testable import BoardDaemon
+
+/// The resolved model of a config that uses every part of the language.
+@Suite struct ModelTests {
+    func load(_ path: String, board: String? = nil) throws -> DaemonConfig {
+        let result = ConfigLoader.load(path: path, options: Fixtures.options(board: board))
+        #expect(result.diagnostics.map(\.description) == [])
+        return try #require(result.config)
+    }
+
+    @Test func linesResolveToChipLabelOffsetAndSettings() throws {
+        let c = try load(Fixtures.directory + "/good/full-language.yaml")
+        #expect(c.board.name == "raspberry-pi-4")
+        #expect(c.lines.map(\.name) == ["button", "estop", "chatter", "led", "valve"])
+        let button = c[try #require(c.line(named: "button"))]
+        #expect(button.address == .offset(chip: .label("pinctrl-bcm2711"), offset: 17))
+        #expect(button.physical == 11)
+        #expect(
+            button.settings == .input(edges: .both, bias: .pullUp, activeLow: true, debounce: .milliseconds(20)))
+        #expect(c.priorities[button.priority.index] == "low")
+        let chatter = c[try #require(c.line(named: "chatter"))]
+        #expect(chatter.address.labelAndOffset! == ("pinctrl-bcm2711", 23))  // PIN16
+        #expect(chatter.rateLimit == RateLimit(events: 100, period: .seconds(1)))
+        let valve = c[try #require(c.line(named: "valve"))]
+        #expect(valve.settings == .output(false))
+        #expect(valve.safeValue == false)
+        #expect(c.priorities[valve.priority.index] == "normal")
+    }
+
+    @Test func automationResolvesToTypedReferences() throws {
+        let c = try load(Fixtures.directory + "/good/full-language.yaml")
+        let led = try #require(c.line(named: "led"))
+        let valve = try #require(c.line(named: "valve"))
+        let pour = try #require(c.sequence(named: "pour"))
+        let critical = try #require(c.mode(named: "critical"))
+        #expect(c.modes.map(\.name) == ["default", "critical"])
+        #expect(c[critical].admits == [PriorityID(2)])
+        #expect(c.tasks.map(\.every) == [.milliseconds(500), .milliseconds(1)])
+        #expect(c.tasks[0].modes == [.default] && c.tasks[1].modes == [critical])
+        #expect(c.tasks[0].actions == [.toggle(led)])
+        #expect(c.reactions.map(\.trigger) == [
+            .press, .hold(delay: .seconds(2), repeat: .milliseconds(500)), .multiPress(count: 2, within: .milliseconds(400)),
+            .edge(.falling),
+        ])
+        #expect(c.reactions[0].actions == [.startSequence(pour)])
+        #expect(c.reactions[2].actions == [.pulse(led, .milliseconds(100))])
+        #expect(c.reactions[3].actions == [.set(valve, false), .stopSequence(pour), .log(.info, "emergency stop")])
+        guard case let .run(command, argv) = c.reactions[1].actions[0] else {
+            Issue.record("expected run")
+            return
+        }
+        #expect(argv == ["/usr/local/bin/notify", "held"])
+        #expect(c[command].name == "notify" && c[command].maxRunning == 2 && c[command].timeout == .seconds(5))
+        #expect(c[pour].mode == critical && c[pour].policy == .single)
+        #expect(c[pour].steps == [.set(valve, true), .wait(.milliseconds(150)), .set(valve, false)])
+    }
+
+    @Test func loopsOwnTheirLinesAndGetCapacitiesFromTheConfig() throws {
+        let c = try load(Fixtures.directory + "/good/full-language.yaml")
+        #expect(c.loops.map(\.name) == ["main", "io"])
+        #expect(c.loops[0].lines.map { c[$0].name } == ["chatter", "led"])
+        #expect(c.loops[1].lines.map { c[$0].name } == ["button", "estop", "valve"])
+        #expect(c.loops[1].cpus == [1] && c.loops[1].realtimePriority == 50)
+        #expect(c.reactions.allSatisfy { $0.loop == LoopID(1) })
+        // main: 2 lines + its port + signalfd + 3 per child (notify: 2);
+        // 2 tasks, chatter's rate limit, led's pulse, pour, 2 child timeouts, watchdog;
+        // 4 actions posted to it from io (pulse led, run, sequence pour, stop pour).
+        #expect(
+            c.loops[0].capacities
+                == LoopCapacities(
+                    sources: 10, timers: 8, observers: 1, modes: 2, pendingPerforms: 48, eventsPerWait: 10, nestingDepth: 4))
+        // io: 3 lines + its port; button's debounce, hold and multi-press;
+        // pour's two sets of the valve posted from main.
+        #expect(
+            c.loops[1].capacities
+                == LoopCapacities(
+                    sources: 4, timers: 3, observers: 1, modes: 2, pendingPerforms: 40, eventsPerWait: 4, nestingDepth: 4))
+        let engine = c.loops[1].capacities.engine
+        #expect(engine.sources == 4 && engine.timers == 3 && engine.modes == 2 && engine.pendingPerforms == 40)
+        // The engine accepts them.
+        _ = try RunLoop(capacities: engine)
+    }
+
+    @Test func gesturesConditionsAndPoliciesOfTheDemo() throws {
+        let c = try load(Fixtures.examples + "/demo.yaml")
+        #expect(c.board.name == "demo" && c.board.backend == .mock)
+        #expect(c.board.chips.map(\.label) == ["boardloop-mock0", "boardloop-mock1"])
+        let button = c[try #require(c.line(named: "button"))]
+        let g = try #require(button.gestures)
+        #expect(g.kinds == [.click, .doubleClick, .hold])
+        #expect(g.decisionLatency(.click) == .milliseconds(250))
+        #expect(g.decisionLatency(.doubleClick) == .zero)
+        #expect(g.decisionLatency(.hold) == .zero)
+        #expect(c.reactions.prefix(3).map(\.trigger) == [.gesture(.click), .gesture(.doubleClick), .gesture(.hold)])
+        #expect(c.reactions[4].condition == .mode(.default))
+        #expect(c.sequences[0].policy == .queued(max: 2))
+        let chatter = c[try #require(c.line(named: "chatter"))]
+        #expect(chatter.filters == InputFilters(settle: .milliseconds(5)))
+    }
+
+    @Test func theBoardCanBeOverriddenToCheckForAnotherMachine() throws {
+        let c = try load(Fixtures.examples + "/doorbell.yaml", board: "raspberry-pi-3")
+        #expect(c.board.name == "raspberry-pi-3")
+        #expect(c.lines[0].address == .offset(chip: .label("pinctrl-bcm2835"), offset: 17))
+    }
+
+    @Test func autoDetectsTheBoardFromMachineFacts() throws {
+        let facts = MachineFacts(
+            model: "Raspberry Pi 5 Model B Rev 1.0", compatible: ["raspberrypi,5-model-b", "brcm,bcm2712"],
+            chipLabels: ["pinctrl-rp1"])
+        let text = "board: auto\nlines:\n  led: { pin: GPIO27, output: {} }\n"
+        let r = ConfigLoader.load(
+            text: text, file: "auto.yaml", options: Fixtures.options(machine: MachineInfo(cpuCount: 4, facts: facts)))
+        let c = try #require(r.config)
+        #expect(c.board.name == "raspberry-pi-5" && c.board.detected)
+        #expect(c.lines[0].address == .offset(chip: .label("pinctrl-rp1"), offset: 27))
+    }
+
+    @Test func genericBoardLinesByChipAndOffsetOrName() throws {
+        let text = """
+            board: generic
+            lines:
+              a: { chip: gpiochip2, offset: 3, output: {} }
+              b: { chip: /dev/gpiochip1, line_name: DOOR, input: {} }
+              c: { line_name: RELAY1, output: {} }
+              d: { chip: my-expander, offset: 0, input: { edge: rising } }
+            """
+        let r = ConfigLoader.load(text: text, file: "g.yaml", options: Fixtures.options())
+        let c = try #require(r.config, "\(r.diagnostics)")
+        #expect(c.lines.map(\.address) == [
+            .offset(chip: .name("gpiochip2"), offset: 3), .named(chip: .path("/dev/gpiochip1"), name: "DOOR"),
+            .named(chip: nil, name: "RELAY1"), .offset(chip: .label("my-expander"), offset: 0),
+        ])
+    }
+
+    @Test func kernelLineNamesAndFunctionNamesAreAccepted() throws {
+        let text = """
+            board: raspberry-pi-4
+            lines:
+              a: { pin: SPI_CE0_N, output: {} }
+              b: { pin: txd0, output: {} }
+              c: { line_name: SDA1, input: {} }
+              d: { pin: bcm26, output: {} }
+            """
+        let c = try #require(ConfigLoader.load(text: text, file: "n.yaml", options: Fixtures.options()).config)
+        #expect(c.lines.map { $0.address.labelAndOffset!.offset } == [8, 14, 2, 26])
+        #expect(c.lines.map(\.boardPin) == ["GPIO8", "GPIO14", "GPIO2", "GPIO26"])
+    }
+}
+
+/// Every example config passes the check (in process; the CLI tests run
+/// them through the binary too).
+@Suite struct ExampleTests {
+    static let examples = ["demo", "doorbell", "fan-controller", "pump-valve"]
+
+    @Test(arguments: examples)
+    func examplePassesCheck(_ name: String) throws {
+        let r = ConfigLoader.load(path: "\(Fixtures.examples)/\(name).yaml", options: Fixtures.options())
+        #expect(r.diagnostics.map(\.description) == [])
+        #expect(r.config != nil)
+    }
+
+    @Test func everyExampleIsListed() throws {
+        let files = try FileManager.default.contentsOfDirectory(atPath: Fixtures.examples).filter { $0.hasSuffix(".yaml") }
+        #expect(files.map { String($0.dropLast(5)) }.sorted() == Self.examples)
+    }
+}
