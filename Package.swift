@@ -82,12 +82,17 @@ let package = Package(
         .executableTarget(name: "gpio-sim-guest", dependencies: ["BoardloopGPIO", "Boardloop"], swiftSettings: strict),
         .executableTarget(name: "worker-demo", dependencies: ["Boardloop"], path: "examples/worker-demo", swiftSettings: strict),
 
-        // Tests.
-        .testTarget(name: "BoardloopTests", dependencies: ["Boardloop", "BoardloopTestSupport", "CLinux", "worker-demo"], swiftSettings: strict),
-        .testTarget(name: "BoardloopCFDifferentialTests", dependencies: ["Boardloop", "BoardloopTestSupport"], swiftSettings: strict),
+        // Tests. BoardloopXCTestSupport: loops that end when each test finishes.
+        .target(name: "BoardloopXCTestSupport", dependencies: ["Boardloop", "CLinux"], path: "Tests/BoardloopXCTestSupport", swiftSettings: strict),
+        .testTarget(
+            name: "BoardloopTests", dependencies: ["Boardloop", "BoardloopTestSupport", "BoardloopXCTestSupport", "CLinux", "worker-demo"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "BoardloopCFDifferentialTests", dependencies: ["Boardloop", "BoardloopTestSupport", "BoardloopXCTestSupport"],
+            swiftSettings: strict),
         .testTarget(
             name: "BoardloopGPIOTests",
-            dependencies: ["BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "BoardloopTestSupport", "CGPIOD", "CLinux"],
+            dependencies: ["BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "BoardloopTestSupport", "BoardloopXCTestSupport", "CGPIOD", "CLinux"],
             swiftSettings: strict),
         .testTarget(name: "BoardSupportTests", dependencies: ["BoardSupport", "BoardloopGPIOMock"], exclude: ["Fixtures"], swiftSettings: strict),
         // Depends on `boardd` so the binary its CLI tests run is built first.

@@ -58,7 +58,7 @@ public final class CustomSource: @unchecked Sendable {
     public var isSignalled: Bool { signalStamp.load(ordering: .acquiring) != 0 }
 
     /// Whether the source can still be scheduled and performed.
-    public var isValid: Bool { !item.invalidated }
+    public var isValid: Bool { !item.invalidated && !remote.invalidationRequested }
 
     /// The loop the source is scheduled on, if any.
     public var runLoop: RunLoop? { item.loop }

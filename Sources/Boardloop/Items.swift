@@ -120,6 +120,9 @@ protocol LoopItem: AnyObject, Sendable {
     var remote: RemoteRequests { get }
     /// Applies what `remote` asks for, on the owner thread of `loop`.
     func applyRemote(_ ops: UInt32, on loop: RunLoop)
+    /// Applies it to an item that left its loop before the owner got to it
+    /// (under `itemBindingLock`; the item is on no loop, so nobody else owns it).
+    func applyUnscheduled(_ ops: UInt32)
 }
 
 extension LoopItem {

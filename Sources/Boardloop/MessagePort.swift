@@ -183,7 +183,7 @@ public final class MessagePort: @unchecked Sendable {
         // While the source is scheduled, the loop keeps the port alive; when
         // the source is invalidated (its loop ended, say), the port follows.
         source.lifetimeOwner = self
-        source.onInvalidate = { [weak self] in _ = self?.close() }
+        source.invalidationHandler = { [weak self] in _ = self?.close() }
     }
 
     deinit {

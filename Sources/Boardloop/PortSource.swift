@@ -101,10 +101,13 @@ public final class PortSource: @unchecked Sendable {
     @exclusivity(unchecked) var hasLifetimeOwner = false
     /// `lifetimeOwner`, held strongly while the source is on a loop.
     @exclusivity(unchecked) var retainedOwner: AnyObject?
-    /// Called on the loop's thread when the source is invalidated (by
-    /// anyone, or by its loop's end), so the object it belongs to can
-    /// follow: a message port stops accepting messages.
-    @exclusivity(unchecked) var onInvalidate: (() -> Void)?
+    /// Called once, on the loop's thread, when the source is invalidated
+    /// while on a loop — by `invalidate()` from any thread, after a hangup,
+    /// or because its loop ended — so what the source belongs to can follow
+    /// (a message port stops accepting messages; a GPIO request lets go of
+    /// its lines). CF's version-1 sources have the same in their cancel
+    /// callback. Set it before adding the source.
+    @exclusivity(unchecked) public var invalidationHandler: (() -> Void)?
     /// How many times the handler was called.
     @exclusivity(unchecked) public internal(set) var dispatchCount: UInt64 = 0
 
@@ -150,7 +153,7 @@ public final class PortSource: @unchecked Sendable {
     /// How many times the source hit its rate limit and was held.
     public var rateLimitHolds: UInt64 { limiter.holds }
 
-    public var isValid: Bool { !item.invalidated }
+    public var isValid: Bool { !item.invalidated && !remote.invalidationRequested }
     public var runLoop: RunLoop? { item.loop }
 
     /// Removes the source from every mode's epoll set and makes it unusable.

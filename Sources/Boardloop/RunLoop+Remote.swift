@@ -41,14 +41,13 @@ extension RunLoop {
                 remoteCount -= 1
                 let ops = x.remote.ops.exchange(0, ordering: .acquiringAndReleasing)
                 if x.item.loop !== self {
-                    // Removed by the owner meanwhile (or moved to another loop).
-                    if ops & RemoteRequests.invalidate != 0 {
-                        if let other = x.item.loop {
-                            let before = x.remote.ops.bitwiseOr(ops, ordering: .acquiringAndReleasing).oldValue
-                            if before == 0 { other.enqueueRemoteLocked(x) }
-                        } else {
-                            x.item.invalidated = true
-                        }
+                    // Removed by the owner meanwhile: on another loop now, the
+                    // request goes there; on none, it applies to the item itself.
+                    if let other = x.item.loop {
+                        let before = x.remote.ops.bitwiseOr(ops, ordering: .acquiringAndReleasing).oldValue
+                        if before == 0 { other.enqueueRemoteLocked(x) }
+                    } else {
+                        x.applyUnscheduled(ops)
                     }
                     return (x, 0)
                 }
@@ -61,15 +60,26 @@ extension RunLoop {
 
     // MARK: The end of a loop
 
-    /// Ends the loop; called on the owner thread when it exits (a worker's
-    /// thread, or any thread whose `current` loop this is). Every item still
-    /// scheduled is invalidated — custom sources get their cancel callbacks,
-    /// port sources leave the epoll sets — so the loop releases them and
-    /// whatever their handlers hold (a GPIO request holding its lines, a
-    /// message port) is freed; queued perform requests are dropped, their
+    /// Ends the loop: every item still scheduled is invalidated — custom
+    /// sources get their cancel callbacks, port sources leave the epoll sets
+    /// — so the loop releases them and whatever their handlers hold (a GPIO
+    /// request holding its lines, a message port, the loop itself when a
+    /// handler refers to it); queued perform requests are dropped, their
     /// waiters released with `.loopEnded`; later `perform`s and `add`s throw
     /// `.loopEnded`. Idempotent.
-    func end() {
+    ///
+    /// A loop ends by itself when its thread exits (the main thread's never
+    /// does). Call this for a loop you are done with while its thread goes
+    /// on — a standalone loop whose handlers refer to it would otherwise
+    /// keep itself alive. Owner thread only; not from inside a run call.
+    public func end() throws(RunLoopError) {
+        try checkOwner("RunLoop.end")
+        if runDepth > 0 { throw .invalidArgument("RunLoop.end() inside a run call of the same loop; end it after the run returns") }
+        endOnOwnerThread()
+    }
+
+    /// `end()` without the checks, for the thread-exit path.
+    func endOnOwnerThread() {
         guard !endedFlag.exchange(true, ordering: .acquiringAndReleasing) else { return }
         performs.close()
         applyRemoteRequests()
@@ -96,6 +106,10 @@ extension CustomSource: LoopItem {
     func applyRemote(_ ops: UInt32, on loop: RunLoop) {
         if ops & RemoteRequests.invalidate != 0 { loop.invalidateSource(self) }
     }
+
+    func applyUnscheduled(_ ops: UInt32) {
+        if ops & RemoteRequests.invalidate != 0 { item.invalidated = true }
+    }
 }
 
 extension PortSource: LoopItem {
@@ -109,6 +123,11 @@ extension PortSource: LoopItem {
             loop.portInterestChanged(self)
         }
     }
+
+    func applyUnscheduled(_ ops: UInt32) {
+        if ops & RemoteRequests.invalidate != 0 { item.invalidated = true }
+        if ops & RemoteRequests.changeInterest != 0 { interestBits = remote.interest.load(ordering: .acquiring) }
+    }
 }
 
 extension RunLoopTimer: LoopItem {
@@ -121,10 +140,22 @@ extension RunLoopTimer: LoopItem {
             setFireDate(remote.fireDate.load(ordering: .acquiring), on: loop)
         }
     }
+
+    func applyUnscheduled(_ ops: UInt32) {
+        if ops & RemoteRequests.invalidate != 0 { item.invalidated = true }
+        if ops & RemoteRequests.moveFireDate != 0 {
+            fireNanoseconds = remote.fireDate.load(ordering: .acquiring)
+            pendingSkipped = 0
+        }
+    }
 }
 
 extension RunLoopObserver: LoopItem {
     func applyRemote(_ ops: UInt32, on loop: RunLoop) {
         if ops & RemoteRequests.invalidate != 0 { loop.invalidateObserver(self) }
+    }
+
+    func applyUnscheduled(_ ops: UInt32) {
+        if ops & RemoteRequests.invalidate != 0 { item.invalidated = true }
     }
 }

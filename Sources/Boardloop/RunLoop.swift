@@ -148,8 +148,11 @@ public final class RunLoop: @unchecked Sendable {
 
     /// Makes a loop owned by the calling thread. It is not the thread's
     /// `current` loop (see `makeCurrent`); use it from this thread only.
+    /// Like every loop of a thread other than the main thread, it ends when
+    /// its thread exits (see `end()`).
     public convenience init(capacities: Capacities = Capacities(), clock: RunLoopClock = .monotonic) throws(RunLoopError) {
         try self.init(capacities: capacities, clock: clock, owner: bl_cached_tid())
+        ThreadLoops.register(self)
     }
 
     init(capacities c: Capacities, clock: RunLoopClock, owner: Int32) throws(RunLoopError) {
@@ -256,8 +259,7 @@ public final class RunLoop: @unchecked Sendable {
     /// The calling thread's loop if it has one.
     public static var currentIfExists: RunLoop? {
         if bl_cached_tid() == bl_main_tid() { return mainLock.withLock { mainLoop } }
-        guard let p = pthread_getspecific(currentKey) else { return nil }
-        return Unmanaged<RunLoop>.fromOpaque(p).takeUnretainedValue()
+        return ThreadLoops.ofThisThread(creating: false)?.current
     }
 
     /// The main thread's loop. It may be created from any thread, but only the
@@ -291,9 +293,9 @@ public final class RunLoop: @unchecked Sendable {
             }
             return try result.get()
         }
-        if pthread_getspecific(currentKey) != nil { throw .currentLoopExists(thread: tid) }
+        if ThreadLoops.ofThisThread(creating: false)?.current != nil { throw .currentLoopExists(thread: tid) }
         let loop = try RunLoop(capacities: capacities, clock: clock, owner: tid)
-        pthread_setspecific(currentKey, Unmanaged.passRetained(loop).toOpaque())
+        ThreadLoops.ofThisThread(creating: true)!.current = loop
         return loop
     }
 
@@ -583,8 +585,8 @@ public final class RunLoop: @unchecked Sendable {
         // The owner the loop kept alive must outlive the hook that tells it.
         let owner = source.retainedOwner
         invalidateItem(source, operation: "PortSource.invalidate", leave: leave, unbind: unbind)
-        if wasHere, let hook = source.onInvalidate {
-            source.onInvalidate = nil
+        if wasHere, let hook = source.invalidationHandler {
+            source.invalidationHandler = nil
             hook()
         }
         withExtendedLifetime(owner) {}
@@ -777,16 +779,51 @@ public final class RunLoop: @unchecked Sendable {
     }
 }
 
-/// The thread-specific key holding each non-main thread's current loop (a
-/// retained reference). When the thread exits, the loop ends (see `end()`)
-/// and the reference is released.
-let currentKey: pthread_key_t = {
+/// The loops of one thread other than the main thread: its current loop
+/// (retained) and the standalone loops it made (weakly). Kept in a
+/// thread-specific slot whose destructor ends them all when the thread
+/// exits: a loop can never run again once its thread is gone, and ending it
+/// releases what was scheduled on it.
+final class ThreadLoops {
+    var current: RunLoop?
+    private var owned: [Weak] = []
+    private struct Weak { weak var loop: RunLoop? }
+
+    /// The calling thread's record; made on first use when `creating`.
+    static func ofThisThread(creating: Bool) -> ThreadLoops? {
+        if let p = pthread_getspecific(threadLoopsKey) { return Unmanaged<ThreadLoops>.fromOpaque(p).takeUnretainedValue() }
+        guard creating else { return nil }
+        let record = ThreadLoops()
+        pthread_setspecific(threadLoopsKey, Unmanaged.passRetained(record).toOpaque())
+        return record
+    }
+
+    /// Remembers a standalone loop made on the calling thread (not the main
+    /// thread, which never exits while the process runs).
+    static func register(_ loop: RunLoop) {
+        guard bl_cached_tid() != bl_main_tid(), let record = ofThisThread(creating: true) else { return }
+        record.owned.removeAll { $0.loop == nil }
+        record.owned.append(Weak(loop: loop))
+    }
+
+    /// Ends every loop of the exiting thread.
+    fileprivate func endAll() {
+        current?.endOnOwnerThread()
+        for w in owned { w.loop?.endOnOwnerThread() }
+        owned.removeAll()
+        current = nil
+    }
+}
+
+/// The thread-specific slot of `ThreadLoops`; its destructor runs on the
+/// exiting thread, which owns the loops it ends.
+let threadLoopsKey: pthread_key_t = {
     var key = pthread_key_t()
     let rc = pthread_key_create(&key) { p in
         guard let p else { return }
-        let loop = Unmanaged<RunLoop>.fromOpaque(p)
-        loop.takeUnretainedValue().end()
-        loop.release()
+        let record = Unmanaged<ThreadLoops>.fromOpaque(p)
+        record.takeUnretainedValue().endAll()
+        record.release()
     }
     precondition(rc == 0, "boardloop: pthread_key_create failed")
     return key

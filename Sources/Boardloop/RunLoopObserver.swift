@@ -48,7 +48,7 @@ public final class RunLoopObserver: @unchecked Sendable {
         self.handler = handler
     }
 
-    public var isValid: Bool { !item.invalidated }
+    public var isValid: Bool { !item.invalidated && !remote.invalidationRequested }
     public var runLoop: RunLoop? { item.loop }
 
     /// Removes the observer from every mode. Safe from any thread: from

@@ -64,7 +64,7 @@ public final class RunLoopTimer: @unchecked Sendable {
     }
 
     public var repeats: Bool { intervalNanoseconds > 0 }
-    public var isValid: Bool { !item.invalidated }
+    public var isValid: Bool { !item.invalidated && !remote.invalidationRequested }
     public var runLoop: RunLoop? { item.loop }
 
     /// The next scheduled fire time. Setting it moves a scheduled timer (in

@@ -197,7 +197,7 @@ public final class Worker: @unchecked Sendable {
         }
         // However the thread leaves from here on, its loop ends on the way
         // out and releases what was scheduled on it.
-        defer { loop.end() }
+        defer { loop.endOnOwnerThread() }
         do {
             try setup(loop)
         } catch {

@@ -47,6 +47,13 @@ extension GPIOLineRequest {
             // request with a reason (portReady), and the loop never spins.
             if self.state == .active && !events.isDisjoint(with: hangupOrError) { source.rearm() }
         }
+        // Invalidated by someone else — the loop ended (its thread exited),
+        // say: unschedule, so the request stops holding itself and, once
+        // nobody else holds it, releases its lines.
+        source.invalidationHandler = { [weak self, unowned source] in
+            guard let self, self.portSource === source else { return }
+            self.unscheduleItems()
+        }
         var timers: [RunLoopTimer?] = Array(repeating: nil, count: lineCount)
         for i in 0..<lineCount where lines[i].softwareDebounceNs > 0 {
             timers[i] = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(86_400), order: order) { _ in

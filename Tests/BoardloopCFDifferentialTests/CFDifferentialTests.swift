@@ -1,5 +1,6 @@
 import Boardloop
 import BoardloopTestSupport
+import BoardloopXCTestSupport
 @preconcurrency import CoreFoundation
 @preconcurrency import Foundation
 import Glibc
@@ -62,7 +63,7 @@ final class CFDifferentialTests: XCTestCase {
     /// Runs `body` with a fresh engine loop on this thread, recording activities.
     func onEngine(_ body: (Box, RunLoop) throws -> RunLoopRunResult) throws -> (log: [String], result: Int32) {
         let box = Box()
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         try loop.add(RunLoopObserver(activities: .allActivities) { _, a in box.log.append(a.description) }, mode: .default)
         let r = try body(box, loop)
         return (box.log, r.rawValue)

@@ -2,6 +2,7 @@ import Boardloop
 import BoardloopGPIO
 import BoardloopGPIOMock
 import BoardloopTestSupport
+import BoardloopXCTestSupport
 import XCTest
 
 /// No heap allocation per event in steady state: from the mock chip's fd
@@ -11,7 +12,7 @@ import XCTest
 final class GPIOAllocationTests: XCTestCase {
     func testEdgeEventsAllocateNothingInSteadyState() throws {
         try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked: a sanitizer build (TSan, ASan) owns malloc; the normal test run counts")
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let chip = try MockChip(label: "alloc", lineCount: 8)
         let gpio = try chip.open()
         let req = try gpio.request([1, 2], .input(edges: .both))
@@ -47,7 +48,7 @@ final class GPIOAllocationTests: XCTestCase {
     func testDebouncedEventsAllocateNothingInSteadyState() throws {
         try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked: a sanitizer build (TSan, ASan) owns malloc; the normal test run counts")
         let clock = ManualClock()
-        let loop = try RunLoop(clock: .manual(clock))
+        let loop = try makeLoop(clock: .manual(clock))
         let chip = try MockChip(label: "alloc", lineCount: 8, eventModel: .v1, clock: .manual(clock))
         let req = try chip.open().request(1, .input(edges: .both, debounce: .milliseconds(5)))
         var reported = 0

@@ -3,6 +3,7 @@ import BoardloopGPIO
 import BoardloopGPIOMock
 import BoardloopTestSupport
 import Glibc
+import BoardloopXCTestSupport
 import XCTest
 
 /// Edge events from a mock chip reach the run loop through a real eventfd
@@ -105,7 +106,7 @@ final class MockEdgeTests: XCTestCase {
 
     func testRealClockEventsHaveBoundedPositiveLatency() throws {
         // Monotonic clock end to end (as with the kernel): only bounds, no exact timing.
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let chip = try MockChip(label: "mono", lineCount: 8)
         let req = try chip.open().request(3, .input(edges: .both))
         let log = EventLog()
@@ -121,7 +122,7 @@ final class MockEdgeTests: XCTestCase {
     }
 
     func testEventsFromAnotherThreadWakeASleepingLoop() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let chip = try MockChip(label: "threads", lineCount: 8)
         let req = try chip.open().request(1, .input(edges: .both))
         let log = EventLog()

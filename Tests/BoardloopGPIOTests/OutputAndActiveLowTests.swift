@@ -1,6 +1,7 @@
 import Boardloop
 import BoardloopGPIO
 import BoardloopGPIOMock
+import BoardloopXCTestSupport
 import XCTest
 
 /// Outputs, their recorded history, wiring output → input, and active-low on
@@ -78,7 +79,7 @@ final class OutputAndActiveLowTests: XCTestCase {
 
     func testWiringAcrossChipsAndInverted() throws {
         let clock = ManualClock()
-        let loop = try RunLoop(clock: .manual(clock))
+        let loop = try makeLoop(clock: .manual(clock))
         let a = try MockChip(name: "gpiochip0", label: "a", lineCount: 8, clock: .manual(clock))
         let b = try MockChip(name: "gpiochip1", label: "b", lineCount: 8, clock: .manual(clock))
         try a.wire(1, to: 2, on: b, inverted: true)

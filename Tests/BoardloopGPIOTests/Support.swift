@@ -2,6 +2,7 @@ import Boardloop
 import BoardloopGPIO
 import BoardloopGPIOMock
 import BoardloopTestSupport
+import BoardloopXCTestSupport
 import Glibc
 import XCTest
 
@@ -43,7 +44,7 @@ struct ManualRig {
     let gpio: GPIOChip
 
     init(eventModel: MockChip.EventModel = .v2, eventBufferSize: Int? = nil, lines: Int = 32) throws {
-        loop = try RunLoop(clock: .manual(clock))
+        loop = try makeLoop(clock: .manual(clock))
         chip = try MockChip(
             name: "gpiochip7", label: "test-chip", lineCount: lines, lineNames: [17: "BUTTON", 27: "LED", 4: "DOOR"],
             eventModel: eventModel, eventBufferSize: eventBufferSize, clock: .manual(clock))
@@ -122,6 +123,7 @@ final class BoundedThread: @unchecked Sendable {
             return false
         }
         thread?.join()
+        thread = nil // the thread's closure holds self: break the cycle once it is done
         return true
     }
 }

@@ -3,6 +3,7 @@ import BoardloopTestSupport
 import CLinux
 import Glibc
 import Synchronization
+import BoardloopXCTestSupport
 import XCTest
 
 /// The engine makes no heap allocation while running. Counted for real: the
@@ -22,7 +23,7 @@ final class AllocationTests: XCTestCase {
 
     func testSteadyStatePassesAllocateNothing() throws {
         try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked: a sanitizer build (TSan, ASan) owns malloc; the normal test run counts")
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let other: RunLoopMode = "boardloop.alloc.other"
 
         // Every kind of item, everything the run path does.

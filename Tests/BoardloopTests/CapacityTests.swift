@@ -1,13 +1,14 @@
 import Boardloop
 import BoardloopTestSupport
 import Glibc
+import BoardloopXCTestSupport
 import XCTest
 
 /// Every capacity is checked at add/post time with a typed error that names
 /// the capacity and its limit; nothing is changed by a refused call.
 final class CapacityTests: XCTestCase {
     func testSources() throws {
-        let loop = try RunLoop(capacities: .init(sources: 2))
+        let loop = try makeLoop(capacities: .init(sources: 2))
         let pipe = Pipe()
         try loop.add(CustomSource {}, mode: .default)
         try loop.add(PortSource(fd: pipe.readEnd) { _, _ in }, mode: .default)
@@ -25,7 +26,7 @@ final class CapacityTests: XCTestCase {
     }
 
     func testFreedSlotsAreReused() throws {
-        let loop = try RunLoop(capacities: .init(timers: 1))
+        let loop = try makeLoop(capacities: .init(timers: 1))
         for _ in 0..<10 {
             let t = RunLoopTimer(fireAt: .distantFuture) { _ in }
             try loop.add(t, mode: .default)
@@ -34,13 +35,13 @@ final class CapacityTests: XCTestCase {
     }
 
     func testTimers() throws {
-        let loop = try RunLoop(capacities: .init(timers: 3))
+        let loop = try makeLoop(capacities: .init(timers: 3))
         for _ in 0..<3 { try loop.add(farTimer(), mode: .default) }
         XCTAssertThrows(.capacityExceeded(.timers, limit: 3)) { () throws(RunLoopError) in try loop.add(farTimer(), mode: .default) }
     }
 
     func testObservers() throws {
-        let loop = try RunLoop(capacities: .init(observers: 1))
+        let loop = try makeLoop(capacities: .init(observers: 1))
         try loop.add(RunLoopObserver(activities: .entry) { _, _ in }, mode: .default)
         XCTAssertThrows(.capacityExceeded(.observers, limit: 1)) {
             () throws(RunLoopError) in try loop.add(RunLoopObserver(activities: .entry) { _, _ in }, mode: .default)
@@ -48,7 +49,7 @@ final class CapacityTests: XCTestCase {
     }
 
     func testModes() throws {
-        let loop = try RunLoop(capacities: .init(modes: 2))
+        let loop = try makeLoop(capacities: .init(modes: 2))
         try loop.add(farTimer(), mode: "second")
         let t = farTimer()
         XCTAssertThrows(.capacityExceeded(.modes, limit: 2)) { () throws(RunLoopError) in try loop.add(t, mode: "third") }
@@ -58,7 +59,7 @@ final class CapacityTests: XCTestCase {
     }
 
     func testPendingPerforms() throws {
-        let loop = try RunLoop(capacities: .init(pendingPerforms: 4))
+        let loop = try makeLoop(capacities: .init(pendingPerforms: 4))
         try loop.add(farTimer(), mode: .default)
         for _ in 0..<4 { try loop.perform {} }
         XCTAssertThrows(.capacityExceeded(.pendingPerforms, limit: 4)) { () throws(RunLoopError) in try loop.perform {} }
@@ -69,7 +70,7 @@ final class CapacityTests: XCTestCase {
     /// More ready fds than one wait can report: nothing is lost, the rest are
     /// reported by the next waits.
     func testEventsPerWaitIsABatchSizeNotALimit() throws {
-        let loop = try RunLoop(capacities: .init(eventsPerWait: 1))
+        let loop = try makeLoop(capacities: .init(eventsPerWait: 1))
         let pipes = (0..<6).map { _ in Pipe() }
         var got = 0
         for p in pipes {
@@ -85,10 +86,10 @@ final class CapacityTests: XCTestCase {
 
     func testInvalidCapacities() {
         XCTAssertThrows(.invalidArgument("RunLoop.Capacities.sources is 0; it must be between 1 and 1048576")) {
-            () throws(RunLoopError) in try RunLoop(capacities: .init(sources: 0))
+            () throws(RunLoopError) in try makeLoop(capacities: .init(sources: 0))
         }
         XCTAssertThrows(.invalidArgument("RunLoop.Capacities.modes is 65; it must be between 1 and 64")) {
-            () throws(RunLoopError) in try RunLoop(capacities: .init(modes: 65))
+            () throws(RunLoopError) in try makeLoop(capacities: .init(modes: 65))
         }
     }
 }

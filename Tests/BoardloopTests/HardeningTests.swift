@@ -2,6 +2,7 @@
 import BoardloopTestSupport
 import Glibc
 import Synchronization
+import BoardloopXCTestSupport
 import XCTest
 
 /// Misuse that used to crash, hang, leak or lose events, one test per bug,
@@ -11,7 +12,7 @@ final class HardeningTests: XCTestCase {
     // MARK: Thread rules
 
     func testInvalidateFromAnotherThreadNoLongerTrapsAndStopsEveryItemKind() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let pipe = Pipe()
         pipe.write([1]) // never read: the port is ready on every pass
         var calls = (port: 0, timer: 0, custom: 0, observer: 0)
@@ -42,10 +43,11 @@ final class HardeningTests: XCTestCase {
         XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .finished, "the owner removed them at its next pass")
         XCTAssertTrue(calls == before, "no handler was started after invalidate() returned: \(before) → \(calls)")
         XCTAssertFalse(port.isValid || timer.isValid || custom.isValid || observer.isValid)
+        custom = nil // its perform closure refers to it
     }
 
     func testFireDateAndInterestSetFromAnotherThreadAreAppliedByTheOwner() throws {
-        let loop = try RunLoop(clock: .manual(ManualClock()))
+        let loop = try makeLoop(clock: .manual(ManualClock()))
         let start = loop.now
         var fired: [Duration] = []
         let timer = RunLoopTimer(fireAt: start + .seconds(100)) { _ in fired.append(loop.now - start) }
@@ -71,7 +73,7 @@ final class HardeningTests: XCTestCase {
     }
 
     func testDroppingAScheduledMessagePortOnAnotherThreadKeepsItAliveUntilInvalidated() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let weakPort = WeakRef<MessagePort>()
         var got: [Int32] = []
         do {
@@ -90,6 +92,24 @@ final class HardeningTests: XCTestCase {
         JoinableThread { weakPort.value?.invalidate() }.join()
         XCTAssertEqual(try loop.run(mode: .default, timeout: .zero), .finished)
         XCTAssertNil(weakPort.value, "invalidated from another thread, it is freed at the loop's next pass")
+    }
+
+    func testAnInvalidationFromAnotherThreadHoldsEvenIfTheOwnerRemovedTheItemFirst() throws {
+        let loop = try makeLoop()
+        let timer = RunLoopTimer(fireAt: .distantFuture) { _ in }
+        try loop.add(timer, mode: .default)
+        JoinableThread { timer.invalidate() }.join()
+        try loop.remove(timer, mode: .default)
+        XCTAssertFalse(timer.isValid)
+        XCTAssertThrows(.invalidated(item: "RunLoopTimer")) { () throws(RunLoopError) in try loop.add(timer, mode: "other") }
+        // A fire date set from another thread for a timer that then left its loop is kept.
+        let moved = RunLoopTimer(fireAt: .distantFuture) { _ in }
+        try loop.add(moved, mode: .default)
+        try loop.add(farTimer(), mode: .default)
+        JoinableThread { moved.fireDate = MonotonicInstant(nanoseconds: 42) }.join()
+        try loop.remove(moved, mode: .default)
+        _ = try loop.run(mode: .default, timeout: .zero)
+        XCTAssertEqual(moved.fireDate, MonotonicInstant(nanoseconds: 42))
     }
 
     func testPerformToALoopWhoseThreadExitedIsRefusedWithLoopEnded() throws {
@@ -127,7 +147,7 @@ final class HardeningTests: XCTestCase {
     // MARK: Kernel resources
 
     func testInvalidatingAStaleSourceAfterItsFdNumberWasReusedLeavesTheNewSourceAlone() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let old = rawPipe()
         let stale = PortSource(fd: old.read) { _, _ in }
         try loop.add(stale, mode: .default)
@@ -145,7 +165,7 @@ final class HardeningTests: XCTestCase {
     }
 
     func testAStaleSourceAddedToAnotherModeDoesNotReceiveTheNewFilesData() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let old = rawPipe()
         var staleEvents: [PortSource.Events] = []
         let stale = PortSource(fd: old.read) { _, e in staleEvents.append(e) }
@@ -164,7 +184,7 @@ final class HardeningTests: XCTestCase {
     }
 
     func testAPipeWhoseWriterClosedNoLongerSpinsTheLoop() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let p = rawPipe()
         defer { close(p.read) }
         writeBytes(p.write, [1, 2])
@@ -186,7 +206,7 @@ final class HardeningTests: XCTestCase {
     }
 
     func testAHandlerThatRearmsAfterAHangupKeepsItsSource() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let p = rawPipe()
         defer { close(p.read) }
         close(p.write)
@@ -202,7 +222,7 @@ final class HardeningTests: XCTestCase {
     }
 
     func testInvalidateRemovesAnFdTheUserClosedWhileADuplicateStaysOpen() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let p = rawPipe()
         let userDup = dup(p.read)
         defer { close(userDup); close(p.write) }
@@ -218,7 +238,7 @@ final class HardeningTests: XCTestCase {
     }
 
     func testTheEnginesFdsAreCloseOnExec() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let pipe = Pipe()
         let port = PortSource(fd: pipe.readEnd) { _, _ in }
         try loop.add(port, mode: .default)
@@ -260,7 +280,7 @@ final class HardeningTests: XCTestCase {
             try port.schedule(on: loop)
             try port.register(name: "hardening.sampler")
         }
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         var answer: Double?
         let replies = try MessagePort(label: "replies", slots: 4, slotSize: 16) { m in answer = try? m.load(as: Double.self) }
         try replies.schedule(on: loop)
@@ -309,7 +329,7 @@ final class HardeningTests: XCTestCase {
     }
 
     func testAMessagePortDroppedInsideAnotherPortsHandlerWhileItsMessageIsReadyDoesNotCrash() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         var log: [String] = []
         var b: MessagePort? = try MessagePort(label: "b", slots: 1, slotSize: 0, order: 1) { _ in log.append("b") }
         var c: MessagePort? = try MessagePort(label: "c", slots: 1, slotSize: 0, order: 2) { _ in log.append("c") }
@@ -333,7 +353,7 @@ final class HardeningTests: XCTestCase {
     // MARK: Input that must not crash
 
     func testAZeroByteMessageLoadedAsADoubleThrowsInsteadOfTrapping() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         var errors: [MessagePortError] = []
         let port = try MessagePort(label: "p", slots: 1, slotSize: 8) { m in
             do throws(MessagePortError) { _ = try m.load(as: Double.self) } catch { errors.append(error) }
@@ -347,11 +367,11 @@ final class HardeningTests: XCTestCase {
 
     func testCapacitiesAtTheirOldMaximaAreRefusedNamingTheCapacity() {
         XCTAssertThrows(.invalidArgument("RunLoop.Capacities.sources is 16777216; it must be between 1 and 1048576")) {
-            () throws(RunLoopError) in try RunLoop(capacities: .init(sources: 1 << 24))
+            () throws(RunLoopError) in try makeLoop(capacities: .init(sources: 1 << 24))
         }
         XCTAssertThrows(.invalidArgument(
             "RunLoop.Capacities reserve about 288 MiB; a loop may reserve at most 256 MiB (lower sources, timers, pendingPerforms or nestingDepth)")) {
-            () throws(RunLoopError) in try RunLoop(capacities: .init(sources: 1 << 20, timers: 1 << 20, pendingPerforms: 1 << 20, nestingDepth: 1))
+            () throws(RunLoopError) in try makeLoop(capacities: .init(sources: 1 << 20, timers: 1 << 20, pendingPerforms: 1 << 20, nestingDepth: 1))
         }
         XCTAssertThrowsError(try MessagePort(slots: 1 << 20, slotSize: 1 << 20) { _ in }) { e in
             XCTAssertEqual(e as? MessagePortError, .runLoop(.invalidArgument("MessagePort 'message port': 1048576 slots; the limit is 65536")))
@@ -363,7 +383,7 @@ final class HardeningTests: XCTestCase {
     }
 
     func testANegativeTimerIntervalMakesAOneShotTimerAsInCF() throws {
-        let loop = try RunLoop(clock: .manual(ManualClock()))
+        let loop = try makeLoop(clock: .manual(ManualClock()))
         var fires = 0
         let t = RunLoopTimer(fireAt: loop.now + .milliseconds(1), interval: .milliseconds(-5)) { _ in fires += 1 }
         XCTAssertFalse(t.repeats)
@@ -394,7 +414,7 @@ final class HardeningTests: XCTestCase {
     // MARK: CF semantics
 
     func testAPerformForANeverUsedModeRunsWhenThatModeRuns() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let ran = Cell(false)
         try loop.perform(inModes: ["fresh"]) { ran.value = true }
         XCTAssertEqual(try loop.run(mode: "fresh", timeout: .zero), .timedOut, "a pass was made (it used to return .finished at once)")
@@ -404,7 +424,7 @@ final class HardeningTests: XCTestCase {
     }
 
     func testCustomSourcesOfEqualOrderPerformInTheOrderTheyWereSignalled() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         var log: [String] = []
         let sources = ["a", "b", "c"].map { name in CustomSource { log.append(name) } }
         for s in sources { try loop.add(s, mode: .default) }
@@ -418,7 +438,7 @@ final class HardeningTests: XCTestCase {
     }
 
     func testALoneTimerWithToleranceFiresAtItsFireDateNotAtTheEndOfItsWindow() throws {
-        let loop = try RunLoop(clock: .manual(ManualClock()))
+        let loop = try makeLoop(clock: .manual(ManualClock()))
         let t = RunLoopTimer(fireAt: loop.now + .milliseconds(10), interval: .milliseconds(10), tolerance: .milliseconds(1)) { _ in }
         try loop.add(t, mode: .default)
         try loop.advanceManualClock(by: .milliseconds(35))
@@ -427,7 +447,7 @@ final class HardeningTests: XCTestCase {
     }
 
     func testToleranceLetsATimerWaitForAnotherWhoseFireDateIsInsideItsWindow() throws {
-        let loop = try RunLoop(clock: .manual(ManualClock()))
+        let loop = try makeLoop(clock: .manual(ManualClock()))
         let start = loop.now
         var log: [(String, Duration)] = []
         let early = RunLoopTimer(fireAt: start + .milliseconds(10), tolerance: .milliseconds(5)) { _ in log.append(("early", loop.now - start)) }
@@ -443,7 +463,7 @@ final class HardeningTests: XCTestCase {
     // MARK: Nested runs
 
     func testAStopInsideANestedRunDoesNotStopTheOuterRun() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         var inner: RunLoopRunResult?
         try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(1)) { _ in loop.stop() }, mode: "inner")
         try loop.add(farTimer(), mode: "inner")
@@ -457,7 +477,7 @@ final class HardeningTests: XCTestCase {
     }
 
     func testEveryPortHandlerRunsWhileTheLoopIsInThePortsOwnMode() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let outerPipe = Pipe(), innerPipe = Pipe(), secondOuter = Pipe()
         var seen: [(port: String, mode: RunLoopMode?)] = []
         let second = PortSource(fd: secondOuter.readEnd, order: 1) { _, _ in

@@ -3,6 +3,7 @@ import BoardloopTestSupport
 import CLinux
 import Glibc
 import Synchronization
+import BoardloopXCTestSupport
 import XCTest
 
 final class MessagePortTests: XCTestCase {
@@ -62,6 +63,9 @@ final class MessagePortTests: XCTestCase {
         b.stopAndJoin()
         XCTAssertEqual(errors.load(ordering: .relaxed), 0, "messages out of order, lost, or refused")
         XCTAssertEqual(portA.withLock { $0 }!.messagesReceived + portB.withLock { $0 }!.messagesReceived, UInt64(n + 2))
+        // Each port's handler holds the other's box: break the cycle.
+        portA.withLock { $0 = nil }
+        portB.withLock { $0 = nil }
         if countAllocations {
             XCTAssertEqual(allocations, 0, "heap allocations during \(n - warm) messages")
         }
@@ -134,7 +138,7 @@ final class MessagePortTests: XCTestCase {
     }
 
     func testErrorsAreTypedAndSendNothing() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         var got: [Int32] = []
         let p = try MessagePort(label: "small", slots: 1, slotSize: 4) { m in got.append(m.id) }
         try p.schedule(on: loop)
@@ -173,7 +177,7 @@ final class MessagePortTests: XCTestCase {
     /// the worker makes its own port and checks in by name with it; the two
     /// then exchange messages both ways.
     func testCheckInHandshake() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         var workerPort: MessagePort?
         let mainPort = try MessagePort(label: "main", slots: 8, slotSize: 16) { m in
@@ -246,7 +250,7 @@ final class MessagePortTests: XCTestCase {
     }
 
     func testRequestFromOwnerThreadIsRefused() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let p = try MessagePort(label: "own", slots: 1, slotSize: 0) { _ in }
         try p.schedule(on: loop)
         XCTAssertThrowsPort(.requestFromOwnerThread(port: "own")) { () throws(MessagePortError) in

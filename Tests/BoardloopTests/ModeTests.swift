@@ -1,13 +1,14 @@
 import Boardloop
 import BoardloopTestSupport
 import Glibc
+import BoardloopXCTestSupport
 import XCTest
 
 final class ModeTests: XCTestCase {
     let other: RunLoopMode = "boardloop.other"
 
     func testItemsInAnotherModeDoNotFireAndAreHeld() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         let pipe = Pipe()
         let port = PortSource(fd: pipe.readEnd) { _, _ in
@@ -38,7 +39,7 @@ final class ModeTests: XCTestCase {
     }
 
     func testCommonModes() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         XCTAssertEqual(loop.commonModes, [.default])
         var fired: [RunLoopMode] = []
         let source = CustomSource { fired.append(loop.currentMode!) }
@@ -70,7 +71,7 @@ final class ModeTests: XCTestCase {
     }
 
     func testAnItemInSeveralModesStaysOneItem() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let pipe = Pipe()
         let port = PortSource(fd: pipe.readEnd) { _, _ in _ = pipe.readByte() }
         try loop.add(port, mode: .default)
@@ -92,7 +93,7 @@ final class ModeTests: XCTestCase {
     }
 
     func testScheduleAndCancelCallbacksPerMode() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         let source = CustomSource(
             schedule: { _, mode in log.add("schedule \(mode)") },
@@ -112,7 +113,7 @@ final class ModeTests: XCTestCase {
     /// The outer run's port stays ready and undelivered while a nested run
     /// in another mode runs; it is delivered again once the outer run resumes.
     func testNestedRunInAnotherModeWhileOuterPortStaysReady() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         let pipe = Pipe()
         var nested = false
@@ -144,7 +145,7 @@ final class ModeTests: XCTestCase {
     }
 
     func testNestedRunInTheSameMode() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         let timer = RunLoopTimer(fireAt: loop.now + .milliseconds(2)) { _ in
             log.add("timer depth \(loop.runDepth)")

@@ -2,6 +2,7 @@ import Boardloop
 import BoardloopTestSupport
 import Glibc
 import Synchronization
+import BoardloopXCTestSupport
 import XCTest
 
 /// The activity sequence of a pass for each case in the run loop guide,
@@ -10,7 +11,7 @@ import XCTest
 /// pending), so the lists hold on a loaded machine.
 final class ObserverSequenceTests: XCTestCase {
     func testTimerPass() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         try recordActivities(loop, into: log)
         let timer = RunLoopTimer(fireAt: loop.now + .milliseconds(5)) { _ in
@@ -25,7 +26,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testCustomSourcePass() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         try recordActivities(loop, into: log)
         let source = CustomSource { log.add("source") }
@@ -38,7 +39,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testPortPassReadyBeforeSleep() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         try recordActivities(loop, into: log)
         let pipe = Pipe()
@@ -55,7 +56,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testPortPassDuringSleep() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         try recordActivities(loop, into: log)
         let pipe = Pipe()
@@ -76,7 +77,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testWakeUpPass() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         try recordActivities(loop, into: log)
         try loop.add(farTimer(), mode: .default)
@@ -99,7 +100,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testTimeout() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         try recordActivities(loop, into: log)
         try loop.add(farTimer(), mode: .default)
@@ -111,7 +112,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testZeroTimeoutPolls() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         try recordActivities(loop, into: log)
         try loop.add(farTimer(), mode: .default)
@@ -120,7 +121,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testStopFromEntryObserver() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         try recordActivities(loop, into: log)
         try loop.add(farTimer(), mode: .default)
@@ -130,7 +131,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testStopWhileNotRunningIsForgottenAsInCF() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         try recordActivities(loop, into: log)
         try loop.add(farTimer(), mode: .default)
@@ -140,7 +141,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testEmptyModeFinishesWithoutNotifications() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         // Observers alone do not make a mode non-empty.
         try recordActivities(loop, mode: "empty", into: log)
@@ -150,7 +151,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testModeEmptiedByOneShotTimerFinishes() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         try recordActivities(loop, into: log)
         let timer = RunLoopTimer(fireAt: loop.now + .milliseconds(2)) { _ in log.add("timer") }
@@ -161,7 +162,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testObserverOrderSubsetsAndOneShot() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         try loop.add(farTimer(), mode: .default)
         let late = RunLoopObserver(activities: [.entry, .exit], order: 10) { _, a in log.add("late \(a)") }
@@ -179,7 +180,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testObserverRemovedDuringNotificationIsNotCalled() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         try loop.add(farTimer(), mode: .default)
         var second: RunLoopObserver!

@@ -2,6 +2,7 @@ import Boardloop
 import BoardloopTestSupport
 import Glibc
 import Synchronization
+import BoardloopXCTestSupport
 import XCTest
 
 final class PerformTests: XCTestCase {
@@ -12,7 +13,7 @@ final class PerformTests: XCTestCase {
     }
 
     func testFIFOAndAllQueuedRunInOnePass() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         try loop.add(farTimer(), mode: .default)
         let r = Recorder()
         var pass = 0
@@ -26,7 +27,7 @@ final class PerformTests: XCTestCase {
     }
 
     func testPerformPostedDuringPerformRunsInALaterStep() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         try loop.add(farTimer(), mode: .default)
         let log = Log()
         try loop.perform {
@@ -39,7 +40,7 @@ final class PerformTests: XCTestCase {
     }
 
     func testModes() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let other: RunLoopMode = "boardloop.other"
         try loop.add(farTimer(), mode: .default)
         // A mode exists once something was added to it (an observer, which
@@ -59,7 +60,7 @@ final class PerformTests: XCTestCase {
 
     func testDelayOnManualClock() throws {
         let clock = ManualClock()
-        let loop = try RunLoop(clock: .manual(clock))
+        let loop = try makeLoop(clock: .manual(clock))
         try loop.add(farTimer(), mode: .default)
         let start = loop.now
         let ranAt = Cell<MonotonicInstant?>(nil)
@@ -71,7 +72,7 @@ final class PerformTests: XCTestCase {
     }
 
     func testDelayOnRealClockWakesTheLoop() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         try loop.add(farTimer(), mode: .default)
         let start = loop.now
         let ranAt = Cell<MonotonicInstant?>(nil)
@@ -84,7 +85,7 @@ final class PerformTests: XCTestCase {
     }
 
     func testCancel() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         try loop.add(farTimer(), mode: .default)
         let log = Log()
         let a = try loop.perform { log.add("a") }
@@ -104,7 +105,7 @@ final class PerformTests: XCTestCase {
     }
 
     func testCancelFromAnotherThread() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         try loop.add(farTimer(), mode: .default)
         let log = Log()
         let token = try loop.perform(after: .seconds(3600)) { log.add("never") }
@@ -115,7 +116,7 @@ final class PerformTests: XCTestCase {
     }
 
     func testPerformAndWaitAcrossThreads() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         try loop.add(farTimer(), mode: .default)
         let value = Atomic<Int>(0)
         let ranOnOwner = Atomic<Bool>(false)
@@ -139,7 +140,7 @@ final class PerformTests: XCTestCase {
     }
 
     func testPerformAndWaitTimesOutAndFreesItsSlot() throws {
-        let loop = try RunLoop(capacities: .init(pendingPerforms: 2))
+        let loop = try makeLoop(capacities: .init(pendingPerforms: 2))
         try loop.add(farTimer(), mode: .default)
         let ran = Atomic<Int>(0)
         let t = JoinableThread {
@@ -163,7 +164,7 @@ final class PerformTests: XCTestCase {
     }
 
     func testPerformAndWaitOnOwnThread() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         try loop.add(farTimer(), mode: .default)
         XCTAssertThrows(.wouldDeadlock(operation: "RunLoop.performAndWait", mode: "kCFRunLoopDefaultMode", running: nil)) {
             () throws(RunLoopError) in try loop.performAndWait {}
@@ -187,7 +188,7 @@ final class PerformTests: XCTestCase {
     func testStressSeveralPostersLoseNothing() throws {
         let posters = 4
         let perPoster = 5_000
-        let loop = try RunLoop(capacities: .init(pendingPerforms: 64))
+        let loop = try makeLoop(capacities: .init(pendingPerforms: 64))
         try loop.add(farTimer(), mode: .default)
         let seen = UnsafeMutablePointer<Int>.allocate(capacity: posters)
         seen.initialize(repeating: 0, count: posters)
@@ -228,7 +229,7 @@ final class PerformTests: XCTestCase {
     }
 
     func testWorkItemPostsWithoutRebuilding() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         try loop.add(farTimer(), mode: .default)
         let count = Atomic<Int>(0)
         let item = PerformWorkItem { count.add(1, ordering: .relaxed) }

@@ -1,6 +1,7 @@
 import Boardloop
 import BoardloopTestSupport
 import Glibc
+import BoardloopXCTestSupport
 import XCTest
 
 final class RateLimitTests: XCTestCase {
@@ -9,7 +10,7 @@ final class RateLimitTests: XCTestCase {
     /// or reordered, and the loop keeps serving its other sources meanwhile.
     func testPortHeldOverLimitLosesNothing() throws {
         let clock = ManualClock()
-        let loop = try RunLoop(clock: .manual(clock))
+        let loop = try makeLoop(clock: .manual(clock))
         let pipe = Pipe()
         pipe.write(Array(1...20))
         var got: [UInt8] = []
@@ -42,7 +43,7 @@ final class RateLimitTests: XCTestCase {
 
     func testCustomSourceStaysSignalledWhileHeld() throws {
         let clock = ManualClock()
-        let loop = try RunLoop(clock: .manual(clock))
+        let loop = try makeLoop(clock: .manual(clock))
         var performs: [MonotonicInstant] = []
         var source: CustomSource!
         source = CustomSource {
@@ -57,12 +58,13 @@ final class RateLimitTests: XCTestCase {
         XCTAssertEqual(performs, [start, start, start + .milliseconds(50), start + .milliseconds(50), start + .milliseconds(100), start + .milliseconds(100)])
         XCTAssertTrue(source.isSignalled)
         XCTAssertEqual(source.rateLimitHolds, 3)
+        source = nil // its perform closure refers to it
     }
 
     /// On the real clock, a port that is always ready: dispatches stay within
     /// the limit for the time that passed, and the loop still times out.
     func testRealClockStormIsBounded() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let pipe = Pipe()
         pipe.write([UInt8](repeating: 1, count: 4096))
         let port = PortSource(fd: pipe.readEnd) { _, _ in _ = pipe.readByte() }

@@ -1,6 +1,7 @@
 import Boardloop
 import BoardloopTestSupport
 import Glibc
+import BoardloopXCTestSupport
 import XCTest
 
 /// Ports found ready by one `epoll_wait` are handled one per pass, lowest
@@ -8,7 +9,7 @@ import XCTest
 /// removed, a timer due, a nested run in another mode) is respected.
 final class ReadyListTests: XCTestCase {
     func testPortsReadyAtOneWaitAreHandledOnePerPassInOrderWithOneWait() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         var passes = 0
         try loop.add(RunLoopObserver(activities: .beforeTimers) { _, _ in passes += 1 }, mode: .default)
@@ -35,7 +36,7 @@ final class ReadyListTests: XCTestCase {
     }
 
     func testAPortRemovedByAnEarlierHandlerOfTheBatchIsNotHandled() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         let a = Pipe(), b = Pipe()
         var second: PortSource!
@@ -62,7 +63,7 @@ final class ReadyListTests: XCTestCase {
         // port skips the sleep), and without one the ready list does; either
         // way the timer must fire.
         for withWaitObserver in [false, true] {
-            let loop = try RunLoop()
+            let loop = try makeLoop()
             if withWaitObserver { try loop.add(RunLoopObserver(activities: .beforeWaiting) { _, _ in }, mode: .default) }
             let pipe = Pipe()
             pipe.write([1])
@@ -81,7 +82,7 @@ final class ReadyListTests: XCTestCase {
     }
 
     func testANestedRunInAnotherModeLosesNothingOfTheBatch() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         let inner: RunLoopMode = "inner"
         let innerSource = CustomSource { log.add("inner") }
@@ -109,7 +110,7 @@ final class ReadyListTests: XCTestCase {
         // The documented cost of the ready list, as with any epoll loop that
         // handles a batch: readiness can go stale within the batch, which
         // is why port fds must be non-blocking.
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let shared = Pipe()
         let other = Pipe()
         var reads: [UInt8?] = []

@@ -3,11 +3,12 @@ import BoardloopTestSupport
 import CLinux
 import Glibc
 import Synchronization
+import BoardloopXCTestSupport
 import XCTest
 
 final class RunAndThreadTests: XCTestCase {
     func testStopFromAnotherThreadWhileSleeping() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         try loop.add(farTimer(), mode: .default)
         let t = JoinableThread {
             XCTAssertTrue(waitUntil { loop.isWaiting })
@@ -22,7 +23,7 @@ final class RunAndThreadTests: XCTestCase {
     }
 
     func testSignalAndWakeUpFromAnotherThreadEndsSleep() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let performedOn = Atomic<Int32>(0)
         let source = CustomSource { performedOn.store(bl_gettid(), ordering: .relaxed) }
         try loop.add(source, mode: .default)
@@ -36,7 +37,7 @@ final class RunAndThreadTests: XCTestCase {
     }
 
     func testUnconditionalRunEndsOnStopOrEmptyMode() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         var n = 0
         let timer = RunLoopTimer(fireAt: loop.now, interval: .milliseconds(1)) { t in
             n += 1
@@ -53,7 +54,7 @@ final class RunAndThreadTests: XCTestCase {
     }
 
     func testRunUntilDeadline() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         try loop.add(farTimer(), mode: .default)
         let deadline = loop.now + .milliseconds(15)
         XCTAssertEqual(try loop.run(until: deadline), .timedOut)
@@ -63,7 +64,7 @@ final class RunAndThreadTests: XCTestCase {
     }
 
     func testOwnerOnlyCallsFailClearlyFromOtherThreads() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let owner = loop.ownerThread
         XCTAssertEqual(owner, bl_gettid())
         let t = JoinableThread {
@@ -118,7 +119,7 @@ final class RunAndThreadTests: XCTestCase {
     }
 
     func testPortErrorsAreTypedAndChangeNothing() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let bad = PortSource(fd: 9999) { _, _ in }
         XCTAssertThrows(.invalidArgument("fd 9999 is not an open file descriptor; a port source needs an open fd")) { () throws(RunLoopError) in
             try loop.add(bad, mode: .default)
@@ -139,12 +140,12 @@ final class RunAndThreadTests: XCTestCase {
         let pipe = Pipe()
         let port = PortSource(fd: pipe.readEnd) { _, _ in }
         try loop.add(port, mode: .default)
-        let loop2 = try RunLoop()
+        let loop2 = try makeLoop()
         XCTAssertThrows(.belongsToAnotherLoop(item: "PortSource")) { () throws(RunLoopError) in try loop2.add(port, mode: .default) }
     }
 
     func testWritableInterestAndHangup() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let pipe = Pipe()
         var seen: [PortSource.Events] = []
         let w = PortSource(fd: pipe.writeEnd, interest: .writable) { s, e in
@@ -172,7 +173,7 @@ final class RunAndThreadTests: XCTestCase {
     }
 
     func testPortOrderAmongReadyPorts() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         let pipes = [Pipe(), Pipe(), Pipe()]
         for (i, order) in [5, -1, 2].enumerated() {
@@ -188,7 +189,7 @@ final class RunAndThreadTests: XCTestCase {
     }
 
     func testCustomSourcesFireInOrderAndStopAfterHandleTakesOne() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let log = Log()
         var sources: [CustomSource] = []
         for order in [3, 1, 2] {

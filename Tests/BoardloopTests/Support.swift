@@ -1,5 +1,6 @@
 import Boardloop
 import BoardloopTestSupport
+import BoardloopXCTestSupport
 import Glibc
 import XCTest
 

@@ -1,12 +1,13 @@
 import Boardloop
 import BoardloopTestSupport
 import Glibc
+import BoardloopXCTestSupport
 import XCTest
 
 final class TimerTests: XCTestCase {
     func manualLoop() throws -> (RunLoop, ManualClock) {
         let clock = ManualClock()
-        return (try RunLoop(clock: .manual(clock)), clock)
+        return (try makeLoop(clock: .manual(clock)), clock)
     }
 
     func testOneShotFiresOnceAtItsTimeAndInvalidates() throws {
@@ -84,7 +85,7 @@ final class TimerTests: XCTestCase {
     /// The same on the real clock: the handler really blocks. Asserted with
     /// bounds that hold however late the loop is scheduled.
     func testBlockedHandlerOnRealClockStaysOnGrid() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let start = loop.now + .milliseconds(1)
         var fires: [TimerFire] = []
         let timer = RunLoopTimer(fireAt: start, interval: .milliseconds(5)) { t in
@@ -126,7 +127,7 @@ final class TimerTests: XCTestCase {
 
     /// On the real clock: both fire in the same pass, at one timerfd expiry.
     func testToleranceCoalescesOnRealClock() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         var passes = 0
         var firedIn: [Int] = []
         try loop.add(RunLoopObserver(activities: .afterWaiting) { _, _ in passes += 1 }, mode: .default)
@@ -184,7 +185,7 @@ final class TimerTests: XCTestCase {
     /// a new fire date; the engine used to keep it scheduled.
     func testOneShotTimerRearmedInItsOwnHandlerFiresOnceAsInCF() throws {
         let clock = ManualClock()
-        let loop = try RunLoop(clock: .manual(clock))
+        let loop = try makeLoop(clock: .manual(clock))
         var fires = 0
         let selfMover = RunLoopTimer(fireAt: loop.now + .milliseconds(1)) { t in
             fires += 1
@@ -198,7 +199,7 @@ final class TimerTests: XCTestCase {
     }
 
     func testTimerFiresNeverEndARun() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         var count = 0
         let timer = RunLoopTimer(fireAt: loop.now, interval: .milliseconds(1)) { _ in count += 1 }
         try loop.add(timer, mode: .default)
@@ -219,7 +220,7 @@ final class TimerTests: XCTestCase {
     }
 
     func testLatenessReportedOnRealClock() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         var fires: [TimerFire] = []
         let timer = RunLoopTimer(fireAt: loop.now + .milliseconds(1), interval: .milliseconds(2)) { t in
             fires.append(t.lastFire!)

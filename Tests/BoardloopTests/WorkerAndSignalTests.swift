@@ -3,6 +3,7 @@ import BoardloopTestSupport
 import CLinux
 import Glibc
 import Synchronization
+import BoardloopXCTestSupport
 import XCTest
 
 final class WorkerTests: XCTestCase {
@@ -154,7 +155,7 @@ final class SignalSourceTests: XCTestCase {
 
     override func tearDown() {
         // Consume anything left pending, then unblock.
-        if let s = try? SignalSource(signals: Self.all, handler: { _ in }), let loop = try? RunLoop() {
+        if let s = try? SignalSource(signals: Self.all, handler: { _ in }), let loop = try? makeLoop() {
             try? s.add(to: loop)
             _ = try? loop.run(mode: .default, timeout: .zero)
             s.invalidate()
@@ -162,8 +163,30 @@ final class SignalSourceTests: XCTestCase {
         Signals.unblock(Self.all)
     }
 
+    /// Dropping the last reference to a scheduled signal source on another
+    /// thread used to end the process; the loop now keeps it alive, as CF's
+    /// sources, until it is invalidated (from any thread).
+    func testDroppingAScheduledSignalSourceOnAnotherThreadNoLongerTraps() throws {
+        let loop = try makeLoop()
+        var got: [Int32] = []
+        let weak = WeakRef<SignalSource>()
+        do {
+            let source = try SignalSource(signals: [SIGUSR1]) { got.append($0.signal) }
+            try source.add(to: loop)
+            weak.value = source
+            let box = Locked<SignalSource?>(source)
+            JoinableThread { box.withLock { $0 = nil } }.join()
+        }
+        XCTAssertNotNil(weak.value, "the loop keeps a scheduled signal source alive")
+        XCTAssertEqual(bl_tgkill(bl_gettid(), SIGUSR1), 0)
+        XCTAssertTrue(try runUntil(loop, until: { got == [SIGUSR1] }))
+        JoinableThread { weak.value?.invalidate() }.join()
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .zero), .finished)
+        XCTAssertNil(weak.value, "invalidated from another thread, it is freed at the loop's next pass")
+    }
+
     func testSignalsArriveWithSiginfo() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         var got: [SignalSource.Info] = []
         let source = try SignalSource(signals: Self.all) { got.append($0) }
         try source.add(to: loop)
@@ -187,7 +210,7 @@ final class SignalSourceTests: XCTestCase {
     /// Exactly what is guaranteed: a standard signal sent twice before the
     /// loop reads arrives once; real-time signals queue, each with its value.
     func testStandardSignalsCoalesceRealTimeSignalsQueue() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         var got: [SignalSource.Info] = []
         let source = try SignalSource(signals: Self.all) { got.append($0) }
         try source.add(to: loop)
@@ -202,7 +225,7 @@ final class SignalSourceTests: XCTestCase {
     }
 
     func testSignalInAModeNotRunningIsHeld() throws {
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         var got: [Int32] = []
         let source = try SignalSource(signals: Self.all) { got.append($0.signal) }
         try source.add(to: loop, mode: "signals")
@@ -217,7 +240,7 @@ final class SignalSourceTests: XCTestCase {
     /// A signal aimed at a worker's thread arrives on the worker's loop.
     func testSignalArrivesOnTheRightLoop() throws {
         let mainGot = Locked<[Int32]>([]), workerGot = Locked<[Int32]>([])
-        let loop = try RunLoop()
+        let loop = try makeLoop()
         let mine = try SignalSource(signals: [SIGUSR1]) { i in mainGot.withLock { $0.append(i.signal) } }
         try mine.add(to: loop)
         // The worker inherits this thread's mask (SIGHUP blocked).
