@@ -47,6 +47,24 @@ final class ErrorTests: XCTestCase {
         }
     }
 
+    /// A worker scheduled a request, then stopped and was joined and
+    /// dropped: the loop and the request kept each other alive, and the line
+    /// stayed busy ("line 17 is busy … 'worker-round-1'"), so restarting the
+    /// same configuration failed.
+    func testALineRequestedOnAWorkerIsFreeAgainOnceTheWorkerEnded() throws {
+        let chip = try MockChip(label: "restart", lineCount: 32)
+        for round in 1...3 {
+            let worker = try Worker.start(name: "worker-round-\(round)") { loop in
+                let gpio = try chip.open()
+                let request = try gpio.request(17, .input(edges: .both), consumer: "worker-round-\(round)")
+                try request.schedule(on: loop) { _ in }
+            }
+            XCTAssertTrue(try chip.open().lineInfo(17).used)
+            worker.stopAndJoin()
+            XCTAssertFalse(try chip.open().lineInfo(17).used, "round \(round): the line was released with the worker's loop")
+        }
+    }
+
     func testBusyLineNamesTheConsumer() throws {
         let rig = try ManualRig()
         // Held by another program.

@@ -269,6 +269,43 @@ final class HardeningTests: XCTestCase {
         XCTAssertEqual(openFDCount(), fdsBefore, "and every fd: the pipe, the loop's own and its duplicate")
     }
 
+    func testAStandaloneLoopEndsWhenItsThreadExits() throws {
+        let box = Locked<(RunLoop, PortSource)?>(nil)
+        let pipe = Pipe()
+        let fd = pipe.readEnd
+        JoinableThread {
+            let loop = try! makeLoop()
+            let port = PortSource(fd: fd) { _, _ in _ = loop.now }
+            try! loop.add(port, mode: .default)
+            box.withLock { $0 = (loop, port) }
+        }.join()
+        let (loop, port) = try XCTUnwrap(box.withLock { $0 })
+        XCTAssertTrue(loop.hasEnded)
+        XCTAssertFalse(port.isValid, "what was scheduled on it was invalidated and released")
+        box.withLock { $0 = nil }
+    }
+
+    func testEndIsOwnerOnlyAndNotInsideARun() throws {
+        let loop = try makeLoop()
+        let refused = Locked<RunLoopError?>(nil)
+        JoinableThread {
+            do throws(RunLoopError) { try loop.end() } catch { refused.withLock { $0 = error } }
+        }.join()
+        guard case .notOwner? = refused.withLock({ $0 }) else { return XCTFail("\(String(describing: refused.withLock { $0 }))") }
+        var inside: RunLoopError?
+        try loop.add(RunLoopTimer(fireAt: loop.now) { _ in
+            do throws(RunLoopError) { try loop.end() } catch { inside = error }
+        }, mode: .default)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .finished)
+        XCTAssertEqual(inside, .invalidArgument("RunLoop.end() inside a run call of the same loop; end it after the run returns"))
+        let timer = farTimer()
+        try loop.add(timer, mode: .default)
+        try loop.end()
+        XCTAssertTrue(loop.hasEnded)
+        XCTAssertFalse(timer.isValid)
+        XCTAssertThrows(.loopEnded(thread: loop.ownerThread)) { () throws(RunLoopError) in try loop.add(farTimer(), mode: .default) }
+    }
+
     func testAWorkersSetupPortStaysAliveAndAnswersByName() throws {
         // The README's example: the port is made in `setup` and not kept.
         let worker = try Worker.start(name: "sampler") { loop in
