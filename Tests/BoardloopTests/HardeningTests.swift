@@ -592,7 +592,7 @@ func virtualMemoryKiB() -> Int {
     defer { fclose(f) }
     var line = [CChar](repeating: 0, count: 256)
     while fgets(&line, 256, f) != nil {
-        let s = String(cString: line)
+        let s = string(fromC: line)
         if s.hasPrefix("VmSize:") { return Int(s.split(separator: " ").dropFirst().first ?? "") ?? -1 }
     }
     return -1

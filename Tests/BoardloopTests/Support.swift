@@ -65,6 +65,11 @@ func runUntil(_ loop: RunLoop, mode: RunLoopMode = .default, until condition: ()
     return true
 }
 
+/// The text of a NUL-terminated C buffer (fgets, readlink).
+func string(fromC buffer: [CChar]) -> String {
+    String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
 /// A timer that never fires on its own; keeps a mode from being empty.
 func farTimer() -> RunLoopTimer { RunLoopTimer(fireAt: .distantFuture) { _ in } }
 

@@ -24,7 +24,7 @@ final class WorkerTests: XCTestCase {
         var buf = [CChar](repeating: 0, count: 32)
         _ = fgets(&buf, 32, f)
         fclose(f)
-        XCTAssertEqual(String(cString: buf).trimmingCharacters(in: .newlines), "gpio-reader-012", "15 bytes, as the kernel keeps")
+        XCTAssertEqual(string(fromC: buf).trimmingCharacters(in: .newlines), "gpio-reader-012", "15 bytes, as the kernel keeps")
         worker.stopAndJoin()
     }
 
@@ -275,7 +275,7 @@ final class SignalSourceTests: XCTestCase {
         var exe = [CChar](repeating: 0, count: 4096)
         let n = readlink("/proc/self/exe", &exe, 4095)
         XCTAssertGreaterThan(n, 0)
-        var dir = String(cString: exe)
+        var dir = string(fromC: exe)
         while !dir.hasSuffix("/") { dir.removeLast() }
         let demo = dir + "worker-demo"
         // The test target depends on worker-demo, so it is always built.
@@ -284,7 +284,7 @@ final class SignalSourceTests: XCTestCase {
         XCTAssertNotNil(pipe)
         var output = ""
         var line = [CChar](repeating: 0, count: 512)
-        while fgets(&line, 512, pipe) != nil { output += String(cString: line) }
+        while fgets(&line, 512, pipe) != nil { output += string(fromC: line) }
         let status = pclose(pipe)
         XCTAssertEqual(status, 0, output)
         XCTAssertTrue(output.contains("ALL PASS"), output)

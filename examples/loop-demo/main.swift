@@ -46,7 +46,11 @@ let worker = Thread {
         var b = UInt8(i)
         _ = write(writeEnd, &b, 1)
     }
-    try? loop.perform { print("perform request from the worker ran on the loop's thread") }
+    do {
+        try loop.perform { print("perform request from the worker ran on the loop's thread") }
+    } catch {
+        print("the perform request was refused: \(error)")
+    }
 }
 worker.start()
 
