@@ -78,7 +78,7 @@ let package = Package(
         .executableTarget(
             name: "gpio-button-led", dependencies: ["BoardloopGPIO", "BoardloopGPIOMock", "Boardloop"],
             path: "examples/gpio-button-led", swiftSettings: strict),
-        // Runs the gpio-sim scenarios of issue 5 in a qemu guest (scripts/sim-test.sh).
+        // Runs the gpio-sim scenarios in a qemu guest, on libgpiod 1.6 and 2.x (scripts/sim-test.sh).
         .executableTarget(name: "gpio-sim-guest", dependencies: ["BoardloopGPIO", "Boardloop"], swiftSettings: strict),
         .executableTarget(name: "worker-demo", dependencies: ["Boardloop"], path: "examples/worker-demo", swiftSettings: strict),
 

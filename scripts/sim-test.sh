@@ -2,19 +2,38 @@
 # One command for the real-kernel GPIO tests: installs the packages, builds
 # (or reuses) the gpio-sim kernel, builds the guest programs in release mode,
 # packs the initramfs, boots it under qemu and exits with the guest's verdict.
+# Runs the guest twice: with the programs built against the system's
+# libgpiod 1.6, then against libgpiod 2.x (scripts/libgpiod2.sh; the 2.x
+# library goes into the initramfs by the programs' rpath).
 #   GUEST_PRODUCTS  Swift products to run in the guest (default: gpio-sim-guest)
-#   SIM_LOG         where the serial log goes (default: .build-guest/guest.log)
+#   SIM_LIBGPIOD    which runs: "1 2" (default), "1" or "2"
+#   SIM_LOG         where the serial log goes (default: .build-guest/guest-libgpiodN.log)
 set -eu
 cd "$(dirname "$0")/.."
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
 products=${GUEST_PRODUCTS:-gpio-sim-guest}
 scripts/sim/deps.sh
 kernel=$(scripts/sim/build-kernel.sh)
-bins=""
-for p in $products; do
-    swift build -c release --product "$p" --scratch-path .build-guest >/dev/null
-    bins="$bins $(swift build -c release --scratch-path .build-guest --show-bin-path)/$p"
-done
 mkdir -p .build-guest
-scripts/sim/build-initramfs.sh .build-guest/initramfs.gz $bins
-scripts/sim/run-guest.sh "$kernel" .build-guest/initramfs.gz "${SIM_LOG:-.build-guest/guest.log}" 900
+for v in ${SIM_LIBGPIOD:-1 2}; do
+    case $v in
+    1) with=""; scratch=.build-guest ;;
+    2) with=scripts/with-libgpiod2.sh; scratch=.build-guest-gpiod2 ;;
+    *) echo "sim-test: SIM_LIBGPIOD must list 1 and/or 2, not '$v'" >&2; exit 2 ;;
+    esac
+    echo "== gpio-sim guest, programs built against libgpiod $v"
+    bins=""
+    for p in $products; do
+        $with swift build -c release --product "$p" --scratch-path "$scratch" >/dev/null
+        bins="$bins $($with swift build -c release --scratch-path "$scratch" --show-bin-path)/$p"
+    done
+    log=${SIM_LOG:-.build-guest/guest-libgpiod$v.log}
+    scripts/sim/build-initramfs.sh ".build-guest/initramfs-libgpiod$v.gz" $bins
+    scripts/sim/run-guest.sh "$kernel" ".build-guest/initramfs-libgpiod$v.gz" "$log" 900
+    # The guest program says which library it was built against: it must be this one.
+    grep -q "gpio-sim-guest: libgpiod $v\." "$log" || {
+        echo "sim-test: the guest did not run against libgpiod $v:" >&2
+        grep "gpio-sim-guest: libgpiod" "$log" >&2 || true
+        exit 1
+    }
+done

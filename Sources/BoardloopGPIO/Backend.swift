@@ -21,6 +21,11 @@ public struct GPIOCapabilities: OptionSet, Sendable, CustomStringConvertible {
     /// `GPIOLineRequest.vanishCheckInterval`).
     public static let vanishWakesPoller = GPIOCapabilities(rawValue: 1 << 5)
 
+    /// How lost events are counted with these capabilities.
+    public var lossCounting: GPIOLossCounting { contains(.sequenceNumbers) ? .exact : .lowerBound }
+    /// Where debounce periods are applied with these capabilities.
+    public var debouncing: GPIODebouncing { contains(.kernelDebounce) ? .kernel : .runLoop }
+
     public var description: String {
         var parts: [String] = []
         if contains(.sequenceNumbers) { parts.append("sequenceNumbers") }
@@ -31,6 +36,29 @@ public struct GPIOCapabilities: OptionSet, Sendable, CustomStringConvertible {
         if contains(.vanishWakesPoller) { parts.append("vanishWakesPoller") }
         return "[" + parts.joined(separator: ", ") + "]"
     }
+}
+
+/// How a backend's lost events are counted (`GPIOCapabilities.lossCounting`).
+public enum GPIOLossCounting: Sendable, Equatable {
+    /// From gaps in the kernel's sequence numbers: every lost event is
+    /// counted, in the batch after the gap (libgpiod 2.x; the mock's v2 model).
+    case exact
+    /// Inferred: a repeated edge on a both-edges line, a full kernel FIFO and
+    /// a level that disagrees with the last kept edge. At least one loss is
+    /// proven; how many more were dropped is unknowable (libgpiod 1.6, whose
+    /// v1 uAPI has no sequence numbers; the mock's v1 model).
+    case lowerBound
+}
+
+/// Where a line's debounce period is applied (`GPIOCapabilities.debouncing`).
+public enum GPIODebouncing: Sendable, Equatable {
+    /// By the kernel (libgpiod 2.x: `debounce_period_us`); the event is
+    /// stamped when the kernel confirms the level, at the end of the period.
+    case kernel
+    /// By the request on its run loop, one timer per line (libgpiod 1.6 and
+    /// the mock); the event keeps the timestamp of the edge that began the
+    /// level, so its latency includes the period.
+    case runLoop
 }
 
 /// One line of a request, resolved to an offset, as a driver receives it.

@@ -36,11 +36,17 @@ public struct GPIOLineInfo: Sendable, Equatable, CustomStringConvertible {
     public var edgeDetection: EdgeDetection?
     /// The kernel's debounce period (zero under 1.6, which has none).
     public var debounce: Duration
+    /// The clock of the line's edge event timestamps; nil when the library
+    /// cannot tell (libgpiod 1.6, whose v1 uAPI stamps with CLOCK_MONOTONIC).
+    /// boardloop requests CLOCK_MONOTONIC, the run loop's clock.
+    public var eventClock: GPIOEventClock?
 
     public init(
         offset: UInt32, name: String, consumer: String, used: Bool, direction: GPIODirection, activeLow: Bool,
-        bias: GPIOBias, drive: GPIODrive, edgeDetection: EdgeDetection?, debounce: Duration
+        bias: GPIOBias, drive: GPIODrive, edgeDetection: EdgeDetection?, debounce: Duration,
+        eventClock: GPIOEventClock? = nil
     ) {
+        self.eventClock = eventClock
         self.offset = offset
         self.name = name
         self.consumer = consumer
@@ -63,6 +69,25 @@ public struct GPIOLineInfo: Sendable, Equatable, CustomStringConvertible {
         if drive != .pushPull { s += " \(drive)" }
         if let e = edgeDetection, e != .none { s += " edges=\(e)" }
         if debounce != .zero { s += " debounce=\(debounce)" }
+        if let c = eventClock, c != .monotonic { s += " clock=\(c)" }
         return s
+    }
+}
+
+/// The clock a line's edge event timestamps come from (line info, 2.x).
+public enum GPIOEventClock: Sendable, Equatable, CustomStringConvertible {
+    /// CLOCK_MONOTONIC: the run loop's clock, what boardloop requests.
+    case monotonic
+    /// CLOCK_REALTIME.
+    case realtime
+    /// A hardware timestamp engine (HTE).
+    case hardware
+
+    public var description: String {
+        switch self {
+        case .monotonic: "monotonic"
+        case .realtime: "realtime"
+        case .hardware: "hte"
+        }
     }
 }

@@ -81,6 +81,10 @@ struct LineEventState {
     let softwareDebounceNs: UInt64
     /// Level after the last raw edge: -1 unknown, 0 low, 1 high.
     var lastLevel: Int8 = -1
+    /// The last per-line sequence number seen (0: none yet).
+    var lastLineSequence: UInt64 = 0
+    /// Events of this line found lost (per-line sequence gaps, or inferred).
+    var lost: UInt64 = 0
     /// Debounce: the level last reported (or found at schedule time).
     var stable = false
     /// Debounce: a level change is waiting out its period.

@@ -186,10 +186,16 @@ extension GPIOLineRequest {
                 batch.lost &+= e.globalSequence - lastGlobalSequence - 1
             }
             if e.globalSequence > lastGlobalSequence { lastGlobalSequence = e.globalSequence }
+            // The line's own numbers attribute the loss to lines.
+            if e.lineSequence > lines[i].lastLineSequence &+ 1 {
+                lines[i].lost &+= e.lineSequence - lines[i].lastLineSequence - 1
+            }
+            if e.lineSequence > lines[i].lastLineSequence { lines[i].lastLineSequence = e.lineSequence }
         } else if lines[i].kernelEdges == .both && lines[i].lastLevel == level {
             // Both edges requested, and two in a row go the same way: the
             // edge between them is missing.
             batch.lost &+= 1
+            lines[i].lost &+= 1
         }
         lines[i].lastLevel = level
         if lines[i].softwareDebounceNs > 0 {
@@ -212,6 +218,7 @@ extension GPIOLineRequest {
             let current: Int8 = values[i] != 0 ? 1 : 0
             if lines[i].lastLevel >= 0 && lines[i].lastLevel != current {
                 batch.lost &+= 1
+                lines[i].lost &+= 1
                 lines[i].lastLevel = current
                 if lines[i].softwareDebounceNs > 0 {
                     debounceFeed(

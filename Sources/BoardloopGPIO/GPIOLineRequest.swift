@@ -145,6 +145,21 @@ public final class GPIOLineRequest {
         return error
     }
 
+    /// Events of one line found lost so far. With sequence numbers
+    /// (`capabilities.lossCounting == .exact`: libgpiod 2.x) these are the
+    /// gaps in the line's own numbers, exact up to the line's last event
+    /// read (a loss after it shows with its next event); the request's total,
+    /// `statistics.lostEvents`, comes from the request-wide numbers and is
+    /// exact up to the last event read of any line. Without them (1.6) the
+    /// count is a lower bound (see `GPIOLossCounting.lowerBound`).
+    public func lostEvents(_ line: LineSelector) throws(GPIOError) -> UInt64 {
+        lines[try index(of: line)].lost
+    }
+
+    /// How this request's lost events are counted (exact with libgpiod 2.x,
+    /// a lower bound with 1.6).
+    public var lossCounting: GPIOLossCounting { capabilities.lossCounting }
+
     // MARK: Values
 
     /// The logical value of one line (active-low applied).
@@ -246,7 +261,11 @@ public final class GPIOLineRequest {
         do { try driver.reconfigure(driverLines) } catch { throw noteFailure(error) }
         settings = newSettings
         for i in 0..<lineCount {
-            lines[i] = LineEventState(offset: offsets[i], settings: newSettings[i], capabilities: caps)
+            // The kernel's sequence numbers go on (2.x reconfigures in place).
+            var state = LineEventState(offset: offsets[i], settings: newSettings[i], capabilities: caps)
+            state.lastLineSequence = lines[i].lastLineSequence
+            state.lost = lines[i].lost
+            lines[i] = state
         }
         try resyncAfterReconfigure()
     }

@@ -37,6 +37,38 @@ public final class LibgpiodBackend: GPIOBackend {
 
     public var backendName: String { "libgpiod \(libraryVersion)" }
 
+    /// What libgpiod is asked for when `lines` are requested with these
+    /// settings: the GPIO layer's adjustments (software debounce under 1.6),
+    /// then the shim's translation into libgpiod's own objects (2.x: a
+    /// `gpiod_line_config`; 1.6: each group's request type and flags), read
+    /// back from those objects. Needs no chip: for tests and diagnostics.
+    public func libraryConfig(for lines: [(offset: UInt32, settings: LineSettings)]) throws(GPIOError)
+        -> [DriverLineConfig]
+    {
+        var configs: [bl_gpiod_line_config] = []
+        for line in lines {
+            if let reason = line.settings.invalidReason {
+                throw .invalidConfiguration(GPIOLineRef(chip: "libgpiod", offset: line.offset), reason: reason)
+            }
+            let adjusted = GPIOLineRequest.driverSettings(line.settings, capabilities: capabilities)
+            configs.append(LibgpiodChip.cConfig(DriverLineConfig(offset: line.offset, settings: adjusted)))
+        }
+        var out = [bl_gpiod_line_config](repeating: bl_gpiod_line_config(), count: configs.count)
+        var err = bl_gpiod_error()
+        guard bl_gpiod_library_config(&configs, UInt32(configs.count), &out, &err) == 0 else {
+            let info = GPIOChipInfo(name: "libgpiod", label: "", path: "", lineCount: 0)
+            throw gpioError(err, chip: info, lineName: { _ in nil })
+        }
+        return out.map(LibgpiodChip.fromC)
+    }
+
+    /// How many events the kernel buffers for a request of `lines` lines
+    /// made with `eventBufferCapacity`: 2.x: the capacity rounded up to a
+    /// power of two (at least 2, at most 1024); 1.6: 16 per line.
+    public func kernelEventBuffer(lines: Int, eventBufferCapacity: Int) -> Int {
+        Int(bl_gpiod_kernel_event_buffer(UInt32(clamping: lines), UInt32(clamping: eventBufferCapacity)))
+    }
+
     /// The N of each `gpiochipN` device, sorted.
     func chipNumbers() throws(GPIOError) -> [Int32] {
         var numbers = [Int32](repeating: 0, count: 256)
@@ -212,7 +244,11 @@ final class LibgpiodChip: GPIOChipDriver {
         return GPIOLineInfo(
             offset: offset, name: stringFromCArray(li.name), consumer: stringFromCArray(li.consumer), used: li.used != 0,
             direction: li.direction == Int32(BL_GPIOD_DIRECTION_OUTPUT) ? .output : .input, activeLow: li.active_low != 0,
-            bias: bias, drive: drive, edgeDetection: edge, debounce: .microseconds(Int64(li.debounce_us)))
+            bias: bias, drive: drive, edgeDetection: edge, debounce: .microseconds(Int64(li.debounce_us)),
+            eventClock: li.event_clock == Int32(BL_GPIOD_CLOCK_REALTIME)
+                ? .realtime
+                : li.event_clock == Int32(BL_GPIOD_CLOCK_HTE)
+                    ? .hardware : li.event_clock == Int32(BL_GPIOD_CLOCK_MONOTONIC) ? .monotonic : nil)
     }
 
     func findLine(named name: String) throws(GPIOError) -> UInt32? {
@@ -226,15 +262,7 @@ final class LibgpiodChip: GPIOChipDriver {
     func requestLines(_ lines: [DriverLineConfig], consumer: String, eventBufferCapacity: Int) throws(GPIOError)
         -> any GPIORequestDriver
     {
-        var configs = lines.map { line in
-            bl_gpiod_line_config(
-                offset: line.offset,
-                direction: Int32(line.settings.direction == .output ? BL_GPIOD_DIRECTION_OUTPUT : BL_GPIOD_DIRECTION_INPUT),
-                edge: Self.cEdge(line.settings.edgeDetection), bias: Self.cBias(line.settings.bias),
-                drive: Self.cDrive(line.settings.drive), active_low: line.settings.activeLow ? 1 : 0,
-                output_value: line.settings.outputValue ? 1 : 0,
-                debounce_us: UInt32(clamping: line.settings.debounce.nanosecondsClamped / 1000))
-        }
+        var configs = lines.map(Self.cConfig)
         var err = bl_gpiod_error()
         let names = lineNames(lines.map(\.offset))
         guard
@@ -253,6 +281,50 @@ final class LibgpiodChip: GPIOChipDriver {
             if let li = try? lineInfo(offset: o), !li.name.isEmpty { names[o] = li.name }
         }
         return names
+    }
+
+    /// The shim's config of one line: what requests and reconfigures pass
+    /// down (and what `LibgpiodBackend.libraryConfig(for:)` reads back).
+    static func cConfig(_ line: DriverLineConfig) -> bl_gpiod_line_config {
+        let s = line.settings
+        // The kernel takes whole microseconds: round up, so a sub-microsecond
+        // period still debounces.
+        let ns = s.debounce.nanosecondsClamped
+        let us = ns <= 0 ? 0 : (ns + 999) / 1000
+        return bl_gpiod_line_config(
+            offset: line.offset,
+            direction: Int32(s.direction == .output ? BL_GPIOD_DIRECTION_OUTPUT : BL_GPIOD_DIRECTION_INPUT),
+            edge: cEdge(s.edgeDetection), bias: cBias(s.bias), drive: cDrive(s.drive), active_low: s.activeLow ? 1 : 0,
+            output_value: s.outputValue ? 1 : 0, debounce_us: UInt32(clamping: us))
+    }
+
+    static func fromC(_ c: bl_gpiod_line_config) -> DriverLineConfig {
+        let edge: EdgeDetection =
+            switch c.edge {
+            case Int32(BL_GPIOD_EDGE_RISING): .rising
+            case Int32(BL_GPIOD_EDGE_FALLING): .falling
+            case Int32(BL_GPIOD_EDGE_BOTH): .both
+            default: EdgeDetection.none
+            }
+        let bias: GPIOBias =
+            switch c.bias {
+            case Int32(BL_GPIOD_BIAS_DISABLED): .disabled
+            case Int32(BL_GPIOD_BIAS_PULL_UP): .pullUp
+            case Int32(BL_GPIOD_BIAS_PULL_DOWN): .pullDown
+            default: .asIs
+            }
+        let drive: GPIODrive =
+            switch c.drive {
+            case Int32(BL_GPIOD_DRIVE_OPEN_DRAIN): .openDrain
+            case Int32(BL_GPIOD_DRIVE_OPEN_SOURCE): .openSource
+            default: .pushPull
+            }
+        return DriverLineConfig(
+            offset: c.offset,
+            settings: LineSettings(
+                direction: c.direction == Int32(BL_GPIOD_DIRECTION_OUTPUT) ? .output : .input, edgeDetection: edge,
+                bias: bias, drive: drive, activeLow: c.active_low != 0, debounce: .microseconds(Int64(c.debounce_us)),
+                outputValue: c.output_value != 0))
     }
 
     static func cEdge(_ e: EdgeDetection) -> Int32 {
@@ -341,15 +413,7 @@ final class LibgpiodRequest: GPIORequestDriver {
 
     func reconfigure(_ lines: [DriverLineConfig]) throws(GPIOError) {
         guard let handle else { throw fail("reconfigure") }
-        var configs = lines.map { line in
-            bl_gpiod_line_config(
-                offset: line.offset,
-                direction: Int32(line.settings.direction == .output ? BL_GPIOD_DIRECTION_OUTPUT : BL_GPIOD_DIRECTION_INPUT),
-                edge: LibgpiodChip.cEdge(line.settings.edgeDetection), bias: LibgpiodChip.cBias(line.settings.bias),
-                drive: LibgpiodChip.cDrive(line.settings.drive), active_low: line.settings.activeLow ? 1 : 0,
-                output_value: line.settings.outputValue ? 1 : 0,
-                debounce_us: UInt32(clamping: line.settings.debounce.nanosecondsClamped / 1000))
-        }
+        var configs = lines.map(LibgpiodChip.cConfig)
         if bl_gpiod_request_reconfigure(handle, &configs, UInt32(configs.count), error) != 0 { throw mapped() }
     }
 

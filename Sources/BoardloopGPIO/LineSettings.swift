@@ -82,8 +82,13 @@ public struct LineSettings: Sendable, Equatable, CustomStringConvertible {
     public var drive: GPIODrive
     public var activeLow: Bool
     /// Inputs only: an edge is reported once the line has held its new
-    /// level this long (by the kernel with libgpiod 2.x, in software on the
-    /// run loop with 1.6 and the mock). Zero: no debouncing.
+    /// level this long (by the kernel with libgpiod 2.x, in whole
+    /// microseconds, rounded up; in software on the run loop with 1.6 and
+    /// the mock). Zero: no debouncing. At most `maximumDebounce`.
+    /// The two differ in the timestamp: the kernel stamps the edge when it
+    /// confirms the level (the end of the period); software debounce keeps
+    /// the timestamp of the edge that began the level (so `latency(of:)`
+    /// includes the period). See `GPIOCapabilities.debouncing`.
     public var debounce: Duration
     /// Outputs only: the logical value the line takes when requested.
     public var outputValue: Bool
@@ -115,6 +120,11 @@ public struct LineSettings: Sendable, Equatable, CustomStringConvertible {
         LineSettings(direction: .output, bias: bias, drive: drive, activeLow: activeLow, outputValue: initialValue)
     }
 
+    /// The longest debounce period accepted: 4000 s (the v2 uAPI's
+    /// `debounce_period_us` is 32 bits of microseconds, at most about 4295 s;
+    /// the same limit applies to software debounce, so code runs on either).
+    public static let maximumDebounce: Duration = .seconds(4000)
+
     /// Why these settings cannot be requested, or nil when they can.
     public var invalidReason: String? {
         if direction == .output {
@@ -124,7 +134,10 @@ public struct LineSettings: Sendable, Equatable, CustomStringConvertible {
             if drive != .pushPull { return "\(drive) drive on an input (drive applies to outputs)" }
         }
         if debounce < .zero { return "negative debounce period \(debounce)" }
-        if debounce > .seconds(4000) { return "debounce period \(debounce) is too long" }
+        if debounce > Self.maximumDebounce {
+            return "debounce period \(debounce) is above the limit of \(Self.maximumDebounce) "
+                + "(LineSettings.maximumDebounce; the kernel takes the period as a 32-bit count of microseconds)"
+        }
         return nil
     }
 

@@ -101,8 +101,16 @@ public final class MockChip: @unchecked Sendable {
         name: String = "gpiochip0", label: String, lineCount: Int, lineNames: [UInt32: String] = [:],
         eventModel: EventModel = .v2, eventBufferSize: Int? = nil, clock: RunLoopClock = .monotonic,
         historyCapacity: Int = 4096
-    ) {
-        precondition(lineCount > 0 && lineCount <= 1024, "MockChip lineCount must be 1...1024")
+    ) throws(GPIOError) {
+        guard lineCount > 0 && lineCount <= 1024 else {
+            throw .invalidConfiguration(nil, reason: "mock chip '\(label)': lineCount \(lineCount) must be within 1...1024")
+        }
+        if let size = eventBufferSize, size < 1 || size > 1024 {
+            throw .invalidConfiguration(nil, reason: "mock chip '\(label)': eventBufferSize \(size) must be within 1...1024")
+        }
+        for o in lineNames.keys where Int(o) >= lineCount {
+            throw .offsetOutOfRange(chip: "\(name) [\(label)]", offset: o, lineCount: lineCount)
+        }
         self.name = name
         self.label = label
         self.lineCount = lineCount
@@ -146,15 +154,18 @@ public final class MockChip: @unchecked Sendable {
 
     // MARK: Lines
 
-    /// The offset of a line by offset or name; traps on a line the chip does
-    /// not have (a mistake in the test or demo, not a runtime condition).
-    public func offset(_ line: LineSelector) -> UInt32 {
+    /// The offset of a line by offset or name. A line the chip does not have
+    /// is a typed error (`offsetOutOfRange`, `lineNotFound`), as on a real
+    /// chip: the daemon takes line names from users' config files.
+    public func offset(_ line: LineSelector) throws(GPIOError) -> UInt32 {
         switch line {
         case let .offset(o):
-            precondition(Int(o) < lineCount, "MockChip \(name): no line \(o) (it has \(lineCount))")
+            guard Int(o) < lineCount else {
+                throw .offsetOutOfRange(chip: info.description, offset: o, lineCount: lineCount)
+            }
             return o
         case let .name(n):
-            guard let i = names.firstIndex(of: n) else { preconditionFailure("MockChip \(name): no line named '\(n)'") }
+            guard let i = names.firstIndex(of: n) else { throw .lineNotFound(name: n, chip: info.description) }
             return UInt32(i)
         }
     }
@@ -165,8 +176,8 @@ public final class MockChip: @unchecked Sendable {
 
     /// The physical level of a line: what the wire carries now (an output's
     /// driven level, or an input's external level or pull).
-    public func level(_ line: LineSelector) -> Bool {
-        let o = Int(offset(line))
+    public func level(_ line: LineSelector) throws(GPIOError) -> Bool {
+        let o = Int(try offset(line))
         return lock.withLock { physicalLevel(o) }
     }
 
@@ -187,8 +198,12 @@ public final class MockChip: @unchecked Sendable {
     /// Drives a line's physical level from outside. A change is an edge for
     /// a request watching the line (logical edge: active-low inverts it),
     /// stamped `at` (default: the chip clock's now). Safe from any thread.
-    public func setLevel(_ line: LineSelector, _ high: Bool, at timestamp: MonotonicInstant? = nil) {
-        let o = Int(offset(line))
+    public func setLevel(_ line: LineSelector, _ high: Bool, at timestamp: MonotonicInstant? = nil) throws(GPIOError) {
+        let o = Int(try offset(line))
+        setLevel(offset: o, high, at: timestamp)
+    }
+
+    func setLevel(offset o: Int, _ high: Bool, at timestamp: MonotonicInstant?) {
         lock.withLock {
             let before = physicalLevel(o)
             levels[o] = high
@@ -200,8 +215,10 @@ public final class MockChip: @unchecked Sendable {
 
     /// An edge the kernel saw, even if the level already was there (a glitch
     /// too short to sample, say): sets the level and queues the event.
-    public func injectEdge(_ line: LineSelector, _ edge: GPIOEdge, at timestamp: MonotonicInstant? = nil) {
-        let o = Int(offset(line))
+    public func injectEdge(_ line: LineSelector, _ edge: GPIOEdge, at timestamp: MonotonicInstant? = nil)
+        throws(GPIOError)
+    {
+        let o = Int(try offset(line))
         lock.withLock {
             levels[o] = edge.level
             driven[o] = true
@@ -210,24 +227,26 @@ public final class MockChip: @unchecked Sendable {
     }
 
     /// Two edges `width` apart: to the opposite level and back.
-    public func pulse(_ line: LineSelector, width: Duration, at start: MonotonicInstant? = nil) {
-        let o = Int(offset(line))
+    public func pulse(_ line: LineSelector, width: Duration, at start: MonotonicInstant? = nil) throws(GPIOError) {
+        let o = Int(try offset(line))
         let t0 = start ?? now
         let original = lock.withLock { physicalLevel(o) }
-        setLevel(.offset(UInt32(o)), !original, at: t0)
-        setLevel(.offset(UInt32(o)), original, at: t0 + width)
+        setLevel(offset: o, !original, at: t0)
+        setLevel(offset: o, original, at: t0 + width)
     }
 
     /// `count` alternating edges `spacing` apart from `start`, beginning with
     /// the edge away from the current level (a bouncing contact, or a
     /// burst larger than the event buffer).
-    public func burst(_ line: LineSelector, edges count: Int, spacing: Duration, from start: MonotonicInstant? = nil) {
-        let o = UInt32(offset(line))
+    public func burst(_ line: LineSelector, edges count: Int, spacing: Duration, from start: MonotonicInstant? = nil)
+        throws(GPIOError)
+    {
+        let o = Int(try offset(line))
         let t0 = start ?? now
-        var level = lock.withLock { physicalLevel(Int(o)) }
-        for k in 0..<count {
+        var level = lock.withLock { physicalLevel(o) }
+        for k in 0..<max(count, 0) {
             level.toggle()
-            setLevel(.offset(o), level, at: t0 + spacing * k)
+            setLevel(offset: o, level, at: t0 + spacing * k)
         }
     }
 
@@ -259,8 +278,8 @@ public final class MockChip: @unchecked Sendable {
 
     /// Every recorded output change of one line, oldest first (the value a
     /// request set it to when made, then each change).
-    public func outputHistory(_ line: LineSelector) -> [OutputChange] {
-        let o = offset(line)
+    public func outputHistory(_ line: LineSelector) throws(GPIOError) -> [OutputChange] {
+        let o = try offset(line)
         return allOutputChanges().filter { $0.offset == o }
     }
 
@@ -282,9 +301,11 @@ public final class MockChip: @unchecked Sendable {
     /// Wires an output of this chip to an input (of this chip or `target`):
     /// each level the output drives is driven onto the input, at the same
     /// timestamp. Set up wiring before the lines are used.
-    public func wire(_ output: LineSelector, to input: LineSelector, on target: MockChip? = nil, inverted: Bool = false) {
+    public func wire(_ output: LineSelector, to input: LineSelector, on target: MockChip? = nil, inverted: Bool = false)
+        throws(GPIOError)
+    {
         let chip = target ?? self
-        let w = Wire(output: offset(output), target: chip, input: chip.offset(input), inverted: inverted)
+        let w = Wire(output: try offset(output), target: chip, input: try chip.offset(input), inverted: inverted)
         lock.withLock { wires.append(w) }
     }
 
@@ -293,7 +314,7 @@ public final class MockChip: @unchecked Sendable {
         var k = 0
         while k < wires.count {
             if wires[k].output == o {
-                wires[k].target.setLevel(.offset(wires[k].input), level != wires[k].inverted, at: timestamp)
+                wires[k].target.setLevel(offset: Int(wires[k].input), level != wires[k].inverted, at: timestamp)
             }
             k += 1
         }
@@ -307,14 +328,14 @@ public final class MockChip: @unchecked Sendable {
 
     /// Marks a line as held by another consumer: requesting it fails with
     /// `lineBusy` naming `consumer`, as when another program holds it.
-    public func hold(_ line: LineSelector, consumer: String) {
-        let o = Int(offset(line))
+    public func hold(_ line: LineSelector, consumer: String) throws(GPIOError) {
+        let o = Int(try offset(line))
         lock.withLock { holders[o] = consumer }
     }
 
     /// Ends a `hold`.
-    public func unhold(_ line: LineSelector) {
-        let o = Int(offset(line))
+    public func unhold(_ line: LineSelector) throws(GPIOError) {
+        let o = Int(try offset(line))
         lock.withLock { holders[o] = nil }
     }
 
@@ -354,8 +375,8 @@ public final class MockChip: @unchecked Sendable {
     /// Drops the next `count` events of a line as a kernel buffer overflow
     /// would: with the v2 model their sequence numbers are used up (the gap
     /// shows), with v1 they leave no trace at all.
-    public func dropEvents(_ line: LineSelector, count: Int) {
-        let o = Int(offset(line))
+    public func dropEvents(_ line: LineSelector, count: Int) throws(GPIOError) {
+        let o = Int(try offset(line))
         lock.withLock {
             guard let r = owner[o] else { return }
             r.skipSequence(lineIndex: ownerIndex[o], count: count)
@@ -363,8 +384,8 @@ public final class MockChip: @unchecked Sendable {
     }
 
     /// Who holds a line: the request's consumer, a `hold`'s consumer, or nil.
-    public func consumer(_ line: LineSelector) -> String? {
-        let o = Int(offset(line))
+    public func consumer(_ line: LineSelector) throws(GPIOError) -> String? {
+        let o = Int(try offset(line))
         return lock.withLock { owner[o]?.consumer ?? holders[o] }
     }
 }

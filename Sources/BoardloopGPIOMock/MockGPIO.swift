@@ -7,8 +7,8 @@ import BoardloopGPIO
 public final class MockGPIO: GPIOBackend, @unchecked Sendable {
     public let chips: [MockChip]
 
-    public init(_ chips: [MockChip]) {
-        precondition(!chips.isEmpty, "a mock board needs at least one chip")
+    public init(_ chips: [MockChip]) throws(GPIOError) {
+        guard !chips.isEmpty else { throw .invalidConfiguration(nil, reason: "a mock board needs at least one chip") }
         self.chips = chips
     }
 
@@ -46,7 +46,8 @@ public final class MockGPIO: GPIOBackend, @unchecked Sendable {
     /// and an LED on line 27 ("LED"), as `boards/sim-chips.conf` describes
     /// the gpio-sim chip `boardloop-sim0`, and an 8-line `boardloop-mock1`.
     public static func demoBoard(clock: RunLoopClock = .monotonic, eventModel: MockChip.EventModel = .v2) -> MockGPIO {
-        MockGPIO([
+        // Fixed, valid sizes and names: these cannot throw.
+        try! MockGPIO([
             MockChip(
                 name: "gpiochip0", label: "boardloop-mock0", lineCount: 32, lineNames: [17: "BUTTON", 27: "LED"],
                 eventModel: eventModel, clock: clock),

@@ -92,6 +92,7 @@ int bl_gpiod_chip_get_line_info(bl_gpiod_chip *chip, uint32_t offset, bl_gpiod_l
     info->active_low = gpiod_line_active_state(line) == GPIOD_LINE_ACTIVE_STATE_LOW;
     info->used = gpiod_line_is_used(line);
     info->debounce_us = 0;
+    info->event_clock = BL_GPIOD_CLOCK_UNKNOWN;
     bl_gpiod_copy(info->name, sizeof(info->name), gpiod_line_name(line));
     bl_gpiod_copy(info->consumer, sizeof(info->consumer), gpiod_line_consumer(line));
     return 0;
@@ -133,6 +134,54 @@ static int request_type(const bl_gpiod_line_config *c) {
     }
 }
 
+// The request config of a group of lines with settings `c`: what
+// request_groups() gives gpiod_line_request_bulk().
+static struct gpiod_line_request_config group_request_config(const bl_gpiod_line_config *c, const char *consumer) {
+    struct gpiod_line_request_config rc = {
+        .consumer = consumer,
+        .request_type = request_type(c),
+        .flags = request_flags(c),
+    };
+    return rc;
+}
+
+int bl_gpiod_library_config(const bl_gpiod_line_config *lines, uint32_t n, bl_gpiod_line_config *out,
+                            bl_gpiod_error *err) {
+    if (bl_gpiod_validate_configs(lines, n, UINT32_MAX, err) != 0) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        struct gpiod_line_request_config rc = group_request_config(&lines[i], "");
+        bl_gpiod_line_config *o = &out[i];
+        memset(o, 0, sizeof(*o));
+        o->offset = lines[i].offset;
+        o->direction = BL_GPIOD_DIRECTION_INPUT;
+        o->edge = BL_GPIOD_EDGE_NONE;
+        switch (rc.request_type) {
+        case GPIOD_LINE_REQUEST_DIRECTION_OUTPUT: o->direction = BL_GPIOD_DIRECTION_OUTPUT; break;
+        case GPIOD_LINE_REQUEST_EVENT_RISING_EDGE: o->edge = BL_GPIOD_EDGE_RISING; break;
+        case GPIOD_LINE_REQUEST_EVENT_FALLING_EDGE: o->edge = BL_GPIOD_EDGE_FALLING; break;
+        case GPIOD_LINE_REQUEST_EVENT_BOTH_EDGES: o->edge = BL_GPIOD_EDGE_BOTH; break;
+        default: break;
+        }
+        o->active_low = (rc.flags & GPIOD_LINE_REQUEST_FLAG_ACTIVE_LOW) != 0;
+        o->drive = (rc.flags & GPIOD_LINE_REQUEST_FLAG_OPEN_DRAIN)    ? BL_GPIOD_DRIVE_OPEN_DRAIN
+                   : (rc.flags & GPIOD_LINE_REQUEST_FLAG_OPEN_SOURCE) ? BL_GPIOD_DRIVE_OPEN_SOURCE
+                                                                      : BL_GPIOD_DRIVE_PUSH_PULL;
+        o->bias = (rc.flags & GPIOD_LINE_REQUEST_FLAG_BIAS_DISABLE)     ? BL_GPIOD_BIAS_DISABLED
+                  : (rc.flags & GPIOD_LINE_REQUEST_FLAG_BIAS_PULL_UP)   ? BL_GPIOD_BIAS_PULL_UP
+                  : (rc.flags & GPIOD_LINE_REQUEST_FLAG_BIAS_PULL_DOWN) ? BL_GPIOD_BIAS_PULL_DOWN
+                                                                        : BL_GPIOD_BIAS_AS_IS;
+        // The default value request_groups() passes for the line.
+        o->output_value = lines[i].output_value ? 1 : 0;
+        o->debounce_us = 0; // the v1 uAPI has no debounce
+    }
+    return 0;
+}
+
+uint32_t bl_gpiod_kernel_event_buffer(uint32_t num_lines, uint32_t event_buffer_size) {
+    (void)event_buffer_size;
+    return BL_GPIOD_V1_KFIFO_EVENTS * num_lines;
+}
+
 static void release_groups(struct bl_gpiod_request *r) {
     if (!r->requested) return;
     for (uint32_t i = 0; i < r->num_lines; i++) {
@@ -171,11 +220,7 @@ static int request_groups(struct bl_gpiod_request *r, bl_gpiod_error *err) {
         int defaults[BL_GPIOD_MAX_LINES] = {0};
         for (uint32_t i = 0; i < r->num_lines; i++)
             if (r->group_of[i] == g) defaults[r->index_in_group[i]] = r->out_values[i] ? 1 : 0;
-        struct gpiod_line_request_config rc = {
-            .consumer = r->consumer,
-            .request_type = request_type(&grp->config),
-            .flags = request_flags(&grp->config),
-        };
+        struct gpiod_line_request_config rc = group_request_config(&grp->config, r->consumer);
         errno = 0;
         if (gpiod_line_request_bulk(&grp->bulk, &rc, defaults) != 0) {
             int e = errno ? errno : EIO;

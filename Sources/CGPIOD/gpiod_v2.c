@@ -2,9 +2,8 @@
 // line config → request config → one request with one fd, on the kernel's
 // v2 uAPI. Compiled only when the header is not a 1.x header.
 //
-// This branch cannot be built on a Debian 12 machine against the system
-// library; see docs/gpio.md ("How the 2.x branch is checked") for how it is
-// compiled and linked against the libgpiod 2.x sources.
+// On a Debian 12 machine this branch is built against libgpiod 2.x from
+// scripts/libgpiod2.sh (see docs/gpio.md, "Building against libgpiod 2.x").
 #include "internal.h"
 
 #ifndef GPIOD_LINE_BULK_MAX_LINES
@@ -80,6 +79,11 @@ int bl_gpiod_chip_get_line_info(bl_gpiod_chip *chip, uint32_t offset, bl_gpiod_l
     info->debounce_us = (uint32_t)gpiod_line_info_get_debounce_period_us(li);
     bl_gpiod_copy(info->name, sizeof(info->name), gpiod_line_info_get_name(li));
     bl_gpiod_copy(info->consumer, sizeof(info->consumer), gpiod_line_info_get_consumer(li));
+    switch (gpiod_line_info_get_event_clock(li)) {
+    case GPIOD_LINE_CLOCK_REALTIME: info->event_clock = BL_GPIOD_CLOCK_REALTIME; break;
+    case GPIOD_LINE_CLOCK_HTE: info->event_clock = BL_GPIOD_CLOCK_HTE; break;
+    default: info->event_clock = BL_GPIOD_CLOCK_MONOTONIC; break;
+    }
     gpiod_line_info_free(li);
     return 0;
 }
@@ -147,6 +151,60 @@ static struct gpiod_line_config *make_line_config(const bl_gpiod_line_config *li
     return lc;
 }
 
+int bl_gpiod_library_config(const bl_gpiod_line_config *lines, uint32_t n, bl_gpiod_line_config *out,
+                            bl_gpiod_error *err) {
+    if (bl_gpiod_validate_configs(lines, n, UINT32_MAX, err) != 0) return -1;
+    struct gpiod_line_config *lc = make_line_config(lines, n, BL_GPIOD_OP_REQUEST, err);
+    if (!lc) return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        struct gpiod_line_settings *s = gpiod_line_config_get_line_settings(lc, lines[i].offset);
+        if (!s) {
+            bl_gpiod_set_error(err, errno ? errno : ENOENT, BL_GPIOD_OP_REQUEST, (int)lines[i].offset,
+                               "gpiod_line_config_get_line_settings");
+            gpiod_line_config_free(lc);
+            return -1;
+        }
+        bl_gpiod_line_config *o = &out[i];
+        memset(o, 0, sizeof(*o));
+        o->offset = lines[i].offset;
+        o->direction = gpiod_line_settings_get_direction(s) == GPIOD_LINE_DIRECTION_OUTPUT ? BL_GPIOD_DIRECTION_OUTPUT
+                                                                                          : BL_GPIOD_DIRECTION_INPUT;
+        switch (gpiod_line_settings_get_edge_detection(s)) {
+        case GPIOD_LINE_EDGE_RISING: o->edge = BL_GPIOD_EDGE_RISING; break;
+        case GPIOD_LINE_EDGE_FALLING: o->edge = BL_GPIOD_EDGE_FALLING; break;
+        case GPIOD_LINE_EDGE_BOTH: o->edge = BL_GPIOD_EDGE_BOTH; break;
+        default: o->edge = BL_GPIOD_EDGE_NONE; break;
+        }
+        switch (gpiod_line_settings_get_bias(s)) {
+        case GPIOD_LINE_BIAS_DISABLED: o->bias = BL_GPIOD_BIAS_DISABLED; break;
+        case GPIOD_LINE_BIAS_PULL_UP: o->bias = BL_GPIOD_BIAS_PULL_UP; break;
+        case GPIOD_LINE_BIAS_PULL_DOWN: o->bias = BL_GPIOD_BIAS_PULL_DOWN; break;
+        default: o->bias = BL_GPIOD_BIAS_AS_IS; break;
+        }
+        switch (gpiod_line_settings_get_drive(s)) {
+        case GPIOD_LINE_DRIVE_OPEN_DRAIN: o->drive = BL_GPIOD_DRIVE_OPEN_DRAIN; break;
+        case GPIOD_LINE_DRIVE_OPEN_SOURCE: o->drive = BL_GPIOD_DRIVE_OPEN_SOURCE; break;
+        default: o->drive = BL_GPIOD_DRIVE_PUSH_PULL; break;
+        }
+        o->active_low = gpiod_line_settings_get_active_low(s) ? 1 : 0;
+        o->output_value = gpiod_line_settings_get_output_value(s) == GPIOD_LINE_VALUE_ACTIVE ? 1 : 0;
+        o->debounce_us = (uint32_t)gpiod_line_settings_get_debounce_period_us(s);
+        gpiod_line_settings_free(s);
+    }
+    gpiod_line_config_free(lc);
+    return 0;
+}
+
+uint32_t bl_gpiod_kernel_event_buffer(uint32_t num_lines, uint32_t event_buffer_size) {
+    // linereq_create(): 0 -> 16 per line, above GPIO_V2_LINES_MAX * 16 -> that;
+    // kfifo_alloc(): rounded up to a power of two.
+    uint32_t size = event_buffer_size ? event_buffer_size : 16 * num_lines;
+    if (size > BL_GPIOD_V2_MAX_EVENT_BUFFER) size = BL_GPIOD_V2_MAX_EVENT_BUFFER;
+    uint32_t p = 2;
+    while (p < size) p <<= 1;
+    return p;
+}
+
 bl_gpiod_request *bl_gpiod_request_lines(bl_gpiod_chip *chip, const char *consumer,
                                          const bl_gpiod_line_config *lines, uint32_t num_lines,
                                          uint32_t event_buffer_size, bl_gpiod_error *err) {
@@ -166,7 +224,7 @@ bl_gpiod_request *bl_gpiod_request_lines(bl_gpiod_chip *chip, const char *consum
         if (lines[i].edge != BL_GPIOD_EDGE_NONE) r->has_events = 1;
     }
     uint32_t capacity = event_buffer_size ? event_buffer_size : 16 * num_lines;
-    if (capacity > 1024) capacity = 1024; // libgpiod's limit for a user-space buffer
+    if (capacity > BL_GPIOD_V2_MAX_EVENT_BUFFER) capacity = BL_GPIOD_V2_MAX_EVENT_BUFFER; // libgpiod's limit too
     struct gpiod_request_config *rc = gpiod_request_config_new();
     struct gpiod_line_config *lc = make_line_config(lines, num_lines, BL_GPIOD_OP_REQUEST, err);
     if (!rc || !lc) {
@@ -177,7 +235,8 @@ bl_gpiod_request *bl_gpiod_request_lines(bl_gpiod_chip *chip, const char *consum
         return NULL;
     }
     gpiod_request_config_set_consumer(rc, consumer);
-    gpiod_request_config_set_event_buffer_size(rc, capacity);
+    // The kernel's kfifo needs at least 2 (a buffer of 1 fails with EINVAL).
+    gpiod_request_config_set_event_buffer_size(rc, capacity < 2 ? 2 : capacity);
     errno = 0;
     r->request = gpiod_chip_request_lines(chip->chip, rc, lc);
     int e = errno;

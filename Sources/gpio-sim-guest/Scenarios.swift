@@ -153,57 +153,124 @@ enum Scenarios {
 
     // MARK: 2. A burst larger than the kernel buffer while the mode is held
 
+    /// Toggles each of `lines` `perLine` times, interleaved, settling the
+    /// kernel after each; every line ends high when `perLine` is odd.
+    static func toggle(_ sim: SimBank, _ lines: [UInt32], perLine: Int) {
+        for k in 0..<perLine {
+            for o in lines {
+                sim.pull(o, up: k % 2 == 0)
+                settleKernel()
+            }
+        }
+    }
+
     static func overflow(_ sim: SimBank) throws -> String {
         let chip = try GPIOChip(sim.label)
-        let line: UInt32 = 23
-        sim.pull(line, up: false)
+        let backend = LibgpiodBackend.shared
+        let lines: [UInt32] = [23, 28]
+        for o in lines { sim.pull(o, up: false) }
         let held: RunLoopMode = "gpio-sim.held"
-        // A 16-event buffer: 1.6's kernel FIFO is 16 per line anyway; with
-        // 2.x this sets the request's kernel buffer to 16 as well.
-        let req = try chip.request(.offset(line), .input(edges: .both), eventBufferCapacity: 16)
+        // A 16-event buffer: with 2.x the request's kernel buffer (for both
+        // lines together); 1.6 keeps 16 per line whatever is asked.
+        let capacity = 16
+        let req = try chip.request(lines.map { LineSelector.offset($0) }, .input(edges: .both), eventBufferCapacity: capacity)
         let loop = try RunLoop()
-        var delivered = 0
+        var got: [EdgeEvent] = []
         var lostInBatches: UInt64 = 0
         var overflowBatches = 0
         try req.schedule(on: loop, mode: held) { batch in
-            delivered += batch.count
+            for e in batch { got.append(e) }
             lostInBatches += batch.lostEvents
             if batch.overflowSuspected { overflowBatches += 1 }
         }
         var ticks = 0
         try loop.add(RunLoopTimer(fireAt: loop.now, interval: .milliseconds(10)) { _ in ticks += 1 }, mode: .default)
 
-        let burst = 41 // odd: the line ends high, the 16 kept events end with a falling edge
-        for k in 0..<burst {
-            sim.pull(line, up: k % 2 == 0)
-            settleKernel()
-        }
+        let perLine = 41 // odd: each line ends high
+        let total = perLine * lines.count
+        toggle(sim, lines, perLine: perLine)
         try run(loop, .default, for: .milliseconds(100))
-        try require(delivered == 0, "\(delivered) events dispatched while only the default mode ran")
+        try require(got.isEmpty, "\(got.count) events dispatched while only the default mode ran")
         try require(ticks > 0, "the default mode did not run")
         try run(loop, held, for: .milliseconds(300))
-        let level = try req.value()
+        let levels = try req.readValues()
         let stats = req.statistics
-        try require(level, "the line should end high after \(burst) toggles")
-        if req.capabilities.contains(.sequenceNumbers) {
-            // libgpiod 2.x: the gap in the sequence numbers counts the loss.
-            try require(stats.lostEvents > 0, "no loss reported for \(burst) edges (\(delivered) delivered)")
+        try require(levels == [true, true], "both lines should end high after \(perLine) toggles each, read \(levels)")
+        let kernelBuffer = backend.kernelEventBuffer(lines: lines.count, eventBufferCapacity: capacity)
+        let perLineGot = lines.map { o in got.filter { $0.offset == o }.count }
+        if req.lossCounting == .exact {
+            // libgpiod 2.x: the request's kernel buffer kept the newest
+            // `kernelBuffer` events; the gaps in the sequence numbers count
+            // every other one, in total and per line.
+            try require(got.count == kernelBuffer, "\(got.count) delivered, expected the kernel buffer's \(kernelBuffer)")
             try require(
-                UInt64(delivered) + stats.lostEvents == UInt64(burst),
-                "delivered \(delivered) + lost \(stats.lostEvents) != \(burst) edges")
-            return "\(burst) edges while the mode was held: \(delivered) delivered, \(stats.lostEvents) lost, "
-                + "counted exactly from sequence numbers (libgpiod \(LibgpiodBackend.shared.libraryVersion))"
+                UInt64(got.count) + stats.lostEvents == UInt64(total) && lostInBatches == stats.lostEvents,
+                "delivered \(got.count) + lost \(stats.lostEvents) (batches \(lostInBatches)) != \(total) edges")
+            var perLineLost: [UInt64] = []
+            for (k, o) in lines.enumerated() {
+                let lost = try req.lostEvents(.offset(o))
+                perLineLost.append(lost)
+                try require(
+                    UInt64(perLineGot[k]) + lost == UInt64(perLine),
+                    "line \(o): delivered \(perLineGot[k]) + lost \(lost) != \(perLine)")
+                let last = got.last { $0.offset == o }
+                try require(last?.lineSequence == UInt64(perLine), "line \(o): last line sequence \(String(describing: last?.lineSequence)), expected \(perLine)")
+            }
+            try require(got.last?.globalSequence == UInt64(total), "last global sequence \(String(describing: got.last?.globalSequence)), expected \(total)")
+            return "\(total) edges on \(lines.count) lines (\(perLine) each) while the mode was held, kernel buffer \(kernelBuffer): "
+                + "\(got.count) delivered, \(stats.lostEvents) lost = \(total - got.count) exactly (global sequence "
+                + "1...\(total)); per line \(lines.map(String.init)) delivered \(perLineGot) + lost \(perLineLost) = \(perLine) each "
+                + "(line sequence numbers); default mode ran \(ticks) ticks meanwhile"
         }
         // libgpiod 1.6: the v1 FIFO keeps 16 per line and drops newer edges
         // without a trace; what shows is the full FIFO and a level that
         // disagrees with the last kept edge.
-        try require(delivered == 16, "\(delivered) delivered, expected the kernel FIFO's 16")
-        try require(stats.suspectedOverflows >= 1 && overflowBatches >= 1, "the full FIFO was not reported")
-        try require(stats.lostEvents >= 1 && lostInBatches >= 1, "no loss reported though the level disagrees")
-        return "\(burst) edges while the mode was held: \(delivered) delivered (the v1 kernel FIFO's 16 per line), "
-            + "full FIFO reported (suspectedOverflows \(stats.suspectedOverflows)), \(stats.lostEvents) lost proven by "
-            + "the line's level; libgpiod 1.6 cannot count the other \(burst - 16 - Int(stats.lostEvents)) (documented "
-            + "limit, docs/gpio.md); default mode ran \(ticks) ticks meanwhile"
+        try require(perLineGot == [16, 16], "delivered per line \(perLineGot), expected the kernel FIFO's 16 each")
+        try require(stats.suspectedOverflows >= 2 && overflowBatches >= 1, "the full FIFOs were not reported (\(stats.suspectedOverflows))")
+        try require(stats.lostEvents >= 2 && lostInBatches >= 2, "no loss proven on each line though the levels disagree")
+        for o in lines { try require(try req.lostEvents(.offset(o)) >= 1, "no loss proven on line \(o)") }
+        return "\(total) edges on \(lines.count) lines (\(perLine) each) while the mode was held: \(got.count) delivered "
+            + "(the v1 kernel FIFO's 16 per line), full FIFOs reported (suspectedOverflows \(stats.suspectedOverflows)), "
+            + "\(stats.lostEvents) lost proven by the lines' levels (a lower bound); libgpiod 1.6 cannot count the other "
+            + "\(total - got.count - Int(stats.lostEvents)) (documented limit, docs/gpio.md); default mode ran \(ticks) ticks meanwhile"
+    }
+
+    // MARK: 2b. The event buffer size setting
+
+    static func eventBuffer(_ sim: SimBank) throws -> String {
+        let chip = try GPIOChip(sim.label)
+        let backend = LibgpiodBackend.shared
+        let line: UInt32 = 29
+        sim.pull(line, up: false)
+        let held: RunLoopMode = "gpio-sim.held"
+        var figures: [String] = []
+        for capacity in [48, 2] {
+            let req = try chip.request(.offset(line), .input(edges: .both), eventBufferCapacity: capacity)
+            let loop = try RunLoop()
+            var delivered = 0
+            try req.schedule(on: loop, mode: held) { delivered += $0.count }
+            let edges = 80
+            toggle(sim, [line], perLine: edges)
+            try run(loop, held, for: .milliseconds(300))
+            let kernelBuffer = backend.kernelEventBuffer(lines: 1, eventBufferCapacity: capacity)
+            let lost = req.statistics.lostEvents
+            if backend.capabilities.contains(.eventBufferSize) {
+                try require(delivered == kernelBuffer, "capacity \(capacity): \(delivered) delivered, expected the kernel's \(kernelBuffer)")
+                try require(UInt64(delivered) + lost == UInt64(edges), "capacity \(capacity): \(delivered) + \(lost) lost != \(edges)")
+            } else {
+                try require(delivered == 16 && kernelBuffer == 16, "capacity \(capacity): \(delivered) delivered, expected 1.6's fixed 16")
+            }
+            figures.append(
+                "eventBufferCapacity \(capacity) -> \(delivered) of \(edges) kept, \(lost) counted lost"
+                    + (req.statistics.suspectedOverflows > 0 ? " (full FIFO reported)" : ""))
+            req.release()
+            sim.pull(line, up: false)
+            settleKernel()
+        }
+        let rule = backend.capabilities.contains(.eventBufferSize)
+            ? "the kernel rounds the size up to a power of two, at least 2"
+            : "libgpiod 1.6: 16 per line, the setting only sizes the read"
+        return figures.joined(separator: "; ") + " (\(rule))"
     }
 
     // MARK: 3. Hot-unplug
@@ -308,39 +375,159 @@ enum Scenarios {
             + "on \(lines.count) lines delivered in order when the custom mode ran"
     }
 
-    // MARK: 6. Software debounce on a real kernel (libgpiod 1.6)
+    // MARK: 6. Debounce on a real kernel: the kernel's (2.x) or the loop's (1.6)
 
     static func debounce(_ sim: SimBank) throws -> String {
         let chip = try GPIOChip(sim.label)
         let line: UInt32 = 21
+        let period = Duration.milliseconds(20)
         sim.pull(line, up: false)
-        let req = try chip.request(.offset(line), .input(edges: .both, bias: .pullDown, debounce: .milliseconds(20)))
+        let req = try chip.request(.offset(line), .input(edges: .both, bias: .pullDown, debounce: period))
+        let kernel = req.capabilities.debouncing == .kernel
+        let info = try chip.lineInfo(.offset(line))
+        if kernel {
+            try require(info.debounce == period, "line info says debounce \(info.debounce), expected \(period) in the kernel")
+        } else {
+            try require(info.debounce == .zero, "line info says kernel debounce \(info.debounce) under 1.6")
+        }
         let loop = try RunLoop()
         var got: [EdgeEvent] = []
+        var entries: [MonotonicInstant] = []
         try req.schedule(on: loop) { batch in
-            for e in batch { got.append(e) }
+            for e in batch {
+                got.append(e)
+                entries.append(batch.handlerEntry)
+            }
         }
         let presses = 3
+        var lastWrites: [MonotonicInstant] = [] // just before the last bounce of each group
         var trace: [String] = []
+        func bounce(_ levels: [Bool]) {
+            for (k, up) in levels.enumerated() {
+                if k == levels.count - 1 { lastWrites.append(MonotonicInstant.now) }
+                sim.pull(line, up: up)
+                settleKernel()
+            }
+        }
         for _ in 0..<presses {
-            for up in [true, false, true, false, true] { // a bouncy press
-                sim.pull(line, up: up)
-                settleKernel()
-            }
-            try run(loop, for: .milliseconds(60))
-            trace.append("after press: read \(req.statistics.read) got \(got.count) value \((try? req.value()) ?? false) sim \(sim.value(line) ?? -1)")
-            for up in [false, true, false] { // a bouncy release
-                sim.pull(line, up: up)
-                settleKernel()
-            }
-            try run(loop, for: .milliseconds(60))
-            trace.append("after release: read \(req.statistics.read) got \(got.count) value \((try? req.value()) ?? false) sim \(sim.value(line) ?? -1)")
+            bounce([true, false, true, false, true]) // a bouncy press
+            try run(loop, for: .milliseconds(80))
+            trace.append("after press: read \(req.statistics.read) got \(got.count)")
+            bounce([false, true, false]) // a bouncy release
+            try run(loop, for: .milliseconds(80))
+            trace.append("after release: read \(req.statistics.read) got \(got.count)")
         }
         let edges = got.map(\.edge)
         let expected = (0..<presses).flatMap { _ in [GPIOEdge.rising, .falling] }
         try require(edges == expected, "debounced edges \(edges), expected \(expected); \(trace)")
+        // From the last bounce to the handler, and where the timestamp lies.
+        let delays = zip(lastWrites, entries).map { $1 - $0 }
+        let stampOffsets = zip(lastWrites, got).map { $1.timestamp > $0 ? $1.timestamp - $0 : .zero - ($0 - $1.timestamp) }
+        // The kernel counts the period in jiffies: its delayed work runs when
+        // jiffies reach the target, up to one tick (10 ms at HZ=100) early in
+        // real time. The loop's timers are exact.
+        let tick = kernel ? Duration.milliseconds(10) : .zero
+        try require(delays.allSatisfy { $0 >= period - tick }, "an edge was reported before the period ended: \(delays.map(\.ms))")
+        let figures = "last bounce -> handler \(delays.min()!.ms)...\(delays.max()!.ms)"
+        if kernel {
+            // The kernel debounced: the loop swallowed nothing, and each event
+            // is stamped when the kernel confirmed the level.
+            try require(req.statistics.read == UInt64(got.count) && req.statistics.debounced == 0,
+                "the loop saw \(req.statistics.read) raw edges, expected the kernel's \(got.count)")
+            try require(stampOffsets.allSatisfy { $0 >= period - tick }, "kernel timestamps not after the period: \(stampOffsets.map(\.ms))")
+            return "\(presses) bouncy presses and releases (24 raw edges at the pin) -> \(got.count) edges from the kernel "
+                + "(debounce_period_us \(period.ms); line info reports it), none seen by the loop; \(figures); timestamp = "
+                + "when the kernel confirmed the level: last bounce + \(stampOffsets.min()!.ms)...\(stampOffsets.max()!.ms)"
+        }
+        try require(req.statistics.read == 24, "the loop read \(req.statistics.read) raw edges, expected 24")
+        try require(
+            stampOffsets.allSatisfy { $0 >= .zero && $0 < period },
+            "software-debounced timestamps are not those of the last bounce: \(stampOffsets.map(\.ms))")
         return "\(presses) bouncy presses and releases (\(req.statistics.read) raw edges) -> \(got.count) debounced edges, "
-            + "\(req.statistics.debounced) swallowed, software debounce on the loop (20 ms)"
+            + "\(req.statistics.debounced) swallowed, software debounce on the loop (\(period.ms)); \(figures); timestamp = "
+            + "the edge that began the level (latency includes the period)"
+    }
+
+    // MARK: 7. Line info by name, the event clock, active-low on a real kernel
+
+    static func lineInfo(_ sim: SimBank) throws -> String {
+        let chip = try GPIOChip(sim.label)
+        let v2 = LibgpiodBackend.shared.apiVersion == 2
+        sim.pull(17, up: true)
+        let req = try chip.request(
+            "BUTTON", .input(edges: .falling, bias: .pullUp, activeLow: true, debounce: .milliseconds(5)), consumer: "guest-info")
+        defer { req.release() }
+        let info = try chip.lineInfo("BUTTON")
+        try require(info.offset == 17 && info.name == "BUTTON", "lineInfo(BUTTON) is \(info)")
+        try require(info.used && info.consumer == "guest-info", "consumer '\(info.consumer)', used \(info.used)")
+        try require(info.direction == .input && info.activeLow && info.bias == .pullUp, "info \(info)")
+        if v2 {
+            try require(info.edgeDetection == .falling, "edge detection \(String(describing: info.edgeDetection))")
+            try require(info.debounce == .milliseconds(5), "debounce \(info.debounce)")
+            try require(info.eventClock == .monotonic, "event clock \(String(describing: info.eventClock))")
+        } else {
+            // v1 line info has no edge, debounce or clock; the request does the debouncing.
+            try require(info.edgeDetection == nil && info.debounce == .zero && info.eventClock == nil, "1.6 info \(info)")
+        }
+        // The event clock: timestamps are CLOCK_MONOTONIC, between readings taken around the edge.
+        let loop = try RunLoop()
+        var got: [EdgeEvent] = []
+        try req.schedule(on: loop) { for e in $0 { got.append(e) } }
+        sim.pull(17, up: false) // active-low: a falling wire is a rising logical edge, not reported
+        try run(loop, for: .milliseconds(30)) // longer than the debounce period
+        let before = MonotonicInstant.now
+        sim.pull(17, up: true) // the logical falling edge
+        let after = MonotonicInstant.now
+        try run(loop, timeout: .seconds(5)) { !got.isEmpty }
+        try run(loop, for: .milliseconds(50))
+        try require(got.count == 1 && got[0].edge == .falling, "events \(got), expected one logical falling edge")
+        try require(got[0].timestamp >= before, "timestamp \(got[0].timestamp) before the edge (\(before)): not CLOCK_MONOTONIC")
+        try require(got[0].timestamp <= after + .milliseconds(50), "timestamp \(got[0].timestamp) long after \(after)")
+        let out = try chip.lineInfo("LED")
+        try require(out.offset == 27, "LED at \(out.offset)")
+        return "lineInfo(\"BUTTON\") via the chip: offset 17, consumer 'guest-info', input, active-low, pull-up"
+            + (v2 ? ", edges falling, debounce 5 ms, event clock monotonic" : " (1.6 info: no edge/debounce/clock)")
+            + "; the logical falling edge stamped on CLOCK_MONOTONIC within the toggling window"
+    }
+
+    static func activeLow(_ sim: SimBank) throws -> String {
+        let chip = try GPIOChip(sim.label)
+        let input: UInt32 = 30
+        let output: UInt32 = 31
+        sim.pull(input, up: false)
+        let req = try chip.request(
+            [(.offset(input), .input(edges: .both, activeLow: true)), (.offset(output), .output(true, activeLow: true))])
+        defer { req.release() }
+        for o in [input, output] {
+            try require(try chip.lineInfo(.offset(o)).activeLow, "line \(o) is not active-low in the kernel's line info")
+        }
+        // Output: logical 1 drives the wire low, logical 0 high.
+        let w1 = sim.value(output)
+        try req.setValue(false, .offset(output))
+        let w0 = sim.value(output)
+        try req.setValue(true, .offset(output))
+        let w1b = sim.value(output)
+        try require(w1 == 0 && w0 == 1 && w1b == 0, "active-low output: logical 1/0/1 gave wire \(String(describing: w1))/\(String(describing: w0))/\(String(describing: w1b)), expected 0/1/0")
+        // Input: a low wire reads 1; pulling it up is a logical falling edge.
+        let low = try req.value(.offset(input))
+        let loop = try RunLoop()
+        var got: [EdgeEvent] = []
+        try req.schedule(on: loop) { for e in $0 { got.append(e) } }
+        sim.pull(input, up: true)
+        settleKernel()
+        sim.pull(input, up: false)
+        try run(loop, timeout: .seconds(5)) { got.count >= 2 }
+        let high = try { () throws -> Bool in
+            sim.pull(input, up: true)
+            settleKernel()
+            return try req.value(.offset(input))
+        }()
+        try run(loop, for: .milliseconds(50))
+        try require(low == true && high == false, "active-low input read \(low) with the wire low, \(high) with it high")
+        let edges = got.prefix(2).map(\.edge)
+        try require(edges == [.falling, .rising], "active-low input edges \(edges), expected falling (wire up) then rising (wire down)")
+        return "output \(output) active-low: logical 1/0/1 -> sim_gpio\(output)/value 0/1/0; input \(input) active-low: "
+            + "wire low reads 1, high reads 0, wire up/down -> logical falling/rising; line info says active-low for both"
     }
 
     // MARK: 5. Edge-to-handler latency

@@ -1,9 +1,11 @@
 // gpio-sim-guest: proves the libgpiod path end to end on a kernel with
-// gpio-sim (issue 5), inside a qemu guest or on a laptop after
-// scripts/gpio-sim-up.sh. Runs the five scenarios of issue 5 (engine and
-// libgpiod, a held burst overflowing the kernel buffer, hot-unplug, a custom
-// mode, latency) and software debounce on the real kernel. Prints one line
-// per scenario:
+// gpio-sim, inside a qemu guest or on a laptop after scripts/gpio-sim-up.sh,
+// built against libgpiod 1.6 or 2.x (each scenario asserts its branch's own
+// behaviour): engine and libgpiod, a custom mode, a held burst overflowing
+// the kernel buffer (loss counted exactly by sequence numbers on 2.x, a
+// lower bound on 1.6), the event buffer size, debounce (the kernel's on 2.x,
+// the loop's on 1.6), line info by name and the event clock, active-low
+// input and output, latency, hot-unplug. Prints one line per scenario:
 //
 //   PASS name: figures
 //   FAIL name: why
@@ -20,7 +22,10 @@ import Boardloop
 import BoardloopGPIO
 import Glibc
 
-let scenarioNames = ["engine-libgpiod", "custom-mode", "overflow", "debounce", "latency", "hot-unplug"]
+let scenarioNames = [
+    "engine-libgpiod", "custom-mode", "overflow", "event-buffer", "debounce", "line-info", "active-low", "latency",
+    "hot-unplug",
+]
 
 struct Options {
     var only: Set<String>?
@@ -82,7 +87,10 @@ func main() -> Int32 {
     attempt("engine-libgpiod") { try Scenarios.engineAndLibgpiod(sim0) }
     attempt("custom-mode") { try Scenarios.customMode(sim0) }
     attempt("overflow") { try Scenarios.overflow(sim0) }
+    attempt("event-buffer") { try Scenarios.eventBuffer(sim0) }
     attempt("debounce") { try Scenarios.debounce(sim0) }
+    attempt("line-info") { try Scenarios.lineInfo(sim0) }
+    attempt("active-low") { try Scenarios.activeLow(sim0) }
     attempt("latency") { try Scenarios.latency(sim0, edges: options.latencyEdges) }
     // Last: taking a device down may take sim0 with it if they share a device.
     attempt("hot-unplug") {

@@ -12,7 +12,7 @@ final class GPIOAllocationTests: XCTestCase {
     func testEdgeEventsAllocateNothingInSteadyState() throws {
         try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked (ThreadSanitizer build)")
         let loop = try RunLoop()
-        let chip = MockChip(label: "alloc", lineCount: 8)
+        let chip = try MockChip(label: "alloc", lineCount: 8)
         let gpio = try chip.open()
         let req = try gpio.request([1, 2], .input(edges: .both))
         let led = try gpio.request(3, .output(false))
@@ -27,8 +27,8 @@ final class GPIOAllocationTests: XCTestCase {
         var level = false
         func round() throws {
             level.toggle()
-            chip.setLevel(1, level)
-            chip.setLevel(2, level)
+            try chip.setLevel(1, level)
+            try chip.setLevel(2, level)
             try led.setValue(level)
             _ = try loop.run(mode: .default, timeout: .zero)
         }
@@ -48,7 +48,7 @@ final class GPIOAllocationTests: XCTestCase {
         try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked (ThreadSanitizer build)")
         let clock = ManualClock()
         let loop = try RunLoop(clock: .manual(clock))
-        let chip = MockChip(label: "alloc", lineCount: 8, eventModel: .v1, clock: .manual(clock))
+        let chip = try MockChip(label: "alloc", lineCount: 8, eventModel: .v1, clock: .manual(clock))
         let req = try chip.open().request(1, .input(edges: .both, debounce: .milliseconds(5)))
         var reported = 0
         try req.schedule(on: loop) { batch in reported += batch.count }
@@ -63,11 +63,11 @@ final class GPIOAllocationTests: XCTestCase {
         }
         func press() throws {
             // A bouncy press and a bouncy release: 5 edges each.
-            chip.burst(1, edges: 5, spacing: .microseconds(100))
+            try chip.burst(1, edges: 5, spacing: .microseconds(100))
             _ = try loop.run(mode: .default, timeout: .zero)
             moveClock(.milliseconds(10))
             _ = try loop.run(mode: .default, timeout: .zero)
-            chip.burst(1, edges: 5, spacing: .microseconds(100))
+            try chip.burst(1, edges: 5, spacing: .microseconds(100))
             _ = try loop.run(mode: .default, timeout: .zero)
             moveClock(.milliseconds(10))
             _ = try loop.run(mode: .default, timeout: .zero)

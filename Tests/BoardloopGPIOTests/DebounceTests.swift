@@ -22,7 +22,7 @@ final class DebounceTests: XCTestCase {
         let rig = try ManualRig()
         let (req, log) = try makeButton(rig)
         // Contact bounce: 7 edges 300 µs apart, ending high.
-        rig.chip.burst(17, edges: 7, spacing: .microseconds(300), from: rig.at(ms: 0))
+        try rig.chip.burst(17, edges: 7, spacing: .microseconds(300), from: rig.at(ms: 0))
         try rig.settle()
         XCTAssertEqual(log.events.count, 0, "nothing before the level has held for the period")
         try rig.advance(ms: 5)
@@ -34,7 +34,7 @@ final class DebounceTests: XCTestCase {
         XCTAssertEqual(req.statistics.debounced, 6, "six raw edges were swallowed")
         XCTAssertEqual(req.statistics.read, 7)
         // The release, also bouncy, gives one falling edge.
-        rig.chip.burst(17, edges: 5, spacing: .microseconds(200), from: rig.at(ms: 40))
+        try rig.chip.burst(17, edges: 5, spacing: .microseconds(200), from: rig.at(ms: 40))
         try rig.advance(ms: 40)
         XCTAssertEqual(log.edges, [.rising, .falling])
         XCTAssertEqual(log.events[1].timestamp, rig.at(ms: 40) + .microseconds(800))
@@ -43,7 +43,7 @@ final class DebounceTests: XCTestCase {
     func testTheReportComesAtExactlyThePeriod() throws {
         let rig = try ManualRig()
         let (_, log) = try makeButton(rig)
-        rig.chip.setLevel(17, true, at: rig.at(ms: 0))
+        try rig.chip.setLevel(17, true, at: rig.at(ms: 0))
         try rig.settle()
         try rig.loop.advanceManualClock(by: period - .nanoseconds(1))
         XCTAssertEqual(log.events.count, 0, "1 ns before the period: not yet")
@@ -55,12 +55,12 @@ final class DebounceTests: XCTestCase {
     func testAGlitchShorterThanThePeriodYieldsNothing() throws {
         let rig = try ManualRig()
         let (req, log) = try makeButton(rig)
-        rig.chip.pulse(17, width: .milliseconds(9), at: rig.at(ms: 0))
+        try rig.chip.pulse(17, width: .milliseconds(9), at: rig.at(ms: 0))
         try rig.advance(ms: 100)
         XCTAssertEqual(log.events.count, 0)
         XCTAssertEqual(req.statistics.debounced, 2)
         // Many glitches in a row: still nothing.
-        for k in 0..<20 { rig.chip.pulse(17, width: .milliseconds(3), at: rig.at(ms: 200 + Int64(k) * 5)) }
+        for k in 0..<20 { try rig.chip.pulse(17, width: .milliseconds(3), at: rig.at(ms: 200 + Int64(k) * 5)) }
         try rig.advance(ms: 400)
         XCTAssertEqual(log.events.count, 0)
         XCTAssertEqual(try req.value(17), false)
@@ -69,7 +69,7 @@ final class DebounceTests: XCTestCase {
     func testAPulseJustLongerThanThePeriodGivesBothEdges() throws {
         let rig = try ManualRig()
         let (_, log) = try makeButton(rig)
-        rig.chip.pulse(17, width: .milliseconds(11), at: rig.at(ms: 0))
+        try rig.chip.pulse(17, width: .milliseconds(11), at: rig.at(ms: 0))
         try rig.advance(ms: 50)
         XCTAssertEqual(log.edges, [.rising, .falling])
         XCTAssertEqual(log.timestamps, [rig.at(ms: 0), rig.at(ms: 11)].map(\.nanoseconds))
@@ -81,10 +81,10 @@ final class DebounceTests: XCTestCase {
         // counts even though both are read at once, later.
         let rig = try ManualRig()
         let (_, log) = try makeButton(rig)
-        rig.chip.setLevel(17, true, at: rig.at(ms: 0))
-        rig.chip.setLevel(17, false, at: rig.at(ms: 20))
-        rig.chip.setLevel(17, true, at: rig.at(ms: 22)) // a glitch back up
-        rig.chip.setLevel(17, false, at: rig.at(ms: 23))
+        try rig.chip.setLevel(17, true, at: rig.at(ms: 0))
+        try rig.chip.setLevel(17, false, at: rig.at(ms: 20))
+        try rig.chip.setLevel(17, true, at: rig.at(ms: 22)) // a glitch back up
+        try rig.chip.setLevel(17, false, at: rig.at(ms: 23))
         rig.clock.advance(by: .milliseconds(30))
         try rig.settle()
         XCTAssertEqual(log.edges, [.rising], "the first level held; the rest is still within its period")
@@ -96,11 +96,11 @@ final class DebounceTests: XCTestCase {
     func testRisingOnlyStillDebouncesOnTheLevel() throws {
         let rig = try ManualRig()
         let (_, log) = try makeButton(rig, edges: .rising)
-        rig.chip.burst(17, edges: 3, spacing: .microseconds(100), from: rig.at(ms: 0)) // ends high
+        try rig.chip.burst(17, edges: 3, spacing: .microseconds(100), from: rig.at(ms: 0)) // ends high
         try rig.advance(ms: 20)
-        rig.chip.burst(17, edges: 3, spacing: .microseconds(100), from: rig.at(ms: 30)) // ends low
+        try rig.chip.burst(17, edges: 3, spacing: .microseconds(100), from: rig.at(ms: 30)) // ends low
         try rig.advance(ms: 20)
-        rig.chip.setLevel(17, true, at: rig.at(ms: 60))
+        try rig.chip.setLevel(17, true, at: rig.at(ms: 60))
         try rig.advance(ms: 30)
         XCTAssertEqual(log.edges, [.rising, .rising], "falling edges are debounced but not reported")
         XCTAssertEqual(log.timestamps, [rig.at(ms: 0) + .microseconds(200), rig.at(ms: 60)].map(\.nanoseconds))
@@ -108,10 +108,10 @@ final class DebounceTests: XCTestCase {
 
     func testDebounceWithActiveLowWorksOnLogicalLevels() throws {
         let rig = try ManualRig()
-        rig.chip.setLevel(17, true) // idle high (pull-up), button pulls low
+        try rig.chip.setLevel(17, true) // idle high (pull-up), button pulls low
         let (req, log) = try makeButton(rig, activeLow: true)
         XCTAssertEqual(try req.value(17), false, "idle: high wire, logical 0")
-        rig.chip.burst(17, edges: 5, spacing: .microseconds(100), from: rig.at(ms: 0)) // ends low: pressed
+        try rig.chip.burst(17, edges: 5, spacing: .microseconds(100), from: rig.at(ms: 0)) // ends low: pressed
         try rig.advance(ms: 20)
         XCTAssertEqual(log.edges, [.rising], "pressing (wire low) is a logical rising edge")
         XCTAssertEqual(try req.value(17), true)
@@ -122,9 +122,9 @@ final class DebounceTests: XCTestCase {
         let req = try rig.gpio.request([4, 17], .input(edges: .both, debounce: period))
         let log = EventLog()
         try req.schedule(on: rig.loop) { log.record($0) }
-        rig.chip.setLevel(4, true, at: rig.at(ms: 0))
-        rig.chip.pulse(17, width: .milliseconds(2), at: rig.at(ms: 1)) // glitch on 17
-        rig.chip.setLevel(17, true, at: rig.at(ms: 5))
+        try rig.chip.setLevel(4, true, at: rig.at(ms: 0))
+        try rig.chip.pulse(17, width: .milliseconds(2), at: rig.at(ms: 1)) // glitch on 17
+        try rig.chip.setLevel(17, true, at: rig.at(ms: 5))
         try rig.advance(ms: 50)
         XCTAssertEqual(log.offsets, [4, 17])
         XCTAssertEqual(log.timestamps, [rig.at(ms: 0), rig.at(ms: 5)].map(\.nanoseconds))
@@ -138,7 +138,7 @@ final class DebounceTests: XCTestCase {
         try req.schedule(on: rig.loop, mode: quiet) { log.record($0) }
         // Something to keep the default mode running.
         try rig.loop.add(RunLoopTimer(fireAt: .distantFuture) { _ in }, mode: .default)
-        rig.chip.setLevel(17, true, at: rig.at(ms: 0))
+        try rig.chip.setLevel(17, true, at: rig.at(ms: 0))
         try rig.advance(ms: 50, .default)
         XCTAssertEqual(log.events.count, 0, "the request is only in the quiet mode")
         try rig.advance(ms: 0, quiet)

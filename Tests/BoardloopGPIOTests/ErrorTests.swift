@@ -50,7 +50,7 @@ final class ErrorTests: XCTestCase {
     func testBusyLineNamesTheConsumer() throws {
         let rig = try ManualRig()
         // Held by another program.
-        rig.chip.hold(17, consumer: "gpioset")
+        try rig.chip.hold(17, consumer: "gpioset")
         assertGPIOError(try rig.gpio.request("BUTTON", .input())) { error in
             guard case let .lineBusy(line, consumer) = error else { return false }
             return line.offset == 17 && line.name == "BUTTON" && consumer == "gpioset"
@@ -58,7 +58,7 @@ final class ErrorTests: XCTestCase {
                 && error.description.contains("'gpioset'")
         }
         XCTAssertEqual(try rig.gpio.lineInfo(17).consumer, "gpioset")
-        rig.chip.unhold(17)
+        try rig.chip.unhold(17)
         // Held by a request of ours with its own consumer name.
         let first = try rig.gpio.request(17, .input(), consumer: "doorbell")
         assertGPIOError(try rig.gpio.request([16, 17], .input())) { error in
@@ -72,7 +72,7 @@ final class ErrorTests: XCTestCase {
     }
 
     func testPermissionDeniedSaysWhichGroupToJoin() throws {
-        let chip = MockChip(label: "locked", lineCount: 4)
+        let chip = try MockChip(label: "locked", lineCount: 4)
         chip.denyAccess = true
         assertGPIOError(try chip.open()) { error in
             guard case .permissionDenied(chip: "gpiochip0", path: "mock:gpiochip0", group: "gpio") = error else { return false }
@@ -144,10 +144,10 @@ final class ErrorTests: XCTestCase {
         nonisolated(unsafe) var caught: GPIOError?
         nonisolated(unsafe) let r = req
         let loop = rig.loop
-        let t = JoinableThread {
+        let t = BoundedThread {
             do throws(GPIOError) { try r.schedule(on: loop) { _ in } } catch { caught = error }
         }
-        t.join()
+        guard t.join(within: .seconds(5)) else { return }
         guard case .runLoop(.notOwner)? = caught else { return XCTFail("got \(String(describing: caught))") }
     }
 

@@ -15,7 +15,7 @@ final class FaultTests: XCTestCase {
         var ticks = 0
         try rig.loop.add(RunLoopTimer(fireAt: rig.at(ms: 10), interval: .milliseconds(10)) { _ in ticks += 1 }, mode: .default)
 
-        rig.chip.setLevel(17, true, at: rig.at(ms: 1))
+        try rig.chip.setLevel(17, true, at: rig.at(ms: 1))
         try rig.advance(ms: 5)
         rig.chip.vanish()
         try rig.advance(ms: 50)
@@ -43,7 +43,7 @@ final class FaultTests: XCTestCase {
         let again = try GPIOChip("test-chip", backend: rig.board).request(17, .input(edges: .both))
         let log2 = EventLog()
         try again.schedule(on: rig.loop) { log2.record($0) }
-        rig.chip.setLevel(17, false, at: rig.at(ms: 60))
+        try rig.chip.setLevel(17, false, at: rig.at(ms: 60))
         try rig.advance(ms: 10)
         XCTAssertEqual(log2.edges, [.falling])
     }
@@ -72,9 +72,9 @@ final class FaultTests: XCTestCase {
         let req = try rig.gpio.request(17, .input(edges: .both))
         let log = EventLog()
         try req.schedule(on: rig.loop) { log.record($0) }
-        rig.chip.setLevel(17, true, at: rig.at(ms: 0))
+        try rig.chip.setLevel(17, true, at: rig.at(ms: 0))
         try rig.settle() // seen #1
-        rig.chip.burst(17, edges: 40, spacing: .microseconds(10), from: rig.at(ms: 1))
+        try rig.chip.burst(17, edges: 40, spacing: .microseconds(10), from: rig.at(ms: 1))
         try rig.settle()
         XCTAssertEqual(log.events.count, 17)
         XCTAssertEqual(log.lost, 24)
@@ -93,7 +93,7 @@ final class FaultTests: XCTestCase {
         let req = try rig.gpio.request(17, .input(edges: .both))
         let log = EventLog()
         try req.schedule(on: rig.loop) { log.record($0) }
-        rig.chip.burst(17, edges: 50, spacing: .microseconds(10), from: rig.at(ms: 1))
+        try rig.chip.burst(17, edges: 50, spacing: .microseconds(10), from: rig.at(ms: 1))
         try rig.settle()
         XCTAssertEqual(log.events.count, 16)
         XCTAssertEqual(log.events.first?.globalSequence, 35)
@@ -107,9 +107,9 @@ final class FaultTests: XCTestCase {
         let req = try rig.gpio.request([4, 17], .input(edges: .both))
         let log = EventLog()
         try req.schedule(on: rig.loop) { log.record($0) }
-        rig.chip.setLevel(4, true)
-        rig.chip.dropEvents(17, count: 3)
-        rig.chip.setLevel(17, true)
+        try rig.chip.setLevel(4, true)
+        try rig.chip.dropEvents(17, count: 3)
+        try rig.chip.setLevel(17, true)
         try rig.settle()
         XCTAssertEqual(log.offsets, [4, 17])
         XCTAssertEqual(log.lost, 3)
@@ -125,7 +125,7 @@ final class FaultTests: XCTestCase {
         let req = try rig.gpio.request(17, .input(edges: .both))
         let log = EventLog()
         try req.schedule(on: rig.loop) { log.record($0) }
-        rig.chip.burst(17, edges: 41, spacing: .microseconds(10), from: rig.at(ms: 0)) // ends high
+        try rig.chip.burst(17, edges: 41, spacing: .microseconds(10), from: rig.at(ms: 0)) // ends high
         try rig.settle()
         XCTAssertEqual(log.events.count, 16, "the FIFO kept 16 of 41")
         XCTAssertEqual(log.overflowSuspected, 1)
@@ -138,7 +138,7 @@ final class FaultTests: XCTestCase {
         let req2 = try rig2.gpio.request(17, .input(edges: .both))
         let log2 = EventLog()
         try req2.schedule(on: rig2.loop) { log2.record($0) }
-        rig2.chip.burst(17, edges: 40, spacing: .microseconds(10), from: rig2.at(ms: 0))
+        try rig2.chip.burst(17, edges: 40, spacing: .microseconds(10), from: rig2.at(ms: 0))
         try rig2.settle()
         XCTAssertEqual(log2.events.count, 16)
         XCTAssertEqual(log2.overflowSuspected, 1, "never silent: the full FIFO is reported")
@@ -150,9 +150,9 @@ final class FaultTests: XCTestCase {
         let req = try rig.gpio.request(17, .input(edges: .both))
         let log = EventLog()
         try req.schedule(on: rig.loop) { log.record($0) }
-        rig.chip.injectEdge(17, .rising, at: rig.at(ms: 1))
-        rig.chip.injectEdge(17, .rising, at: rig.at(ms: 2)) // the falling between was lost
-        rig.chip.injectEdge(17, .falling, at: rig.at(ms: 3))
+        try rig.chip.injectEdge(17, .rising, at: rig.at(ms: 1))
+        try rig.chip.injectEdge(17, .rising, at: rig.at(ms: 2)) // the falling between was lost
+        try rig.chip.injectEdge(17, .falling, at: rig.at(ms: 3))
         try rig.settle()
         XCTAssertEqual(log.edges, [.rising, .rising, .falling])
         XCTAssertEqual(log.lost, 1)
@@ -163,7 +163,7 @@ final class FaultTests: XCTestCase {
         let req = try rig.gpio.request(17, .input(edges: .both, debounce: .milliseconds(10)))
         let log = EventLog()
         try req.schedule(on: rig.loop) { log.record($0) }
-        rig.chip.burst(17, edges: 41, spacing: .microseconds(10), from: rig.at(ms: 0)) // ends high
+        try rig.chip.burst(17, edges: 41, spacing: .microseconds(10), from: rig.at(ms: 0)) // ends high
         try rig.advance(ms: 50)
         XCTAssertEqual(log.edges, [.rising], "the line ends high: one rising edge, even though the FIFO lost the end")
         XCTAssertEqual(try req.value(), true)

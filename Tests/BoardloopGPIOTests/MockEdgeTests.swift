@@ -14,9 +14,9 @@ final class MockEdgeTests: XCTestCase {
         let log = EventLog()
         try button.schedule(on: rig.loop) { log.record($0) }
 
-        rig.chip.setLevel(17, true, at: rig.at(ms: 1))
-        rig.chip.setLevel(17, false, at: rig.at(ms: 2))
-        rig.chip.setLevel(17, true, at: rig.at(ms: 3))
+        try rig.chip.setLevel(17, true, at: rig.at(ms: 1))
+        try rig.chip.setLevel(17, false, at: rig.at(ms: 2))
+        try rig.chip.setLevel(17, true, at: rig.at(ms: 3))
         try rig.settle()
 
         XCTAssertEqual(log.edges, [.rising, .falling, .rising])
@@ -38,7 +38,7 @@ final class MockEdgeTests: XCTestCase {
         let fd = try XCTUnwrap(button.eventSource?.fd)
         var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         XCTAssertEqual(poll(&pfd, 1, 0), 0, "nothing pending: not readable")
-        rig.chip.setLevel(17, true)
+        try rig.chip.setLevel(17, true)
         XCTAssertEqual(poll(&pfd, 1, 0), 1, "an edge makes the fd readable")
         try rig.settle()
         pfd.revents = 0
@@ -50,10 +50,10 @@ final class MockEdgeTests: XCTestCase {
         let req = try rig.gpio.request([4, 17, 22], .input(edges: .both))
         let log = EventLog()
         try req.schedule(on: rig.loop) { log.record($0) }
-        rig.chip.setLevel(22, true, at: rig.at(ms: 1))
-        rig.chip.setLevel(4, true, at: rig.at(ms: 2))
-        rig.chip.setLevel(17, true, at: rig.at(ms: 3))
-        rig.chip.setLevel(4, false, at: rig.at(ms: 4))
+        try rig.chip.setLevel(22, true, at: rig.at(ms: 1))
+        try rig.chip.setLevel(4, true, at: rig.at(ms: 2))
+        try rig.chip.setLevel(17, true, at: rig.at(ms: 3))
+        try rig.chip.setLevel(4, false, at: rig.at(ms: 4))
         try rig.settle()
         XCTAssertEqual(log.offsets, [22, 4, 17, 4])
         XCTAssertEqual(log.edges, [.rising, .rising, .rising, .falling])
@@ -66,7 +66,7 @@ final class MockEdgeTests: XCTestCase {
         let req = try rig.gpio.request(17, .input(edges: .both), eventBufferCapacity: 8)
         let log = EventLog()
         try req.schedule(on: rig.loop) { log.record($0) }
-        rig.chip.burst(17, edges: 20, spacing: .microseconds(10), from: rig.at(ms: 1))
+        try rig.chip.burst(17, edges: 20, spacing: .microseconds(10), from: rig.at(ms: 1))
         try rig.settle()
         XCTAssertEqual(log.batchSizes, [8, 8, 4], "a batch holds at most the reserved 8; the rest come next passes")
         XCTAssertEqual(log.events.count, 20)
@@ -83,8 +83,8 @@ final class MockEdgeTests: XCTestCase {
         let logR = EventLog(), logF = EventLog()
         try rising.schedule(on: rig.loop) { logR.record($0) }
         try falling.schedule(on: rig.loop) { logF.record($0) }
-        rig.chip.burst(4, edges: 4, spacing: .milliseconds(1), from: rig.at(ms: 1))
-        rig.chip.burst(17, edges: 4, spacing: .milliseconds(1), from: rig.at(ms: 1))
+        try rig.chip.burst(4, edges: 4, spacing: .milliseconds(1), from: rig.at(ms: 1))
+        try rig.chip.burst(17, edges: 4, spacing: .milliseconds(1), from: rig.at(ms: 1))
         try rig.settle()
         XCTAssertEqual(logR.edges, [.rising, .rising])
         XCTAssertEqual(logF.edges, [.falling, .falling])
@@ -97,7 +97,7 @@ final class MockEdgeTests: XCTestCase {
         try req.schedule(on: rig.loop) { log.record($0) }
         // An edge stamped 5 ms ago, seen now.
         rig.clock.advance(by: .milliseconds(5))
-        rig.chip.setLevel(17, true, at: rig.start)
+        try rig.chip.setLevel(17, true, at: rig.start)
         try rig.settle()
         XCTAssertEqual(log.latencies, [.milliseconds(5)])
         XCTAssertEqual(req.statistics.maxLatency, .milliseconds(5))
@@ -106,13 +106,13 @@ final class MockEdgeTests: XCTestCase {
     func testRealClockEventsHaveBoundedPositiveLatency() throws {
         // Monotonic clock end to end (as with the kernel): only bounds, no exact timing.
         let loop = try RunLoop()
-        let chip = MockChip(label: "mono", lineCount: 8)
+        let chip = try MockChip(label: "mono", lineCount: 8)
         let req = try chip.open().request(3, .input(edges: .both))
         let log = EventLog()
         try req.schedule(on: loop) { log.record($0) }
         let before = MonotonicInstant.now
-        chip.setLevel(3, true)
-        _ = try loop.run(mode: .default, timeout: .seconds(5), returnAfterSourceHandled: true)
+        try chip.setLevel(3, true)
+        _ = try loop.run(mode: .default, timeout: .seconds(3), returnAfterSourceHandled: true)
         XCTAssertEqual(log.events.count, 1)
         let e = try XCTUnwrap(log.events.first)
         XCTAssertGreaterThanOrEqual(e.timestamp, before)
@@ -122,21 +122,22 @@ final class MockEdgeTests: XCTestCase {
 
     func testEventsFromAnotherThreadWakeASleepingLoop() throws {
         let loop = try RunLoop()
-        let chip = MockChip(label: "threads", lineCount: 8)
+        let chip = try MockChip(label: "threads", lineCount: 8)
         let req = try chip.open().request(1, .input(edges: .both))
         let log = EventLog()
         try req.schedule(on: loop) { batch in
             log.record(batch)
             if log.events.count >= 10 { loop.stop() }
         }
-        let driver = JoinableThread {
+        let driver = BoundedThread {
             for i in 0..<10 {
-                chip.setLevel(1, i % 2 == 0)
+                do { try chip.setLevel(1, i % 2 == 0) } catch { XCTFail("setLevel: \(error)") }
                 usleep(200)
             }
         }
-        let result = try loop.run(mode: .default, timeout: .seconds(20))
-        driver.join()
+        // Deadlines: a broken wake-up fails in seconds, never hangs.
+        let result = try loop.run(mode: .default, timeout: .seconds(5))
+        driver.join(within: .seconds(5))
         XCTAssertEqual(result, .stopped)
         XCTAssertEqual(log.edges, (0..<10).map { $0 % 2 == 0 ? .rising : .falling })
         XCTAssertTrue(zip(log.timestamps, log.timestamps.dropFirst()).allSatisfy { $0 <= $1 })

@@ -19,7 +19,7 @@ final class GPIOModeTests: XCTestCase {
 
         // Fewer than the buffer holds, over time, on two lines.
         for k in 0..<10 {
-            rig.chip.setLevel(k % 2 == 0 ? 4 : 17, k % 4 < 2, at: rig.at(ms: Int64(k)))
+            try rig.chip.setLevel(k % 2 == 0 ? 4 : 17, k % 4 < 2, at: rig.at(ms: Int64(k)))
         }
         try rig.advance(ms: 20, .default)
         XCTAssertGreaterThanOrEqual(defaultTicks, 20, "the default mode ran")
@@ -41,13 +41,13 @@ final class GPIOModeTests: XCTestCase {
         try req.schedule(on: rig.loop, mode: .default) { log.record($0) }
         try req.add(to: critical)
         XCTAssertEqual(req.scheduledModes, [.default, critical])
-        rig.chip.setLevel(4, true)
+        try rig.chip.setLevel(4, true)
         _ = try rig.loop.run(mode: critical, timeout: .zero)
-        rig.chip.setLevel(4, false)
+        try rig.chip.setLevel(4, false)
         _ = try rig.loop.run(mode: .default, timeout: .zero)
         XCTAssertEqual(log.edges, [.rising, .falling])
         try req.remove(from: .default)
-        rig.chip.setLevel(4, true)
+        try rig.chip.setLevel(4, true)
         _ = try rig.loop.run(mode: .default, timeout: .zero)
         XCTAssertEqual(log.events.count, 2, "removed from default: held")
         _ = try rig.loop.run(mode: critical, timeout: .zero)
@@ -60,7 +60,7 @@ final class GPIOModeTests: XCTestCase {
         let req = try rig.gpio.request(4, .input(edges: .both))
         let log = EventLog()
         try req.schedule(on: rig.loop, mode: .common) { log.record($0) }
-        rig.chip.setLevel(4, true)
+        try rig.chip.setLevel(4, true)
         _ = try rig.loop.run(mode: critical, timeout: .zero)
         XCTAssertEqual(log.edges, [.rising])
     }
@@ -77,8 +77,8 @@ final class GPIOModeTests: XCTestCase {
             if seen.count == 1 { _ = try? rig.loop.run(mode: .default, timeout: .zero) }
             seen.append("leave \(batch.map(\.edge))") // the outer batch is intact
         }
-        rig.chip.setLevel(4, true)
-        rig.chip.setLevel(4, false)
+        try rig.chip.setLevel(4, true)
+        try rig.chip.setLevel(4, false)
         _ = try rig.loop.run(mode: .default, timeout: .zero)
         XCTAssertEqual(seen, ["enter [rising]", "enter [falling]", "leave [falling]", "leave [rising]"])
     }

@@ -14,11 +14,11 @@ final class OutputAndActiveLowTests: XCTestCase {
         rig.clock.advance(by: .milliseconds(5))
         try led.setValue(true) // no change: not a new entry
         try led.setValue(false)
-        let history = rig.chip.outputHistory("LED")
+        let history = try rig.chip.outputHistory("LED")
         XCTAssertEqual(history.map(\.value), [false, true, false])
         XCTAssertEqual(history.map(\.timestamp), [rig.at(ms: 0), rig.at(ms: 5), rig.at(ms: 10)])
         XCTAssertEqual(history.map(\.offset), [27, 27, 27])
-        XCTAssertEqual(rig.chip.level(27), false)
+        XCTAssertEqual(try rig.chip.level(27), false)
         XCTAssertEqual(try led.value(), false, "an output reads back its value")
     }
 
@@ -27,7 +27,7 @@ final class OutputAndActiveLowTests: XCTestCase {
         let req = try rig.gpio.request([5, 6, 7], .output(false))
         try req.setValues([(5, true), (7, true)])
         XCTAssertEqual(try req.readValues(), [true, false, true])
-        XCTAssertEqual([rig.chip.level(5), rig.chip.level(6), rig.chip.level(7)], [true, false, true])
+        XCTAssertEqual([try rig.chip.level(5), try rig.chip.level(6), try rig.chip.level(7)], [true, false, true])
         var buffer = [Bool](repeating: false, count: 3)
         try buffer.withUnsafeMutableBufferPointer { p in try req.readValues(into: p) }
         XCTAssertEqual(buffer, [true, false, true])
@@ -36,23 +36,23 @@ final class OutputAndActiveLowTests: XCTestCase {
     func testActiveLowInvertsReadsWritesAndEdges() throws {
         let rig = try ManualRig()
         // Input: wire high reads 0, wire low reads 1; a high→low wire is a rising edge.
-        rig.chip.setLevel(4, true)
+        try rig.chip.setLevel(4, true)
         let door = try rig.gpio.request("DOOR", .input(edges: .both, activeLow: true))
         XCTAssertEqual(try door.value(), false)
         let log = EventLog()
         try door.schedule(on: rig.loop) { log.record($0) }
-        rig.chip.setLevel(4, false, at: rig.at(ms: 1))
-        rig.chip.setLevel(4, true, at: rig.at(ms: 2))
+        try rig.chip.setLevel(4, false, at: rig.at(ms: 1))
+        try rig.chip.setLevel(4, true, at: rig.at(ms: 2))
         try rig.settle()
         XCTAssertEqual(log.edges, [.rising, .falling])
-        rig.chip.setLevel(4, false)
+        try rig.chip.setLevel(4, false)
         XCTAssertEqual(try door.value(), true)
 
         // Output: writing 1 drives the wire low.
         let led = try rig.gpio.request(27, .output(false, activeLow: true))
-        XCTAssertEqual(rig.chip.level(27), true, "logical 0 on an active-low output: wire high")
+        XCTAssertEqual(try rig.chip.level(27), true, "logical 0 on an active-low output: wire high")
         try led.setValue(true)
-        XCTAssertEqual(rig.chip.level(27), false)
+        XCTAssertEqual(try rig.chip.level(27), false)
         let last = try XCTUnwrap(rig.chip.outputHistory(27).last)
         XCTAssertEqual(last.value, true)
         XCTAssertEqual(last.level, false)
@@ -61,7 +61,7 @@ final class OutputAndActiveLowTests: XCTestCase {
 
     func testWiringAnOutputToAnInputDrivesItsEdges() throws {
         let rig = try ManualRig()
-        rig.chip.wire(27, to: 4)
+        try rig.chip.wire(27, to: 4)
         let input = try rig.gpio.request(4, .input(edges: .both))
         let log = EventLog()
         try input.schedule(on: rig.loop) { log.record($0) }
@@ -79,10 +79,10 @@ final class OutputAndActiveLowTests: XCTestCase {
     func testWiringAcrossChipsAndInverted() throws {
         let clock = ManualClock()
         let loop = try RunLoop(clock: .manual(clock))
-        let a = MockChip(name: "gpiochip0", label: "a", lineCount: 8, clock: .manual(clock))
-        let b = MockChip(name: "gpiochip1", label: "b", lineCount: 8, clock: .manual(clock))
-        a.wire(1, to: 2, on: b, inverted: true)
-        let board = MockGPIO([a, b])
+        let a = try MockChip(name: "gpiochip0", label: "a", lineCount: 8, clock: .manual(clock))
+        let b = try MockChip(name: "gpiochip1", label: "b", lineCount: 8, clock: .manual(clock))
+        try a.wire(1, to: 2, on: b, inverted: true)
+        let board = try MockGPIO([a, b])
         let input = try GPIOChip("b", backend: board).request(2, .input(edges: .both))
         let log = EventLog()
         try input.schedule(on: loop) { log.record($0) }
@@ -99,7 +99,7 @@ final class OutputAndActiveLowTests: XCTestCase {
         // Button toggles LED; LED wired back to a sense input: the loop sees
         // its own output's edges, in order, within the same run.
         let rig = try ManualRig()
-        rig.chip.wire(27, to: 5)
+        try rig.chip.wire(27, to: 5)
         let button = try rig.gpio.request(17, .input(edges: .rising))
         let led = try rig.gpio.request(27, .output(false))
         let sense = try rig.gpio.request(5, .input(edges: .both))
@@ -112,15 +112,15 @@ final class OutputAndActiveLowTests: XCTestCase {
             }
         }
         try sense.schedule(on: rig.loop) { senseLog.record($0) }
-        for k in 0..<3 { rig.chip.pulse(17, width: .milliseconds(1), at: rig.at(ms: Int64(k) * 10)) }
+        for k in 0..<3 { try rig.chip.pulse(17, width: .milliseconds(1), at: rig.at(ms: Int64(k) * 10)) }
         try rig.settle()
         XCTAssertEqual(senseLog.edges, [.rising, .falling, .rising])
-        XCTAssertEqual(rig.chip.outputHistory(27).map(\.value), [false, true, false, true])
+        XCTAssertEqual(try rig.chip.outputHistory(27).map(\.value), [false, true, false, true])
     }
 
     func testReconfigureInputToOutputAndBack() throws {
         let rig = try ManualRig()
-        rig.chip.setLevel(9, true)
+        try rig.chip.setLevel(9, true)
         let req = try rig.gpio.request(9, .input())
         XCTAssertEqual(try req.value(), true)
         assertGPIOError(try req.setValue(false)) {
@@ -128,9 +128,9 @@ final class OutputAndActiveLowTests: XCTestCase {
             return false
         }
         try req.reconfigure(9, .output(false))
-        XCTAssertEqual(rig.chip.level(9), false)
+        XCTAssertEqual(try rig.chip.level(9), false)
         try req.setValue(true)
-        XCTAssertEqual(rig.chip.outputHistory(9).map(\.value), [false, true])
+        XCTAssertEqual(try rig.chip.outputHistory(9).map(\.value), [false, true])
         try req.reconfigure(9, .input(edges: .both))
         XCTAssertEqual(try req.value(), true, "back to an input: it reads the external level again")
         XCTAssertEqual(req.settings[0].direction, .input)
@@ -145,7 +145,7 @@ final class OutputAndActiveLowTests: XCTestCase {
         let down = try rig.gpio.request(11, .input(bias: .pullDown))
         XCTAssertEqual(try up.value(), true)
         XCTAssertEqual(try down.value(), false)
-        rig.chip.setLevel(10, false)
+        try rig.chip.setLevel(10, false)
         XCTAssertEqual(try up.value(), false, "driven from outside: the drive wins over the pull")
     }
 }

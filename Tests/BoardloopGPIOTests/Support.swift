@@ -44,10 +44,10 @@ struct ManualRig {
 
     init(eventModel: MockChip.EventModel = .v2, eventBufferSize: Int? = nil, lines: Int = 32) throws {
         loop = try RunLoop(clock: .manual(clock))
-        chip = MockChip(
+        chip = try MockChip(
             name: "gpiochip7", label: "test-chip", lineCount: lines, lineNames: [17: "BUTTON", 27: "LED", 4: "DOOR"],
             eventModel: eventModel, eventBufferSize: eventBufferSize, clock: .manual(clock))
-        board = MockGPIO([chip])
+        board = try MockGPIO([chip])
         gpio = try GPIOChip("test-chip", backend: board)
     }
 
@@ -79,3 +79,49 @@ func assertGPIOError<T>(
     }
 }
 
+
+/// A thread whose end is awaited with a deadline: a body that hangs (a
+/// deadlocked mock, a loop that never returns) fails the test in seconds
+/// instead of hanging the suite. Its flag is guarded by a pthread mutex, as
+/// the project's Lock (visible to ThreadSanitizer).
+final class BoundedThread: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var finished = false
+    private var thread: JoinableThread?
+
+    init(_ body: @escaping @Sendable () -> Void) {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        thread = JoinableThread { [self] in
+            body()
+            pthread_mutex_lock(mutex)
+            finished = true
+            pthread_mutex_unlock(mutex)
+        }
+    }
+
+    deinit {
+        // A thread left running (its test failed) keeps `self` alive through its closure.
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    var isFinished: Bool {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return finished
+    }
+
+    /// Joins the thread if it ends within `limit`; otherwise fails the test
+    /// and leaves it running (it cannot be joined).
+    @discardableResult
+    func join(within limit: Duration, file: StaticString = #filePath, line: UInt = #line) -> Bool {
+        guard waitUntil(timeout: limit, { isFinished }) else {
+            XCTFail("the thread was still running after \(limit)", file: file, line: line)
+            return false
+        }
+        thread?.join()
+        return true
+    }
+}

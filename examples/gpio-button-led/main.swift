@@ -124,15 +124,16 @@ func run() throws {
     var simulator: RunLoopTimer?
     if let board = mockBoard, let mock = board.chip("boardloop-mock0") {
         let bounce = Duration.microseconds(300)
-        let b = mock.offset(buttonLine)
-        mock.setLevel(.offset(b), options.activeLow) // idle: released
+        let b = try mock.offset(buttonLine)
+        try mock.setLevel(.offset(b), options.activeLow) // idle: released
         var pressed = false
         simulator = RunLoopTimer(fireAt: loop.now + .milliseconds(200), interval: .milliseconds(200)) { _ in
             pressed.toggle()
             // A press drives the wire to its active level, bouncing 5 times.
             let level = pressed != options.activeLow
-            mock.burst(.offset(b), edges: 4, spacing: bounce)
-            mock.setLevel(.offset(b), level, at: mock.now + bounce * 4)
+            // The line was checked above: these cannot fail.
+            try? mock.burst(.offset(b), edges: 4, spacing: bounce)
+            try? mock.setLevel(.offset(b), level, at: mock.now + bounce * 4)
         }
         try loop.add(simulator!, mode: .default)
         print("mock board: simulating \(limit) bouncy presses (4 bounces each)")
@@ -144,7 +145,7 @@ func run() throws {
     simulator?.invalidate()
     try? led.setValue(false)
     if let board = mockBoard, let mock = board.chip("boardloop-mock0") {
-        let history = mock.outputHistory(ledLine).map { $0.value ? "1" : "0" }.joined()
+        let history = try mock.outputHistory(ledLine).map { $0.value ? "1" : "0" }.joined()
         print("LED history on the mock: \(history)")
     }
     print("button: \(button.statistics.delivered) presses reported, \(button.statistics.read) raw edges read, "

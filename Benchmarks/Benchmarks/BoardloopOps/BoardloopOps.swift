@@ -92,7 +92,7 @@ nonisolated(unsafe) let benchmarks: @Sendable () -> Void = {
 
     Benchmark("gpio mock: edge + one pass", configuration: .init(thresholds: engineThresholds)) { benchmark in
         let loop = try Boardloop.RunLoop()
-        let chip = MockChip(label: "ops", lineCount: 4)
+        let chip = try MockChip(label: "ops", lineCount: 4)
         let req = try chip.open().request(.offset(1), .input(edges: .both))
         var events = 0
         try req.schedule(on: loop) { batch in events += batch.count }
@@ -100,7 +100,7 @@ nonisolated(unsafe) let benchmarks: @Sendable () -> Void = {
         benchmark.startMeasurement()
         for _ in benchmark.scaledIterations {
             level.toggle()
-            chip.setLevel(.offset(1), level)
+            try chip.setLevel(.offset(1), level)
             _ = try loop.run(mode: .default, timeout: .zero)
         }
         benchmark.stopMeasurement()

@@ -33,7 +33,7 @@ public enum GPIOScenario {
                         t += period
                     }
                     level.toggle()
-                    chip.setLevel(.offset(line), level)
+                    try? chip.setLevel(.offset(line), level) // a line of the chip: cannot fail
                     n += 1
                 }
                 box.value = n
@@ -51,7 +51,7 @@ public enum GPIOScenario {
     /// Edge events into a handler: latency (edge timestamp → handler entry)
     /// at a fixed rate, or delivered events per second at saturation.
     public static func boardloop(rateHz: Int, edges: Int, pin: Pinning) throws -> Measurement {
-        let chip = MockChip(label: "bench", lineCount: 8, eventBufferSize: 1024)
+        let chip = try MockChip(label: "bench", lineCount: 8, eventBufferSize: 1024)
         let result = Box<Measurement?>(nil)
         let failure = Box<String?>(nil)
         let t = spawn(cpu: pin.b) {
@@ -123,7 +123,7 @@ public enum GPIOScenario {
     public static func critical(
         flood: Flood, floodHz: Int, firesPerPhaseKind: Int, phase: Duration = .milliseconds(200), pin: Pinning
     ) throws -> (quiet: Measurement, flooded: Measurement) {
-        let chip = MockChip(label: "bench", lineCount: 8, eventBufferSize: 1024)
+        let chip = try MockChip(label: "bench", lineCount: 8, eventBufferSize: 1024)
         let result = Box<(Measurement, Measurement)?>(nil)
         let failure = Box<String?>(nil)
         let critical: RunLoopMode = "critical"
@@ -154,7 +154,7 @@ public enum GPIOScenario {
                         while t < floodEnd && stop.raised.load(ordering: .relaxed) == 0 {
                             bb_spin_until(t)
                             level.toggle()
-                            chip.setLevel(.offset(5), level)
+                            try? chip.setLevel(.offset(5), level) // a line of the chip: cannot fail
                             n += 1
                             t += periodNs
                         }

@@ -42,6 +42,14 @@ enum {
     BL_GPIOD_BIAS_PULL_DOWN = 3,
 };
 enum {
+    /// The clock of edge event timestamps (2.x line info; 1.6 has only CLOCK_MONOTONIC
+    /// and line info does not say: UNKNOWN).
+    BL_GPIOD_CLOCK_MONOTONIC = 0,
+    BL_GPIOD_CLOCK_REALTIME = 1,
+    BL_GPIOD_CLOCK_HTE = 2,
+    BL_GPIOD_CLOCK_UNKNOWN = -1,
+};
+enum {
     BL_GPIOD_DRIVE_PUSH_PULL = 0,
     BL_GPIOD_DRIVE_OPEN_DRAIN = 1,
     BL_GPIOD_DRIVE_OPEN_SOURCE = 2,
@@ -49,6 +57,12 @@ enum {
 
 /// Lines per request (both libgpiod versions and both kernel uAPIs allow 64).
 #define BL_GPIOD_MAX_LINES 64
+/// The largest v2 request event buffer: linereq_create() in
+/// drivers/gpio/gpiolib-cdev.c caps event_buffer_size at GPIO_V2_LINES_MAX * 16
+/// (64 * 16 = 1024; 0 means 16 per line), and kfifo_alloc() rounds it up to a
+/// power of two (a size below 2 fails with EINVAL). libgpiod 2.x caps its
+/// user-space edge event buffer at the same 1024.
+#define BL_GPIOD_V2_MAX_EVENT_BUFFER 1024
 /// Events the v1 kernel uAPI buffers per line (DECLARE_KFIFO(events, ..., 16)
 /// in drivers/gpio/gpiolib-cdev.c, checked in linux-source-6.1.192); when it
 /// is full, newer edges are dropped without a trace.
@@ -115,6 +129,7 @@ typedef struct {
     uint32_t debounce_us;
     char name[32];
     char consumer[32];
+    int32_t event_clock; // BL_GPIOD_CLOCK_* (UNKNOWN under 1.6)
 } bl_gpiod_line_info;
 
 /// How one line of a request is configured.
@@ -193,6 +208,19 @@ int bl_gpiod_chip_find_line(bl_gpiod_chip *chip, const char *name, bl_gpiod_erro
 bl_gpiod_request *bl_gpiod_request_lines(bl_gpiod_chip *chip, const char *consumer,
                                          const bl_gpiod_line_config *lines, uint32_t num_lines,
                                          uint32_t event_buffer_size, bl_gpiod_error *err);
+/// What the library is asked for when `lines` are requested, read back from
+/// the library's own objects and needing no chip: the shim builds them as
+/// bl_gpiod_request_lines does (2.x: the gpiod_line_config, read back with
+/// gpiod_line_config_get_line_settings; 1.6: the request type, flags and
+/// default value of each line's group) and writes what they say into `out`
+/// (same order; debounce_us is 0 under 1.6, which has no kernel debounce).
+/// For tests of the backend's configuration (active-low, bias, drive, edges).
+int bl_gpiod_library_config(const bl_gpiod_line_config *lines, uint32_t num_lines, bl_gpiod_line_config *out,
+                            bl_gpiod_error *err);
+/// The size the kernel's event buffer gets for a request of `num_lines`
+/// lines asking for `event_buffer_size` (2.x; see BL_GPIOD_V2_MAX_EVENT_BUFFER);
+/// 1.6: 16 per line, whatever was asked.
+uint32_t bl_gpiod_kernel_event_buffer(uint32_t num_lines, uint32_t event_buffer_size);
 /// Releases the lines and frees the request.
 void bl_gpiod_request_release(bl_gpiod_request *req);
 /// One fd that is readable while any line has edge events waiting (and
