@@ -72,7 +72,10 @@ let package = Package(
         // Layer 6: executables.
         .executableTarget(
             name: "boardd",
-            dependencies: ["BoardDaemon", "BoardSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "BoardDaemon", "BoardSupport", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict),
 
         // Test support: an in-process malloc counter (interposes malloc & co. in the

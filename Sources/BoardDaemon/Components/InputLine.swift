@@ -165,6 +165,7 @@ final class InputLine {
     /// delivers what the ring holds and fires deadlines that passed.
     func catchUp() {
         guard rt.admits(config.priority) else { return }
+        if ringCount > 0 { rt.logger.info("\(config.name): delivering \(ringCount) held events, in order") }
         drainRing()
         if kernelHasEvents() {
             // Older events wait in the kernel: they come first (this pass's

@@ -39,6 +39,14 @@ final class TaskRunner {
         rt.runTask(self)
     }
 
+    /// A task whose modes the loop enters starts its grid then: periods
+    /// while the mode was not running are neither late nor skipped.
+    func modeChanged(from old: Int, to new: Int) {
+        let inOld = config.modes.contains { $0.index == old }
+        let inNew = config.modes.contains { $0.index == new }
+        if inNew && !inOld { timer?.fireDate = rt.loop.now + config.every }
+    }
+
     func stop() {
         timer?.invalidate()
         timer = nil

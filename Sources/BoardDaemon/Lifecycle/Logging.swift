@@ -51,7 +51,7 @@ public struct BoarddLogHandler: LogHandler {
             let stamp = String(repeating: " ", count: max(0, 4 - secs.count)) + secs + "."
                 + String(repeating: "0", count: 3 - frac.count) + frac
             let lv = level.rawValue
-            text = "\(stamp) \(lv)\(String(repeating: " ", count: max(0, 7 - lv.count)))\(message)\n"
+            text = "\(stamp) \(lv)\(String(repeating: " ", count: max(1, 7 - lv.count)))\(message)\n"
         }
         text.withUTF8 { p in
             var off = 0

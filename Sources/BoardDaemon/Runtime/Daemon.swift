@@ -31,6 +31,8 @@ public final class Daemon: @unchecked Sendable {
         public var mock: MockGPIO?
         /// Install SIGTERM/SIGINT (stop) and SIGHUP (reload) sources; they must be blocked first.
         public var handleSignals: Bool
+        /// Timers the caller adds to the main loop (a run-time limit, the demo's script).
+        public var extraTimers = 0
 
         public init(
             logger: Logger, clock: RunLoopClock = .monotonic, modeDriver: ModeDriver = .nestedRuns,
@@ -100,7 +102,7 @@ public final class Daemon: @unchecked Sendable {
             return try MessagePort(label: "boardd.\(plan.name)", slots: 256, slotSize: 48) { m in box.rt?.received(m) }
         }
         var caps = config.loops[0].capacities.engine
-        caps.timers += Self.ownTimers + (options.watchdog != nil ? 1 : 0)
+        caps.timers += Self.ownTimers + (options.watchdog != nil ? 1 : 0) + options.extraTimers + 1  // + run(for:)
         caps.sources += options.handleSignals ? 1 : 0
         loop = try RunLoop(capacities: caps, clock: options.clock)
         main = LoopRuntime(id: .main, loop: loop, program: program, logger: options.logger, driver: options.modeDriver, ports: ports)

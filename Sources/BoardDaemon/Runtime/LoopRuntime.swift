@@ -71,6 +71,9 @@ final class LoopRuntime: @unchecked Sendable {
     let pings = Atomic<UInt64>(0)
 
     // Counters.
+    /// The level a reaction's firing is traced at: debug for a reaction
+    /// that only logs at debug (a chattering contact), else info.
+    var traceLevels: [Logger.Level] = []
     var reactionFires: [UInt64]
     var reactionSkipped: [UInt64]
     var postsSent: UInt64 = 0
@@ -122,6 +125,14 @@ final class LoopRuntime: @unchecked Sendable {
 
     /// The automation of the current program: tasks, sequences, triggers.
     func setUpAutomation() throws {
+        traceLevels = program.reactions.map { r in
+            var quiet = true
+            for pc in r.start..<r.end {
+                if case let .log(site) = program.ops[Int(pc)], program.logSites[Int(site)].level == .debug { continue }
+                quiet = false
+            }
+            return quiet ? .debug : .info
+        }
         for (i, s) in config.sequences.enumerated() where s.loop == id {
             let r = SequenceRunner(index: i, config: s, runtime: self, range: program.sequences[i])
             try r.makeTimers()
@@ -262,8 +273,10 @@ final class LoopRuntime: @unchecked Sendable {
             return
         }
         reactionFires[r] &+= 1
-        if logger.logLevel <= .info {
-            logger.info("\(line.config.name): \(describe(config.reactions[r].trigger)) -> \(config.reactions[r].name)\(lateness(t))")
+        if logger.logLevel <= traceLevels[r] {
+            logger.log(
+                level: traceLevels[r],
+                "\(line.config.name): \(describe(config.reactions[r].trigger)) -> \(config.reactions[r].name)\(lateness(t))")
         }
         execute(program.reactions[r], Context(line: Int32(line.id), edge: rising ? 1 : 0, timestamp: t, reaction: Int32(r)))
     }
@@ -364,6 +377,7 @@ final class LoopRuntime: @unchecked Sendable {
         let held = inputs.compactMap { $0 }.filter { !admits($0.config.priority) }.map(\.config.name)
         logger.info(
             "mode \(config.modes[old].name) -> \(config.modes[new].name) (\(why))\(held.isEmpty ? "" : "; holding \(held.joined(separator: ", "))")")
+        for t in tasks { t.modeChanged(from: old, to: new) }
         if admitMask[new] & ~admitMask[old] != 0 || new == 0 {
             replayTimer?.fireDate = loop.now
         }
