@@ -27,6 +27,7 @@ final class InputLine {
 
     // Filters.
     private let delayedOn: UInt64, delayedOff: UInt64, settle: UInt64
+    private lazy var bothEdges = config.settings.edgeDetection == .both
     private var delayedLevel = false
     private var delayedDeadline: UInt64 = never
     /// The level after the delay filters (what settle sees).
@@ -179,6 +180,11 @@ final class InputLine {
 
     func process(_ rising: Bool, at t: UInt64) {
         advance(to: t)
+        if !bothEdges {
+            // One edge detected: the opposite change happened unseen before it.
+            level = !rising
+            stageLevel = !rising
+        }
         // delayed_on / delayed_off
         let delay = rising ? delayedOn : delayedOff
         if delayedOn > 0 || delayedOff > 0 {
