@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The allocation gate (issue 6): runs the engine's steady-state scenarios
+# The allocation gate: runs the engine's steady-state scenarios
 # with a malloc interposer counting on the loop threads; exits 1 if any
 # allocates, or if the controls that must allocate count too little.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The side-by-side benchmark table (issue 6): boardloop against raw
+# The side-by-side benchmark table: boardloop against raw
 # epoll/eventfd/timerfd and Foundation's RunLoop, measured in the same run.
 #
 #   scripts/bench.sh                 full run (5 repeats, about 4 minutes)

@@ -13,7 +13,11 @@ public final class CustomSource: @unchecked Sendable {
     let scheduleCallback: ((RunLoop, RunLoopMode) -> Void)?
     let cancelCallback: ((RunLoop, RunLoopMode) -> Void)?
     let performCallback: () -> Void
-    let signalled = Atomic<Bool>(false)
+    /// 0 while not signalled; otherwise when it was signalled, as a stamp from
+    /// a process-wide counter, so that sources of equal order perform in the
+    /// order they were signalled (as in CF).
+    let signalStamp = Atomic<UInt64>(0)
+    let remote = RemoteRequests()
     @exclusivity(unchecked) var item = ItemState()
     @exclusivity(unchecked) var limiter = RateLimiter()
     /// How many times `perform` was called.
@@ -37,17 +41,21 @@ public final class CustomSource: @unchecked Sendable {
 
     /// Marks the source ready to perform. Safe from any thread.
     @inline(__always)
-    public func signal() { signalled.store(true, ordering: .releasing) }
+    public func signal() {
+        guard signalStamp.load(ordering: .relaxed) == 0 else { return }
+        let stamp = customSignalClock.add(1, ordering: .relaxed).newValue
+        _ = signalStamp.compareExchange(expected: 0, desired: stamp, ordering: .acquiringAndReleasing)
+    }
 
     /// `signal()`, then wakes the loop the source is scheduled on (if any).
     /// Safe from any thread while the loop is alive.
     public func signalAndWakeUp() {
         signal()
-        item.loop?.wakeUp()
+        itemBindingLock.withLock { item.loop }?.wakeUp()
     }
 
     /// Whether the source is signalled and has not performed since.
-    public var isSignalled: Bool { signalled.load(ordering: .acquiring) }
+    public var isSignalled: Bool { signalStamp.load(ordering: .acquiring) != 0 }
 
     /// Whether the source can still be scheduled and performed.
     public var isValid: Bool { !item.invalidated }
@@ -65,13 +73,12 @@ public final class CustomSource: @unchecked Sendable {
     /// How many times the source hit its rate limit and was held.
     public var rateLimitHolds: UInt64 { limiter.holds }
 
-    /// Removes the source from every mode (calling `cancel` for each) and
-    /// makes it unusable. Owner thread only.
-    public func invalidate() {
-        if let loop = item.loop {
-            loop.invalidateSource(self)
-        } else {
-            item.invalidated = true
-        }
-    }
+    /// Removes the source from every mode (calling `cancel` for each, on the
+    /// loop's thread) and makes it unusable. Safe from any thread: from
+    /// another thread, `perform` is not started again once this returns, and
+    /// the loop removes the source at the start of its next pass.
+    public func invalidate() { invalidateFromAnyThread { $0.invalidateSource(self) } }
 }
+
+/// Stamps for `CustomSource.signal()`: a process-wide order of signals.
+let customSignalClock = Atomic<UInt64>(0)

@@ -1,5 +1,9 @@
+import Synchronization
+
 /// Where an item is scheduled: its loop, its slot there, and its modes. Every
-/// item kind embeds one; only the owning loop's thread changes it.
+/// item kind embeds one. Only the owning loop's thread changes it; `loop` and
+/// `invalidated` change under `itemBindingLock` as well, so any thread can ask
+/// which loop an item is on (see `RemoteRequests`).
 struct ItemState {
     unowned(unsafe) var loop: RunLoop?
     var slot: Int32 = -1
@@ -33,9 +37,11 @@ public struct RateLimit: Equatable, Sendable {
     public let count: Int
     public let interval: Duration
 
-    public init(count: Int, per interval: Duration) {
-        precondition(count > 0, "RateLimit count must be positive")
-        precondition(interval > .zero, "RateLimit interval must be positive")
+    /// - Throws: `.invalidArgument` when `count` is below 1 or `interval` is
+    ///   not positive (a limit that admits nothing would hold a source forever).
+    public init(count: Int, per interval: Duration) throws(RunLoopError) {
+        guard count > 0 else { throw .invalidArgument("RateLimit count is \(count); it must be at least 1") }
+        guard interval > .zero else { throw .invalidArgument("RateLimit interval is \(interval); it must be positive") }
         self.count = count
         self.interval = interval
     }
@@ -76,5 +82,68 @@ struct RateLimiter {
         guard let limit else { return true }
         let interval = UInt64(max(limit.interval.nanosecondsClamped, 1))
         return dispatched < limit.count || now &- windowStart >= interval
+    }
+}
+
+/// Guards the link between items and loops (`ItemState.loop`,
+/// `ItemState.invalidated`) and every loop's queue of remote requests. Taken
+/// when an item is bound to or unbound from a loop and when another thread
+/// changes an item — never on the dispatch path.
+let itemBindingLock = Lock()
+
+/// Changes another thread asked for, which the owner applies at the start of
+/// its next pass (CF takes the loop's lock for these; this engine keeps its
+/// run path free of locks and hands the change over instead). At most one
+/// queue entry per item: the first request enqueues it, later ones only add
+/// bits. The `invalidate` bit also stops callouts at once: the loop checks it
+/// before calling the item, so once `invalidate()` has returned on any
+/// thread, the item's handler is not started again (a call already running
+/// finishes).
+final class RemoteRequests: Sendable {
+    static let invalidate: UInt32 = 1
+    static let moveFireDate: UInt32 = 2
+    static let changeInterest: UInt32 = 4
+
+    let ops = Atomic<UInt32>(0)
+    /// The fire date asked for with `moveFireDate` (timers).
+    let fireDate = Atomic<UInt64>(0)
+    /// The epoll events asked for with `changeInterest` (port sources).
+    let interest = Atomic<UInt32>(0)
+
+    /// Whether invalidation was asked for from another thread.
+    @inline(__always) var invalidationRequested: Bool { ops.load(ordering: .acquiring) & Self.invalidate != 0 }
+}
+
+/// An item a loop schedules: custom and port sources, timers, observers.
+protocol LoopItem: AnyObject, Sendable {
+    var item: ItemState { get set }
+    var remote: RemoteRequests { get }
+    /// Applies what `remote` asks for, on the owner thread of `loop`.
+    func applyRemote(_ ops: UInt32, on loop: RunLoop)
+}
+
+extension LoopItem {
+    /// Routes a change of a scheduled item. On the owner's thread, returns
+    /// the loop: the caller applies the change at once. From another thread,
+    /// records `op` for the owner (see `RemoteRequests`), wakes it, and
+    /// returns nil. For an item on no loop, runs `unscheduled` (under the
+    /// binding lock) and returns nil.
+    func routeChange(_ op: UInt32, unscheduled: () -> Void = {}) -> RunLoop? {
+        itemBindingLock.withLock { () -> RunLoop? in
+            guard let loop = item.loop else {
+                unscheduled()
+                return nil
+            }
+            if loop.isOwnedByCurrentThread { return loop }
+            let before = remote.ops.bitwiseOr(op, ordering: .acquiringAndReleasing).oldValue
+            if before == 0 { loop.enqueueRemoteLocked(self) }
+            return nil
+        }
+    }
+
+    /// `invalidate()` for every item kind.
+    func invalidateFromAnyThread(_ ownerPath: (RunLoop) -> Void) {
+        let owner = routeChange(RemoteRequests.invalidate) { item.invalidated = true }
+        if let owner { ownerPath(owner) }
     }
 }

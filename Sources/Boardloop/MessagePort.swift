@@ -20,6 +20,8 @@ public enum MessagePortError: Error, Equatable, Sendable, CustomStringConvertibl
     case requestFromOwnerThread(port: String)
     /// A port is already registered under that name.
     case nameInUse(String)
+    /// The message's payload is shorter than the value read from it.
+    case payloadTooShort(port: String, size: Int, needed: Int)
     case runLoop(RunLoopError)
     case system(SystemError)
 
@@ -36,6 +38,8 @@ public enum MessagePortError: Error, Equatable, Sendable, CustomStringConvertibl
         case let .requestFromOwnerThread(port):
             "sendRequest to '\(port)' from the port's own loop thread would wait for itself; send from another thread"
         case let .nameInUse(name): "a message port is already registered as '\(name)'"
+        case let .payloadTooShort(port, size, needed):
+            "a message to '\(port)' carries \(size) bytes, fewer than the \(needed) needed to read the value; nothing was read"
         case let .runLoop(e): e.description
         case let .system(e): e.description
         }
@@ -51,6 +55,11 @@ public enum MessagePortError: Error, Equatable, Sendable, CustomStringConvertibl
 /// `send` and `sendRequest` are safe from any thread. When every slot is
 /// taken, a sender waits up to its timeout, then gets `.full`; an accepted
 /// message is never lost or reordered.
+///
+/// Lifetime: as CF's run loop retains its sources, a scheduled port stays
+/// alive while it is scheduled, even with no other reference to it (a worker
+/// can make a port in its setup, register its name and let it go). It is
+/// freed once invalidated, or when its loop ends (the loop's thread exited).
 public final class MessagePort: @unchecked Sendable {
     /// A received message. `payload` points into the port's receive buffer and
     /// is valid only while the handler runs.
@@ -65,10 +74,13 @@ public final class MessagePort: @unchecked Sendable {
         /// Whether the sender waits in `sendRequest` for `reply`.
         public var expectsReply: Bool { replyToken != 0 }
 
-        /// Reads the payload as a value of `T` (unaligned load; the payload
-        /// must hold at least `MemoryLayout<T>.size` bytes).
-        public func load<T: BitwiseCopyable>(as type: T.Type) -> T {
-            precondition(payload.count >= MemoryLayout<T>.size, "message payload of \(payload.count) bytes is too short for \(T.self)")
+        /// Reads the payload as a value of `T` (unaligned load). A payload
+        /// shorter than `T` — whatever a sender sent — throws
+        /// `.payloadTooShort` and reads nothing.
+        public func load<T: BitwiseCopyable>(as type: T.Type) throws(MessagePortError) -> T {
+            guard payload.count >= MemoryLayout<T>.size else {
+                throw .payloadTooShort(port: port.label, size: payload.count, needed: MemoryLayout<T>.size)
+            }
             return payload.loadUnaligned(as: T.self)
         }
 
@@ -118,7 +130,12 @@ public final class MessagePort: @unchecked Sendable {
     // The receiver's copy of the message being handled (owner thread only).
     private let receiveBuffer: UnsafeMutableRawPointer
     private let receivedCount = Atomic<UInt64>(0)
-    @exclusivity(unchecked) private var registeredName: String?
+    /// Names the port is registered under (guarded by monitor).
+    @exclusivity(unchecked) private var registeredNames: [String] = []
+
+    /// The most slots a port may have, the largest slot, and the most memory
+    /// its rings may take (payload ring and reply ring together).
+    public static let maxima = (slots: 1 << 16, slotSize: 1 << 20, bytes: 64 << 20)
 
     /// - Parameters:
     ///   - slots: messages that can be queued at once.
@@ -128,6 +145,17 @@ public final class MessagePort: @unchecked Sendable {
     public init(label: String = "message port", slots: Int, slotSize: Int, order: Int = 0, handler: @escaping (Message) -> Void) throws(MessagePortError) {
         guard slots > 0, slotSize >= 0 else {
             throw .runLoop(.invalidArgument("MessagePort needs at least one slot and a slot size of 0 or more (got \(slots) slots of \(slotSize) bytes)"))
+        }
+        let m = Self.maxima
+        guard slots <= m.slots else {
+            throw .runLoop(.invalidArgument("MessagePort '\(label)': \(slots) slots; the limit is \(m.slots)"))
+        }
+        guard slotSize <= m.slotSize else {
+            throw .runLoop(.invalidArgument("MessagePort '\(label)': slot size \(slotSize) bytes; the limit is \(m.slotSize) bytes"))
+        }
+        guard 2 * slots * slotSize <= m.bytes else {
+            throw .runLoop(.invalidArgument(
+                "MessagePort '\(label)': \(slots) slots of \(slotSize) bytes need \(2 * slots * slotSize >> 20) MiB (message and reply rings); the limit is \(m.bytes >> 20) MiB"))
         }
         let fd = bl_eventfd(0, 0)
         guard fd >= 0 else { throw .system(SystemError(call: "eventfd", errno: errno)) }
@@ -152,10 +180,14 @@ public final class MessagePort: @unchecked Sendable {
         freeReplies = slots
         receiveBuffer = .allocate(byteCount: max(slotSize, 1), alignment: 16)
         source = PortSource(fd: fd, interest: .readable, order: order) { [unowned self] _, _ in self.receive() }
+        // While the source is scheduled, the loop keeps the port alive; when
+        // the source is invalidated (its loop ended, say), the port follows.
+        source.lifetimeOwner = self
+        source.onInvalidate = { [weak self] in _ = self?.close() }
     }
 
     deinit {
-        if let name = registeredName { MessagePortRegistry.remove(name, self) }
+        for name in registeredNames { MessagePortRegistry.remove(name, self) }
         replyPorts.deinitialize(count: slotCount)
         Kernel.close(eventFD)
         storage.deallocate()
@@ -355,31 +387,41 @@ public final class MessagePort: @unchecked Sendable {
 
     // MARK: Names and invalidation
 
-    /// Registers the port under a process-wide unique name.
+    /// Registers the port under a process-wide unique name (a port may have
+    /// several; all are released by `invalidate()`). An invalidated port
+    /// cannot be registered.
     public func register(name: String) throws(MessagePortError) {
-        try MessagePortRegistry.add(name, self)
-        registeredName = name
+        try monitor.withLock { () throws(MessagePortError) in
+            guard valid else { throw .invalidated(port: label) }
+            try MessagePortRegistry.add(name, self)
+            registeredNames.append(name)
+        }
     }
 
     /// Makes the port unusable: waiting and later senders get `.invalidated`,
-    /// queued messages are dropped, its name is unregistered and its source
-    /// leaves the loop (call on the owner loop's thread once scheduled).
+    /// queued messages are dropped, its names are unregistered and its source
+    /// leaves the loop. Safe from any thread.
     public func invalidate() {
-        let dropped = monitor.withLock { () -> Int in
-            guard valid else { return 0 }
+        close()
+        source.invalidate()
+    }
+
+    /// Marks the port invalid: senders and waiters get `.invalidated`,
+    /// queued messages are dropped, names released. Returns whether it was valid.
+    @discardableResult
+    private func close() -> Bool {
+        let (wasValid, names) = monitor.withLock { () -> (Bool, [String]) in
+            guard valid else { return (false, []) }
             valid = false
-            let n = count
             for k in 0..<count { replyPorts[(head + k) % slotCount] = nil }
             count = 0
             monitor.broadcast()
-            return n
+            let n = registeredNames
+            registeredNames = []
+            return (true, n)
         }
-        _ = dropped
-        if let name = registeredName {
-            MessagePortRegistry.remove(name, self)
-            registeredName = nil
-        }
-        source.invalidate()
+        for name in names { MessagePortRegistry.remove(name, self) }
+        return wasValid
     }
 }
 

@@ -54,7 +54,9 @@ extension RunLoop {
     ///
     /// From another thread: posts it (FIFO with other requests) and blocks
     /// until the loop ran it; with a `timeout`, a request the loop has not
-    /// started by then is cancelled and `.waitTimedOut` is thrown.
+    /// started by then is cancelled and `.waitTimedOut` is thrown. If the
+    /// loop's thread exits first, the request is dropped and `.loopEnded` is
+    /// thrown (it never blocks forever on a loop that is gone).
     /// On the loop's own thread: runs it at once if the loop is running one of
     /// `modes`; otherwise the request could never run while this thread waits,
     /// so `.wouldDeadlock` is thrown.
@@ -72,8 +74,10 @@ extension RunLoop {
         }
         let token = try post(block, modes, delay: .zero, waited: true)
         let deadline = timeout.map { bl_monotonic_ns() &+ UInt64(max($0.nanosecondsClamped, 0)) }
-        if !performs.waitUntilDone(token, deadline: deadline) {
-            throw .waitTimedOut(operation: "RunLoop.performAndWait")
+        switch performs.waitUntilDone(token, deadline: deadline) {
+        case .done: return
+        case .timedOut: throw .waitTimedOut(operation: "RunLoop.performAndWait")
+        case .loopEnded: throw .loopEnded(thread: ownerThread)
         }
     }
 
@@ -84,11 +88,13 @@ extension RunLoop {
             let ns = delay.nanosecondsClamped
             if ns > 0 { due = nowNanoseconds &+ UInt64(ns) }
         }
-        guard let token = performs.post(block, modes, due: due, waited: waited) else {
-            throw .capacityExceeded(.pendingPerforms, limit: capacities.pendingPerforms)
+        switch performs.post(block, modes, due: due, waited: waited) {
+        case .posted(let token):
+            wakeUp()
+            return token
+        case .full: throw .capacityExceeded(.pendingPerforms, limit: capacities.pendingPerforms)
+        case .closed: throw .loopEnded(thread: ownerThread)
         }
-        wakeUp()
-        return token
     }
 
     /// Runs every queued request that is due and whose mode is `ms`; returns
@@ -124,6 +130,18 @@ final class PerformQueue: @unchecked Sendable {
     private static let running: UInt32 = 2
     private static let done: UInt32 = 3
     private static let cancelled: UInt32 = 4
+    /// Dropped because the loop ended.
+    private static let refused: UInt32 = 5
+
+    enum PostResult {
+        case posted(PerformToken)
+        case full
+        case closed
+    }
+
+    enum WaitResult {
+        case done, timedOut, loopEnded
+    }
 
     /// generation << 3 | state; read without the lock by waiters.
     private let states: UnsafeMutablePointer<UInt32>
@@ -142,6 +160,8 @@ final class PerformQueue: @unchecked Sendable {
     @exclusivity(unchecked) private var head = 0
     @exclusivity(unchecked) private var queued = 0
     private let pendingCount = Atomic<Int>(0)
+    /// Set when the loop ends: nothing more is accepted.
+    @exclusivity(unchecked) private var closed = false
 
     init(capacity: Int) {
         self.capacity = capacity
@@ -195,9 +215,10 @@ final class PerformQueue: @unchecked Sendable {
         return false
     }
 
-    func post(_ block: @escaping @Sendable () -> Void, _ m: [RunLoopMode], due d: UInt64, waited w: Bool) -> PerformToken? {
-        lock.withLock { () -> PerformToken? in
-            guard freeCount > 0 else { return nil }
+    func post(_ block: @escaping @Sendable () -> Void, _ m: [RunLoopMode], due d: UInt64, waited w: Bool) -> PostResult {
+        lock.withLock { () -> PostResult in
+            if closed { return .closed }
+            guard freeCount > 0 else { return .full }
             freeCount -= 1
             let slot = freeList[freeCount]
             let i = Int(slot)
@@ -210,7 +231,43 @@ final class PerformQueue: @unchecked Sendable {
             ring[(head + queued) % capacity] = slot
             queued += 1
             pendingCount.add(1, ordering: .releasing)
-            return PerformToken(slot: slot, generation: gen)
+            return .posted(PerformToken(slot: slot, generation: gen))
+        }
+    }
+
+    /// Refuses every queued request and everything posted later (the loop
+    /// ended): waiters are woken and told, the blocks are released.
+    func close() {
+        var dropped: [Block?] = []
+        lock.withLock {
+            closed = true
+            dropped.reserveCapacity(queued)
+            for k in 0..<queued {
+                let slot = ring[(head + k) % capacity]
+                let i = Int(slot)
+                dropped.append(blocks[i])
+                blocks[i] = nil
+                modes[i] = []
+                pendingCount.subtract(1, ordering: .releasing)
+                if waited[i] {
+                    setState(slot, Self.refused)
+                    bl_futex_wake(states + i, Int32.max)
+                } else {
+                    release(slot)
+                }
+            }
+            queued = 0
+        }
+        // The blocks (and what they capture) are released outside the lock.
+        dropped.removeAll()
+    }
+
+    /// Whether a request names `mode` itself (not through `.common`).
+    func hasPending(named mode: RunLoopMode) -> Bool {
+        if !mayHavePending { return false }
+        return lock.withLock { () in
+            for k in 0..<queued where modes[Int(ring[(head + k) % capacity])].contains(mode) { return true }
+            return false
         }
     }
 
@@ -311,17 +368,20 @@ final class PerformQueue: @unchecked Sendable {
 
     /// Blocks until the request ran; false (and cancelled) if `deadline`
     /// passed before it started.
-    func waitUntilDone(_ token: PerformToken, deadline: UInt64?) -> Bool {
+    func waitUntilDone(_ token: PerformToken, deadline: UInt64?) -> WaitResult {
         let p = states + Int(token.slot)
         while true {
             let word = bl_atomic_load_u32(p)
             switch word & 7 {
             case Self.done:
                 lock.withLock { () in release(token.slot) }
-                return true
+                return .done
             case Self.cancelled:
                 lock.withLock { () in release(token.slot) }
-                return false
+                return .timedOut
+            case Self.refused:
+                lock.withLock { () in release(token.slot) }
+                return .loopEnded
             case Self.posted:
                 if let deadline {
                     let now = bl_monotonic_ns()
@@ -335,7 +395,7 @@ final class PerformQueue: @unchecked Sendable {
                             release(token.slot)
                             return true
                         }
-                        if withdrawn { return false }
+                        if withdrawn { return .timedOut }
                         continue
                     }
                     _ = bl_futex_wait(p, word, Int64(deadline - now))

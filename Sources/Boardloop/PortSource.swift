@@ -1,4 +1,5 @@
 import CLinux
+import Glibc
 
 /// A port-based input source (CF's version-1 source): a file descriptor the
 /// kernel signals — a GPIO line request, a signalfd, a message port's
@@ -15,8 +16,22 @@ import CLinux
 /// what the kernel reported; it should consume the readiness (read the fd),
 /// or the source is handled again on a later pass. As with any epoll loop,
 /// make the fd non-blocking: if another handler of the same batch drained
-/// it, the read finds nothing. The fd is the caller's: invalidating the
-/// source does not close it.
+/// it, the read finds nothing.
+///
+/// The fd is the caller's: invalidating the source does not close it. The
+/// loop watches its own duplicate of it (close-on-exec), made when the source
+/// is added and closed when it leaves the loop, so a registration always
+/// belongs to the source that made it: if the caller closes `fd` and the
+/// number is reused by a new file, removing or invalidating this source can
+/// never touch the new file's source. Invalidate before closing: a file the
+/// loop still watches stays open through its duplicate.
+///
+/// Hangup and error: a dispatch that reports `.hangup` or `.error` (a pipe
+/// whose writer closed, a socket reset, a GPIO chip that vanished) is the
+/// last one unless the handler calls `rearm()`: after the handler returns,
+/// the loop invalidates the source, as sd-event disables a failing source,
+/// so an fd that stays in that state cannot make the loop spin. Read what is
+/// left in that last dispatch (a hung-up pipe may still hold data).
 public final class PortSource: @unchecked Sendable {
     /// What the loop watches the fd for.
     public struct Interest: OptionSet, Sendable {
@@ -70,6 +85,26 @@ public final class PortSource: @unchecked Sendable {
     @exclusivity(unchecked) var interestBits: UInt32
     /// Whether the fd's epoll interest is switched off while rate-limit held.
     @exclusivity(unchecked) var heldInKernel = false
+    /// The loop's duplicate of `fd` (what its epoll sets watch), or -1.
+    @exclusivity(unchecked) var registeredFD: Int32 = -1
+    /// Set by `rearm()` during a dispatch that reported hangup or error.
+    @exclusivity(unchecked) var rearmed = false
+    /// Whether the loop ended the source after a hangup or error.
+    @exclusivity(unchecked) public internal(set) var endedByHangup = false
+    let remote = RemoteRequests()
+    /// The object this source belongs to (a message port, a signal source),
+    /// which the loop keeps alive while the source is scheduled, as CF's run
+    /// loop retains its sources.
+    weak var lifetimeOwner: AnyObject? {
+        didSet { hasLifetimeOwner = true }
+    }
+    @exclusivity(unchecked) var hasLifetimeOwner = false
+    /// `lifetimeOwner`, held strongly while the source is on a loop.
+    @exclusivity(unchecked) var retainedOwner: AnyObject?
+    /// Called on the loop's thread when the source is invalidated (by
+    /// anyone, or by its loop's end), so the object it belongs to can
+    /// follow: a message port stops accepting messages.
+    @exclusivity(unchecked) var onInvalidate: (() -> Void)?
     /// How many times the handler was called.
     @exclusivity(unchecked) public internal(set) var dispatchCount: UInt64 = 0
 
@@ -81,7 +116,8 @@ public final class PortSource: @unchecked Sendable {
     }
 
     /// What the loop watches the fd for. Setting it updates every mode's epoll
-    /// set. Owner thread only.
+    /// set; from a thread other than the loop's, the owner applies it at the
+    /// start of its next pass.
     public var interest: Interest {
         get {
             var r: Interest = []
@@ -90,8 +126,13 @@ public final class PortSource: @unchecked Sendable {
             return r
         }
         set {
-            interestBits = newValue.epollEvents
-            item.loop?.portInterestChanged(self)
+            let bits = newValue.epollEvents
+            remote.interest.store(bits, ordering: .releasing)
+            let owner = routeChange(RemoteRequests.changeInterest) { interestBits = bits }
+            if let owner {
+                interestBits = bits
+                owner.portInterestChanged(self)
+            }
         }
     }
 
@@ -113,12 +154,39 @@ public final class PortSource: @unchecked Sendable {
     public var runLoop: RunLoop? { item.loop }
 
     /// Removes the source from every mode's epoll set and makes it unusable.
-    /// Does not close the fd. Owner thread only.
-    public func invalidate() {
-        if let loop = item.loop {
-            loop.invalidatePort(self)
-        } else {
-            item.invalidated = true
+    /// Does not close the fd. Safe from any thread: from another thread, the
+    /// handler is not started again once this returns, and the loop removes
+    /// the fd at the start of its next pass.
+    public func invalidate() { invalidateFromAnyThread { $0.invalidatePort(self) } }
+
+    /// Keeps the source after a dispatch that reported `.hangup` or `.error`
+    /// (call it from that handler; anywhere else it has no effect). Use it
+    /// when the fd recovers by itself or the handler has dealt with the
+    /// condition; otherwise the loop invalidates the source after the handler.
+    public func rearm() { rearmed = true }
+
+    /// Makes the loop's duplicate of `fd` (when the source joins a loop).
+    func openRegisteredFD() throws(RunLoopError) {
+        // The source of a message port or signal source that is gone has
+        // nothing left to call.
+        if hasLifetimeOwner && lifetimeOwner == nil { throw .invalidated(item: "PortSource") }
+        let d = bl_dup_cloexec(fd)
+        guard d >= 0 else {
+            let e = errno
+            if e == EBADF { throw .invalidArgument("fd \(fd) is not an open file descriptor; a port source needs an open fd") }
+            throw .system(SystemError(call: "fcntl(F_DUPFD_CLOEXEC)", errno: e, fd: fd))
         }
+        registeredFD = d
+        retainedOwner = lifetimeOwner
+    }
+
+    /// Closes the loop's duplicate (when the source leaves its loop) and
+    /// returns the owner the loop kept alive, for the caller to release once
+    /// it is done with the source (releasing it may free the owner).
+    func closeRegisteredFD() -> AnyObject? {
+        Kernel.close(registeredFD)
+        registeredFD = -1
+        defer { retainedOwner = nil }
+        return retainedOwner
     }
 }

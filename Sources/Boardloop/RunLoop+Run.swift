@@ -33,7 +33,13 @@ extension RunLoop {
     /// Timer fires never end a run. Calls may nest, in any mode. Owner thread only.
     public func run(mode: RunLoopMode, timeout: Duration, returnAfterSourceHandled: Bool = false) throws(RunLoopError) -> RunLoopRunResult {
         try checkOwner("RunLoop.run(mode:timeout:returnAfterSourceHandled:)")
-        guard let ms = modeState(named: mode), !isEmpty(ms) else { return .finished }
+        // A mode nothing was ever added to exists once a perform request
+        // names it (as in CF, which creates the mode when the request is made).
+        var found = modeState(named: mode)
+        if found == nil && mode != .common && performs.hasPending(named: mode) {
+            found = try modeState(creating: mode)
+        }
+        guard let ms = found, !isEmpty(ms) else { return .finished }
         let start = nowNanoseconds
         let ns = timeout.nanosecondsClamped
         // 0: poll (one pass); .max: no deadline.
@@ -96,6 +102,9 @@ extension RunLoop {
             // outside that window the loop is awake and checks everything
             // before it sleeps again.
             wakePending.store(false, ordering: .releasing)
+            // Changes other threads asked for (invalidations, timer moves).
+            // If they emptied the mode, nothing is left to wait for.
+            if applyRemoteRequests() && isEmpty(ms) { return .finished }
             // 2, 3
             notify(ms, .beforeTimers)
             notify(ms, .beforeSources)
@@ -271,7 +280,8 @@ extension RunLoop {
             let e = readyList[readyNext]
             readyNext += 1
             if readyNext == readyCount { dropReadyList() }
-            if let p = ports.lookup(e.slot, e.generation), p.item.modeMask & ms.bit != 0, !p.heldInKernel {
+            if let p = ports.lookup(e.slot, e.generation), p.item.modeMask & ms.bit != 0, !p.heldInKernel,
+               !p.remote.invalidationRequested {
                 return dispatch(p, ms, events: e.events)
             }
         }
@@ -300,7 +310,7 @@ extension RunLoop {
         }) { buffer in
             for i in 0..<count {
                 guard let o = observers[buffer[i]], o.item.modeMask & ms.bit != 0,
-                      o.activities.rawValue & activity.rawValue != 0, !o.isFiring
+                      o.activities.rawValue & activity.rawValue != 0, !o.isFiring, !o.remote.invalidationRequested
                 else { continue }
                 o.isFiring = true
                 o.handler(o, activity)
@@ -329,22 +339,41 @@ extension RunLoop {
 
     // MARK: Step 4: custom sources
 
+    /// Performs the mode's signalled sources in (order, signal time) order —
+    /// sources of equal order in the order they were signalled, as in CF.
     private func performCustomSources(_ ms: ModeState, stopAfterHandle: Bool) -> Bool {
         let count = ms.customs.count
         if count == 0 { return false }
         var any = false
-        for i in 0..<count where customs[ms.customs[i]]!.signalled.load(ordering: .acquiring) {
+        for i in 0..<count where customs[ms.customs[i]]!.signalStamp.load(ordering: .acquiring) != 0 {
             any = true
             break
         }
         if !any { return false }
         var handled = false
+        var ready = 0
         withSnapshot(count, fill: { buffer in
-            for i in 0..<count { buffer[i] = ms.customs[i] }
-        }) { buffer in
+            // The signalled ones, sorted by (order, stamp); the mode's list is
+            // already sorted by order, so this only reorders equal orders.
             for i in 0..<count {
+                let slot = ms.customs[i]
+                let c = customs[slot]!
+                let stamp = c.signalStamp.load(ordering: .acquiring)
+                guard stamp != 0 else { continue }
+                var j = ready
+                while j > 0 {
+                    let prev = customs[buffer[j - 1]]!
+                    if prev.order < c.order || prev.signalStamp.load(ordering: .relaxed) < stamp { break }
+                    buffer[j] = buffer[j - 1]
+                    j -= 1
+                }
+                buffer[j] = slot
+                ready += 1
+            }
+        }) { buffer in
+            for i in 0..<ready {
                 guard let s = customs[buffer[i]], s.item.modeMask & ms.bit != 0,
-                      s.signalled.load(ordering: .acquiring)
+                      s.signalStamp.load(ordering: .acquiring) != 0, !s.remote.invalidationRequested
                 else { continue }
                 if s.limiter.limit != nil {
                     let now = nowNanoseconds
@@ -353,7 +382,7 @@ extension RunLoop {
                         continue
                     }
                 }
-                s.signalled.store(false, ordering: .releasing)
+                s.signalStamp.store(0, ordering: .releasing)
                 s.performCount &+= 1
                 workCount &+= 1
                 s.performCallback()
@@ -374,34 +403,71 @@ extension RunLoop {
         }
         p.dispatchCount &+= 1
         workCount &+= 1
-        p.handler(p, PortSource.Events(epoll: portEvents))
+        let events = PortSource.Events(epoll: portEvents)
+        p.handler(p, events)
+        if portEvents & (BL_EPOLLHUP | BL_EPOLLERR) != 0 { endAfterHangup(p, events) }
         return true
+    }
+
+    /// After a dispatch that reported hangup or error: unless the handler
+    /// re-armed the source, invalidate it, so the fd cannot make the loop
+    /// spin (level-triggered epoll reports EPOLLHUP/EPOLLERR for as long as
+    /// the condition lasts, whatever the interest).
+    @inline(never)
+    private func endAfterHangup(_ p: PortSource, _ events: PortSource.Events) {
+        if p.rearmed {
+            p.rearmed = false
+            return
+        }
+        guard p.item.loop === self, !p.item.invalidated else { return }
+        p.endedByHangup = true
+        invalidatePort(p)
     }
 
     // MARK: Step 9: timers
 
-    /// The earliest time a timer of the mode must fire by: min(fire + tolerance).
-    /// Children in the heap fire no earlier than their parent, so subtrees
-    /// whose fire time is already past the best deadline are skipped.
+    /// When the loop must wake for the mode's timers. Tolerance is a window
+    /// for coalescing, not a delay: the loop must wake by the earliest
+    /// `fire + tolerance` of all timers (the latest it may), and it wakes at
+    /// the latest fire date that is not after that — so a lone timer fires at
+    /// its fire date, and a timer whose window holds another timer's fire
+    /// date waits for it and fires with it. Children in the heap fire no
+    /// earlier than their parent, so both walks skip subtrees that cannot
+    /// matter.
     func nextTimerDeadline(_ ms: ModeState) -> UInt64 {
         let count = ms.timers.count
         if count == 0 { return .max }
-        var best = UInt64.max
-        visit(ms, 0, count, &best)
-        return best
+        var latest = UInt64.max
+        visitLatest(ms, 0, count, &latest)
+        if latest == .max { return .max }
+        var wake: UInt64 = 0
+        visitWake(ms, 0, count, latest, &wake)
+        return wake
     }
 
-    private func visit(_ ms: ModeState, _ i: Int, _ count: Int, _ best: inout UInt64) {
+    /// min(fire + tolerance) over the timers not firing now.
+    private func visitLatest(_ ms: ModeState, _ i: Int, _ count: Int, _ best: inout UInt64) {
         let slot = ms.timers[i]
         let fire = timerKeys[Int(slot)].fire
         if fire >= best { return }
         let t = timers[slot]!
-        let latest = fire &+ t.toleranceNanoseconds
-        let d = latest < fire ? UInt64.max : latest
+        let end = fire &+ t.toleranceNanoseconds
+        let d = end < fire ? UInt64.max : end
         if !t.isFiring && d < best { best = d }
         let left = 2 * i + 1
-        if left < count { visit(ms, left, count, &best) }
-        if left + 1 < count { visit(ms, left + 1, count, &best) }
+        if left < count { visitLatest(ms, left, count, &best) }
+        if left + 1 < count { visitLatest(ms, left + 1, count, &best) }
+    }
+
+    /// max(fire) over the timers not firing now whose fire is at most `latest`.
+    private func visitWake(_ ms: ModeState, _ i: Int, _ count: Int, _ latest: UInt64, _ wake: inout UInt64) {
+        let slot = ms.timers[i]
+        let fire = timerKeys[Int(slot)].fire
+        if fire > latest { return }
+        if fire > wake && !timers[slot]!.isFiring { wake = fire }
+        let left = 2 * i + 1
+        if left < count { visitWake(ms, left, count, latest, &wake) }
+        if left + 1 < count { visitWake(ms, left + 1, count, latest, &wake) }
     }
 
     /// Fires every timer of the mode whose fire time has come, in (fire time,
@@ -427,7 +493,7 @@ extension RunLoop {
         }) { buffer in
             for i in 0..<due {
                 guard let t = timers[buffer[i]], t.item.modeMask & ms.bit != 0, !t.isFiring,
-                      t.fireNanoseconds <= now
+                      t.fireNanoseconds <= now, !t.remote.invalidationRequested
                 else { continue }
                 fire(t)
             }
@@ -467,11 +533,13 @@ extension RunLoop {
         t.handler(t)
         t.isFiring = false
         guard t.item.loop === self, !t.item.invalidated else { return }
-        if t.movedDuringFire { return }
+        // A one-shot timer fires once, even if its handler set a new fire
+        // date (as CF: a non-repeating timer is invalidated after it fires).
         if interval == 0 {
             invalidateTimer(t)
             return
         }
+        if t.movedDuringFire { return }
         // Next grid point after the one fired for; grid points that passed
         // while the handler ran are skipped and reported with the next fire.
         var next = scheduled &+ (merged &+ 1) &* interval

@@ -7,9 +7,19 @@ import Synchronization
 /// built on epoll, eventfd and timerfd.
 ///
 /// A loop belongs to one thread, its owner: only the owner adds and removes
-/// items and runs the loop; calls that must come from the owner throw
-/// `RunLoopError.notOwner` otherwise. `wakeUp()`, `stop()`, `perform(...)`,
-/// `cancel(_:)` and `CustomSource.signal()` are safe from any thread.
+/// items and runs the loop; `add`, `remove` and `run` from another thread
+/// throw `RunLoopError.notOwner` (unlike CF, which takes the loop's lock for
+/// them: here the run path takes no lock at all, which is what keeps a pass
+/// cheap and allocation-free; use `perform` to add from another thread).
+/// Safe from any thread: `wakeUp()`, `stop()`, `perform(...)`, `cancel(_:)`,
+/// `CustomSource.signal()`, and the changes CF allows from any thread —
+/// `invalidate()` of any item, a timer's `fireDate`, a port's `interest` —
+/// which the owner applies at the start of its next pass (an invalidated
+/// item's handler is not started again once `invalidate()` returned).
+///
+/// When the owner thread exits, its loop ends: every item still scheduled is
+/// invalidated (and released), queued perform requests are dropped, waiters
+/// in `performAndWait` get `.loopEnded`, and new requests are refused with it.
 ///
 /// Everything the loop needs while running is reserved when it is made, from
 /// its `Capacities`; exceeding a capacity is a typed error at add/post time.
@@ -32,6 +42,24 @@ public final class RunLoop: @unchecked Sendable {
         /// may use the heap.
         public var nestingDepth: Int
 
+        /// The largest value each capacity may take, and the most memory a
+        /// loop may reserve (256 MiB): beyond these a loop is refused with
+        /// `.invalidArgument` naming the capacity, rather than reserving
+        /// gigabytes the board does not have.
+        public static let maxima = (
+            sources: 1 << 20, timers: 1 << 20, observers: 1 << 16, modes: 64, pendingPerforms: 1 << 20,
+            eventsPerWait: 65536, nestingDepth: 256, bytes: 256 << 20)
+
+        /// The bytes a loop with these capacities reserves (approximately: the
+        /// tables, each mode's lists, the snapshot stack and the ready list).
+        public var reservedBytes: Int {
+            let perMode = (sources + observers) * 4 + timers * 8
+            let tables = (sources * 2 + timers + observers) * 20 + timers * 24 + pendingPerforms * 48
+            let scratch = (sources + observers + timers + pendingPerforms) * 4 * nestingDepth
+            let remote = (sources * 2 + timers + observers) * 16
+            return modes * perMode + tables + scratch + remote + eventsPerWait * 40
+        }
+
         public init(
             sources: Int = 64, timers: Int = 64, observers: Int = 32, modes: Int = 8,
             pendingPerforms: Int = 128, eventsPerWait: Int = 32, nestingDepth: Int = 8
@@ -50,6 +78,16 @@ public final class RunLoop: @unchecked Sendable {
     /// The kernel thread id of the owning thread.
     public let ownerThread: Int32
     let manualClock: ManualClock?
+
+    /// Set when the owner thread has exited (see `end()`).
+    let endedFlag = Atomic<Bool>(false)
+    /// Items other threads changed, for the owner to apply (guarded by
+    /// `itemBindingLock`; a FIFO ring, one entry per item at most).
+    let remoteQueue: UnsafeMutablePointer<(any LoopItem)?>
+    let remoteCapacity: Int
+    @exclusivity(unchecked) var remoteHead = 0
+    @exclusivity(unchecked) var remoteCount = 0
+    let remotePending = Atomic<Bool>(false)
 
     // Kernel objects.
     let wakeFD: Int32
@@ -115,18 +153,23 @@ public final class RunLoop: @unchecked Sendable {
     }
 
     init(capacities c: Capacities, clock: RunLoopClock, owner: Int32) throws(RunLoopError) {
-        func check(_ value: Int, _ name: String, max: Int = 1 << 24) throws(RunLoopError) {
+        func check(_ value: Int, _ name: String, max: Int) throws(RunLoopError) {
             guard value >= 1 && value <= max else {
                 throw .invalidArgument("RunLoop.Capacities.\(name) is \(value); it must be between 1 and \(max)")
             }
         }
-        try check(c.sources, "sources")
-        try check(c.timers, "timers")
-        try check(c.observers, "observers")
-        try check(c.modes, "modes", max: 64)
-        try check(c.pendingPerforms, "pendingPerforms")
-        try check(c.eventsPerWait, "eventsPerWait", max: 65536)
-        try check(c.nestingDepth, "nestingDepth", max: 1024)
+        let m = Capacities.maxima
+        try check(c.sources, "sources", max: m.sources)
+        try check(c.timers, "timers", max: m.timers)
+        try check(c.observers, "observers", max: m.observers)
+        try check(c.modes, "modes", max: m.modes)
+        try check(c.pendingPerforms, "pendingPerforms", max: m.pendingPerforms)
+        try check(c.eventsPerWait, "eventsPerWait", max: m.eventsPerWait)
+        try check(c.nestingDepth, "nestingDepth", max: m.nestingDepth)
+        guard c.reservedBytes <= m.bytes else {
+            throw .invalidArgument(
+                "RunLoop.Capacities reserve about \(c.reservedBytes >> 20) MiB; a loop may reserve at most \(m.bytes >> 20) MiB (lower sources, timers, pendingPerforms or nestingDepth)")
+        }
 
         let wake = bl_eventfd(0, 0)
         guard wake >= 0 else { throw .system(SystemError(call: "eventfd", errno: errno)) }
@@ -136,6 +179,9 @@ public final class RunLoop: @unchecked Sendable {
             Kernel.close(wake)
             throw .system(SystemError(call: "timerfd_create", errno: e))
         }
+        remoteCapacity = c.sources * 2 + c.timers + c.observers
+        remoteQueue = .allocate(capacity: remoteCapacity)
+        remoteQueue.initialize(repeating: nil, count: remoteCapacity)
         capacities = c
         ownerThread = owner
         if case .manual(let m) = clock { manualClock = m } else { manualClock = nil }
@@ -171,10 +217,22 @@ public final class RunLoop: @unchecked Sendable {
 
     deinit {
         // Items outlive their loop: detach them so they do not point at it.
-        customs.forEach { $0.item = ItemState(); $0.item.invalidated = true }
-        ports.forEach { $0.item = ItemState(); $0.item.invalidated = true }
-        timers.forEach { $0.item = ItemState(); $0.item.invalidated = true }
-        observers.forEach { $0.item = ItemState(); $0.item.invalidated = true }
+        // The objects ports belong to are released after the lock: their
+        // deinit may invalidate other items, which takes it.
+        var owners: [AnyObject] = []
+        defer { owners.removeAll() }
+        itemBindingLock.withLock {
+            customs.forEach { $0.item = ItemState(); $0.item.invalidated = true }
+            ports.forEach { p in
+                if let owner = p.closeRegisteredFD() { owners.append(owner) }
+                p.item = ItemState()
+                p.item.invalidated = true
+            }
+            timers.forEach { $0.item = ItemState(); $0.item.invalidated = true }
+            observers.forEach { $0.item = ItemState(); $0.item.invalidated = true }
+            remoteQueue.deinitialize(count: remoteCapacity)
+        }
+        remoteQueue.deallocate()
         Kernel.close(wakeFD)
         Kernel.close(timerFD)
         timerKeys.deallocate()
@@ -253,13 +311,8 @@ public final class RunLoop: @unchecked Sendable {
         if tid != ownerThread { throw .notOwner(operation: operation(), ownerThread: ownerThread, callingThread: tid) }
     }
 
-    @inline(__always)
-    func requireOwner(_ operation: @autoclosure () -> String) {
-        let tid = bl_cached_tid()
-        if tid != ownerThread {
-            fatalError("boardloop: \(RunLoopError.notOwner(operation: operation(), ownerThread: ownerThread, callingThread: tid))")
-        }
-    }
+    /// Whether the owner thread has exited and the loop ended (see `end()`).
+    public var hasEnded: Bool { endedFlag.load(ordering: .acquiring) }
 
     /// The loop's current time: CLOCK_MONOTONIC, or its manual clock.
     public var now: MonotonicInstant { MonotonicInstant(nanoseconds: nowNanoseconds) }
@@ -382,21 +435,32 @@ public final class RunLoop: @unchecked Sendable {
 
     // MARK: Binding items
 
-    private func bind(_ item: inout ItemState, kind: String, insert: () -> (slot: Int32, generation: UInt32)?, capacity: RunLoopCapacity, limit: Int) throws(RunLoopError) -> Bool {
-        if item.invalidated { throw .invalidated(item: kind) }
-        if let loop = item.loop {
-            if loop !== self { throw .belongsToAnotherLoop(item: kind) }
-            return false
+    private func bind<T: LoopItem>(_ x: T, kind: String, insert: () -> (slot: Int32, generation: UInt32)?, capacity: RunLoopCapacity, limit: Int) throws(RunLoopError) -> Bool {
+        if hasEnded { throw .loopEnded(thread: ownerThread) }
+        return try itemBindingLock.withLock { () throws(RunLoopError) -> Bool in
+            if x.item.invalidated || x.remote.invalidationRequested { throw .invalidated(item: kind) }
+            if let loop = x.item.loop {
+                if loop !== self { throw .belongsToAnotherLoop(item: kind) }
+                return false
+            }
+            guard let (slot, generation) = insert() else { throw .capacityExceeded(capacity, limit: limit) }
+            x.item.loop = self
+            x.item.slot = slot
+            x.item.generation = generation
+            x.item.seq = nextSeq
+            nextSeq += 1
+            x.item.modeMask = 0
+            x.item.inCommonModes = false
+            return true
         }
-        guard let (slot, generation) = insert() else { throw .capacityExceeded(capacity, limit: limit) }
-        item.loop = self
-        item.slot = slot
-        item.generation = generation
-        item.seq = nextSeq
-        nextSeq += 1
-        item.modeMask = 0
-        item.inCommonModes = false
-        return true
+    }
+
+    /// Frees the item's slot and detaches it from the loop.
+    private func unbind<T: LoopItem>(_ x: T, from table: inout SlotTable<T>) {
+        itemBindingLock.withLock {
+            table.remove(x.item.slot)
+            x.item.detach()
+        }
     }
 
     private var sourceCount: Int { customs.count + ports.count }
@@ -409,7 +473,7 @@ public final class RunLoop: @unchecked Sendable {
         try checkOwner("RunLoop.add(CustomSource)")
         let ms = try targets(mode, creating: true)
         let full = sourceCount >= capacities.sources
-        _ = try bind(&source.item, kind: "CustomSource", insert: { full ? nil : customs.insert(source) }, capacity: .sources, limit: capacities.sources)
+        _ = try bind(source, kind: "CustomSource", insert: { full ? nil : customs.insert(source) }, capacity: .sources, limit: capacities.sources)
         if mode == .common { source.item.inCommonModes = true }
         for m in ms { enter(source, m) }
     }
@@ -434,10 +498,7 @@ public final class RunLoop: @unchecked Sendable {
         source.cancelCallback?(self, ms.mode!)
     }
 
-    private func unbind(_ source: CustomSource) {
-        customs.remove(source.item.slot)
-        source.item.detach()
-    }
+    private func unbind(_ source: CustomSource) { unbind(source, from: &customs) }
 
     func invalidateSource(_ source: CustomSource) {
         invalidateItem(source, operation: "CustomSource.invalidate", leave: leave, unbind: unbind)
@@ -455,7 +516,13 @@ public final class RunLoop: @unchecked Sendable {
         try checkOwner("RunLoop.add(PortSource)")
         let ms = try targets(mode, creating: true)
         let full = sourceCount >= capacities.sources
-        let fresh = try bind(&source.item, kind: "PortSource", insert: { full ? nil : ports.insert(source) }, capacity: .sources, limit: capacities.sources)
+        let fresh = try bind(source, kind: "PortSource", insert: { full ? nil : ports.insert(source) }, capacity: .sources, limit: capacities.sources)
+        if fresh {
+            do throws(RunLoopError) { try source.openRegisteredFD() } catch {
+                unbind(source, from: &ports)
+                throw error
+            }
+        }
         var entered: [ModeState] = []
         do throws(RunLoopError) {
             for m in ms where source.item.modeMask & m.bit == 0 {
@@ -474,10 +541,16 @@ public final class RunLoop: @unchecked Sendable {
         guard source.item.modeMask & ms.bit == 0 else { return }
         let data = Tag.port(slot: source.item.slot, generation: source.item.generation)
         do {
-            _ = try Kernel.call("epoll_ctl(ADD)", trapOnBadFD: false) {
-                bl_epoll_ctl(ms.epfd, BL_EPOLL_CTL_ADD, source.fd, source.heldInKernel ? 0 : source.interestBits, data)
+            _ = try Kernel.call("epoll_ctl(ADD)", fd: source.fd, trapOnBadFD: false) {
+                bl_epoll_ctl(ms.epfd, BL_EPOLL_CTL_ADD, source.registeredFD, source.heldInKernel ? 0 : source.interestBits, data)
             }
-        } catch { throw .system(error) }
+        } catch {
+            if error.errno == EPERM {
+                throw .invalidArgument(
+                    "fd \(source.fd) is a regular file or directory: such files are always ready, so epoll cannot watch them and they cannot be port sources (read them directly, or watch a pipe, socket or device instead)")
+            }
+            throw .system(error)
+        }
         source.item.modeMask |= ms.bit
         ms.portCount += 1
     }
@@ -491,22 +564,33 @@ public final class RunLoop: @unchecked Sendable {
         guard source.item.modeMask & ms.bit != 0 else { return }
         source.item.modeMask &= ~ms.bit
         ms.portCount -= 1
-        Epoll.remove(ms.epfd, source.fd)
+        // The loop's own duplicate of the fd: removing it can never touch a
+        // registration of another source, even if the user closed `fd` and
+        // the number was reused.
+        Epoll.remove(ms.epfd, source.registeredFD)
     }
 
     private func unbind(_ source: PortSource) {
         if source.heldInKernel { dropHeld(source.item.slot) }
         source.heldInKernel = false
-        ports.remove(source.item.slot)
-        source.item.detach()
+        let owner = source.closeRegisteredFD()
+        unbind(source, from: &ports)
+        _ = owner  // released here, after the source left the loop
     }
 
     func invalidatePort(_ source: PortSource) {
+        let wasHere = source.item.loop === self
+        // The owner the loop kept alive must outlive the hook that tells it.
+        let owner = source.retainedOwner
         invalidateItem(source, operation: "PortSource.invalidate", leave: leave, unbind: unbind)
+        if wasHere, let hook = source.onInvalidate {
+            source.onInvalidate = nil
+            hook()
+        }
+        withExtendedLifetime(owner) {}
     }
 
     func portInterestChanged(_ source: PortSource) {
-        requireOwner("PortSource.interest")
         guard !source.heldInKernel else { return }
         applyPortEvents(source, source.interestBits)
     }
@@ -516,7 +600,7 @@ public final class RunLoop: @unchecked Sendable {
         for ms in modeStates.prefix(usedModes) where source.item.modeMask & ms.bit != 0 {
             // MOD of a registered fd with valid arguments cannot fail unless
             // the user closed the fd, which removed it from the set already.
-            _ = bl_epoll_ctl(ms.epfd, BL_EPOLL_CTL_MOD, source.fd, bits, data)
+            _ = bl_epoll_ctl(ms.epfd, BL_EPOLL_CTL_MOD, source.registeredFD, bits, data)
         }
     }
 
@@ -542,7 +626,6 @@ public final class RunLoop: @unchecked Sendable {
     }
 
     func releaseHeldPort(_ source: PortSource) {
-        requireOwner("PortSource.rateLimit")
         guard source.heldInKernel else { return }
         dropHeld(source.item.slot)
         source.heldInKernel = false
@@ -576,7 +659,7 @@ public final class RunLoop: @unchecked Sendable {
     public func add(_ timer: RunLoopTimer, mode: RunLoopMode) throws(RunLoopError) {
         try checkOwner("RunLoop.add(RunLoopTimer)")
         let ms = try targets(mode, creating: true)
-        let fresh = try bind(&timer.item, kind: "RunLoopTimer", insert: { timers.insert(timer) }, capacity: .timers, limit: capacities.timers)
+        let fresh = try bind(timer, kind: "RunLoopTimer", insert: { timers.insert(timer) }, capacity: .timers, limit: capacities.timers)
         if fresh {
             timerKeys[Int(timer.item.slot)] = TimerKey(fire: timer.fireNanoseconds, order: timer.order, seq: timer.item.seq)
         }
@@ -601,17 +684,13 @@ public final class RunLoop: @unchecked Sendable {
         ms.timers.remove(timer.item.slot, keys: timerKeys)
     }
 
-    private func unbind(_ timer: RunLoopTimer) {
-        timers.remove(timer.item.slot)
-        timer.item.detach()
-    }
+    private func unbind(_ timer: RunLoopTimer) { unbind(timer, from: &timers) }
 
     func invalidateTimer(_ timer: RunLoopTimer) {
         invalidateItem(timer, operation: "RunLoopTimer.invalidate", leave: leave, unbind: unbind)
     }
 
     func timerMoved(_ timer: RunLoopTimer) {
-        requireOwner("RunLoopTimer.fireDate")
         let slot = Int(timer.item.slot)
         timerKeys[slot].fire = timer.fireNanoseconds
         var i = 0
@@ -630,7 +709,7 @@ public final class RunLoop: @unchecked Sendable {
     public func add(_ observer: RunLoopObserver, mode: RunLoopMode) throws(RunLoopError) {
         try checkOwner("RunLoop.add(RunLoopObserver)")
         let ms = try targets(mode, creating: true)
-        _ = try bind(&observer.item, kind: "RunLoopObserver", insert: { observers.insert(observer) }, capacity: .observers, limit: capacities.observers)
+        _ = try bind(observer, kind: "RunLoopObserver", insert: { observers.insert(observer) }, capacity: .observers, limit: capacities.observers)
         if mode == .common { observer.item.inCommonModes = true }
         for m in ms { enter(observer, m) }
     }
@@ -655,10 +734,7 @@ public final class RunLoop: @unchecked Sendable {
         recomputeObserverMask(ms)
     }
 
-    private func unbind(_ observer: RunLoopObserver) {
-        observers.remove(observer.item.slot)
-        observer.item.detach()
-    }
+    private func unbind(_ observer: RunLoopObserver) { unbind(observer, from: &observers) }
 
     private func recomputeObserverMask(_ ms: ModeState) {
         var mask: UInt32 = 0
@@ -684,10 +760,10 @@ public final class RunLoop: @unchecked Sendable {
         if x.item.modeMask == 0 && !x.item.inCommonModes { unbind(x) }
     }
 
+    /// Owner thread only (public `invalidate()`s route here through `routeChange`).
     private func invalidateItem<T: LoopItem>(_ x: T, operation: @autoclosure () -> String, leave: (T, ModeState) -> Void, unbind: (T) -> Void) {
-        requireOwner(operation())
         guard x.item.loop === self else { return }
-        x.item.invalidated = true
+        itemBindingLock.withLock { x.item.invalidated = true }
         x.item.inCommonModes = false
         for m in modeStates.prefix(usedModes) { leave(x, m) }
         unbind(x)
@@ -701,22 +777,16 @@ public final class RunLoop: @unchecked Sendable {
     }
 }
 
-/// An item a loop schedules: custom and port sources, timers, observers.
-protocol LoopItem: AnyObject {
-    var item: ItemState { get set }
-}
-
-extension CustomSource: LoopItem {}
-extension PortSource: LoopItem {}
-extension RunLoopTimer: LoopItem {}
-extension RunLoopObserver: LoopItem {}
-
 /// The thread-specific key holding each non-main thread's current loop (a
-/// retained reference, released when the thread exits).
+/// retained reference). When the thread exits, the loop ends (see `end()`)
+/// and the reference is released.
 let currentKey: pthread_key_t = {
     var key = pthread_key_t()
     let rc = pthread_key_create(&key) { p in
-        if let p { Unmanaged<RunLoop>.fromOpaque(p).release() }
+        guard let p else { return }
+        let loop = Unmanaged<RunLoop>.fromOpaque(p)
+        loop.takeUnretainedValue().end()
+        loop.release()
     }
     precondition(rc == 0, "boardloop: pthread_key_create failed")
     return key

@@ -20,6 +20,9 @@ public enum RunLoopError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A perform request timed out while waiting for the target loop; it was
     /// cancelled before it ran.
     case waitTimedOut(operation: String)
+    /// The loop's owner thread has exited: the loop ended and accepts no more
+    /// work (see `RunLoop.hasEnded`).
+    case loopEnded(thread: Int32)
     /// A system call failed.
     case system(SystemError)
 
@@ -41,6 +44,8 @@ public enum RunLoopError: Error, Equatable, Sendable, CustomStringConvertible {
             "invalid argument: \(message)"
         case let .waitTimedOut(operation):
             "\(operation) timed out before the target loop ran the request; it was cancelled"
+        case let .loopEnded(thread):
+            "the run loop of thread \(thread) has ended (its thread exited); it accepts no more work"
         case let .system(error):
             error.description
         }

@@ -36,6 +36,7 @@ public final class RunLoopObserver: @unchecked Sendable {
     @exclusivity(unchecked) var item = ItemState()
     /// Set while its handler runs: a nested run does not call it again.
     @exclusivity(unchecked) var isFiring = false
+    let remote = RemoteRequests()
 
     public init(
         activities: RunLoopActivity, repeats: Bool = true, order: Int = 0,
@@ -50,12 +51,7 @@ public final class RunLoopObserver: @unchecked Sendable {
     public var isValid: Bool { !item.invalidated }
     public var runLoop: RunLoop? { item.loop }
 
-    /// Removes the observer from every mode. Owner thread only.
-    public func invalidate() {
-        if let loop = item.loop {
-            loop.invalidateObserver(self)
-        } else {
-            item.invalidated = true
-        }
-    }
+    /// Removes the observer from every mode. Safe from any thread: from
+    /// another thread, the observer is not called again once this returns.
+    public func invalidate() { invalidateFromAnyThread { $0.invalidateObserver(self) } }
 }

@@ -24,8 +24,10 @@ public struct TimerStatistics: Equatable, Sendable {
 /// repeatedly every `interval` on the grid fire date + k·interval. A
 /// repeating timer is rescheduled from its scheduled fire time, not the actual
 /// one: if it missed several periods it fires once, then stays on the grid.
-/// `tolerance` lets the loop fire it up to that much late to coalesce wake-ups
-/// with other timers. Timer fires never make a run call return.
+/// `tolerance` lets the loop fire it up to that much late when that lets it
+/// serve another timer with the same wake-up; a timer with nothing to share a
+/// wake-up with fires at its fire date. Timer fires never make a run call
+/// return.
 public final class RunLoopTimer: @unchecked Sendable {
     public let interval: Duration
     let intervalNanoseconds: UInt64
@@ -38,6 +40,7 @@ public final class RunLoopTimer: @unchecked Sendable {
     @exclusivity(unchecked) var isFiring = false
     /// Set when the fire date is changed while the handler runs.
     @exclusivity(unchecked) var movedDuringFire = false
+    let remote = RemoteRequests()
 
     /// The last fire, with its lateness and skipped periods.
     @exclusivity(unchecked) public internal(set) var lastFire: TimerFire?
@@ -45,14 +48,14 @@ public final class RunLoopTimer: @unchecked Sendable {
 
     /// - Parameters:
     ///   - fireAt: the first fire time, on the loop's clock (`loop.now + delay`).
-    ///   - interval: zero for a one-shot timer.
-    ///   - tolerance: how late the loop may fire it to coalesce wake-ups.
+    ///   - interval: zero (or negative, as in CF) for a one-shot timer.
+    ///   - tolerance: how late the loop may fire it to coalesce wake-ups
+    ///     (negative counts as zero).
     public init(
         fireAt: MonotonicInstant, interval: Duration = .zero, tolerance: Duration = .zero, order: Int = 0,
         handler: @escaping (RunLoopTimer) -> Void
     ) {
-        precondition(interval >= .zero, "RunLoopTimer interval must not be negative")
-        self.interval = interval
+        self.interval = max(interval, .zero)
         intervalNanoseconds = UInt64(max(interval.nanosecondsClamped, 0))
         self.order = order
         self.handler = handler
@@ -66,15 +69,27 @@ public final class RunLoopTimer: @unchecked Sendable {
 
     /// The next scheduled fire time. Setting it moves a scheduled timer (in
     /// every mode it is in); the repeating grid restarts from the new date.
-    /// Owner thread only.
+    /// From a thread other than the loop's, the owner applies the new date at
+    /// the start of its next pass (read it back on the loop's thread).
     public var fireDate: MonotonicInstant {
         get { MonotonicInstant(nanoseconds: fireNanoseconds) }
         set {
-            fireNanoseconds = newValue.nanoseconds
-            pendingSkipped = 0
-            if isFiring { movedDuringFire = true }
-            item.loop?.timerMoved(self)
+            let ns = newValue.nanoseconds
+            remote.fireDate.store(ns, ordering: .releasing)
+            let owner = routeChange(RemoteRequests.moveFireDate) {
+                fireNanoseconds = ns
+                pendingSkipped = 0
+            }
+            if let owner { setFireDate(ns, on: owner) }
         }
+    }
+
+    /// Moves the timer on its loop (owner thread).
+    func setFireDate(_ ns: UInt64, on loop: RunLoop) {
+        fireNanoseconds = ns
+        pendingSkipped = 0
+        if isFiring { movedDuringFire = true }
+        loop.timerMoved(self)
     }
 
     public var tolerance: Duration {
@@ -83,12 +98,8 @@ public final class RunLoopTimer: @unchecked Sendable {
     }
 
     /// Removes the timer from every mode; it will not fire again. Safe inside
-    /// its own handler. Owner thread only.
-    public func invalidate() {
-        if let loop = item.loop {
-            loop.invalidateTimer(self)
-        } else {
-            item.invalidated = true
-        }
-    }
+    /// its own handler, and from any thread (from another thread the loop
+    /// removes it at the start of its next pass; it does not fire again once
+    /// this returns).
+    public func invalidate() { invalidateFromAnyThread { $0.invalidateTimer(self) } }
 }

@@ -113,6 +113,9 @@ public final class SignalSource: @unchecked Sendable {
         buffer = .allocate(capacity: self.batch)
         self.handler = handler
         source = PortSource(fd: fd, order: order) { [unowned self] _, _ in self.drain() }
+        // While scheduled, the loop keeps the signal source alive (as CF's
+        // sources); `invalidate()` or the loop's end lets it go.
+        source.lifetimeOwner = self
     }
 
     deinit {

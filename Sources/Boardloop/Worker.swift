@@ -10,6 +10,8 @@ public enum WorkerError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidSetting(worker: String, setting: String, reason: String)
     /// The setup closure threw; the worker's thread has ended.
     case setupFailed(worker: String, error: String)
+    /// `start()` on a worker that was started before (a worker runs once).
+    case alreadyStarted(worker: String)
     case runLoop(RunLoopError)
     case system(SystemError)
 
@@ -19,6 +21,7 @@ public enum WorkerError: Error, Equatable, Sendable, CustomStringConvertible {
             "worker '\(w)': not permitted to set \(setting); \(hint). Nothing was applied and the worker did not start"
         case let .invalidSetting(w, setting, reason): "worker '\(w)': invalid \(setting): \(reason). The worker did not start"
         case let .setupFailed(w, e): "worker '\(w)': setup failed: \(e)"
+        case let .alreadyStarted(w): "worker '\(w)' was already started; a worker runs once (make a new one to run again)"
         case let .runLoop(e): e.description
         case let .system(e): e.description
         }
@@ -29,6 +32,10 @@ public enum WorkerError: Error, Equatable, Sendable, CustomStringConvertible {
 /// `start` returns once the worker's loop is running, so nothing posted to it
 /// afterwards can be missed; `stop()` (any thread, at any time, even while
 /// the worker is still starting) ends it, and `join()` waits for its thread.
+/// When the thread ends, its loop ends too: whatever was scheduled on it is
+/// invalidated and released (see `RunLoop.hasEnded`). A worker dropped
+/// without `join()` detaches its thread, so the thread's stack is reclaimed
+/// when it exits.
 public final class Worker: @unchecked Sendable {
     /// Optional real-time settings, applied on the worker's thread before its
     /// loop starts. All or nothing: if one cannot be applied, those already
@@ -52,8 +59,10 @@ public final class Worker: @unchecked Sendable {
     }
 
     public let name: String
-    /// The worker's loop: perform, wake up, or schedule ports' senders against it.
-    public private(set) var loop: RunLoop!
+    /// The worker's loop, once `start()` has returned (nil before, and when
+    /// the start failed): perform, wake up, or send to its ports.
+    public var loop: RunLoop? { monitor.withLock { runLoop } }
+    private var runLoop: RunLoop?
     /// The worker thread's kernel id (visible in /proc/PID/task/TID).
     public private(set) var threadID: Int32 = 0
 
@@ -76,6 +85,13 @@ public final class Worker: @unchecked Sendable {
         self.setup = setup
         // Performed on the worker's thread: stops the innermost run there.
         exitSource = CustomSource(order: Int.min) { RunLoop.currentIfExists?.stop() }
+    }
+
+    deinit {
+        // The thread holds the worker while it runs, so a worker is freed
+        // only once its thread is done (or was never started). A thread
+        // nobody joined is detached so that its stack is reclaimed.
+        if threadStarted && !joined { pthread_detach(handle) }
     }
 
     /// Starts a worker thread named `name` (the first 15 bytes show in
@@ -107,7 +123,7 @@ public final class Worker: @unchecked Sendable {
             threadStarted = true
             return false
         }
-        precondition(!alreadyStarted, "Worker '\(name)' started twice")
+        if alreadyStarted { throw .alreadyStarted(worker: name) }
         let context = Unmanaged.passRetained(self).toOpaque()
         let rc = pthread_create(&handle, nil, { p in
             let worker = Unmanaged<Worker>.fromOpaque(p!).takeRetainedValue()
@@ -134,7 +150,7 @@ public final class Worker: @unchecked Sendable {
     public func stop() {
         exitRequested.store(true, ordering: .releasing)
         exitSource.signal()
-        monitor.withLock { loop }?.wakeUp()
+        monitor.withLock { runLoop }?.wakeUp()
     }
 
     /// Waits for the worker's thread to end (after `stop()`).
@@ -176,12 +192,16 @@ public final class Worker: @unchecked Sendable {
             return
         }
         monitor.withLock {
-            self.loop = loop
+            runLoop = loop
             threadID = bl_gettid()
         }
+        // However the thread leaves from here on, its loop ends on the way
+        // out and releases what was scheduled on it.
+        defer { loop.end() }
         do {
             try setup(loop)
         } catch {
+            monitor.withLock { runLoop = nil }
             finishStart(.setupFailed(worker: name, error: "\(error)"))
             return
         }

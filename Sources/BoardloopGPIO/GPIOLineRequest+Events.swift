@@ -39,8 +39,13 @@ extension GPIOLineRequest {
         // The closures hold the request strongly: while scheduled, the loop
         // keeps it alive (as CF's run loop retains its sources). The cycle
         // is broken when it is unscheduled, released or its chip vanishes.
-        let source = PortSource(fd: fd, interest: .readable, order: order) { _, events in
+        let source = PortSource(fd: fd, interest: .readable, order: order) { source, events in
             self.portReady(events)
+            // The loop ends a source whose dispatch reported hangup or error
+            // unless it is re-armed. Events were read and the request is still
+            // active: keep it; the next dispatch reads again or fails the
+            // request with a reason (portReady), and the loop never spins.
+            if self.state == .active && !events.isDisjoint(with: hangupOrError) { source.rearm() }
         }
         var timers: [RunLoopTimer?] = Array(repeating: nil, count: lineCount)
         for i in 0..<lineCount where lines[i].softwareDebounceNs > 0 {
@@ -363,3 +368,7 @@ extension GPIOLineRequest {
         unscheduleItems()
     }
 }
+
+/// `.error` and `.hangup`, as a constant: an option-set array literal
+/// allocates its array on every evaluation in unoptimised builds.
+private let hangupOrError: PortSource.Events = PortSource.Events.error.union(.hangup)

@@ -3,6 +3,7 @@
 #include "CLinux.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
@@ -237,3 +238,5 @@ int bl_drop_effective_capability(int cap) {
 }
 
 int bl_get_thread_name(char *buf) { return prctl(PR_GET_NAME, buf, 0, 0, 0); }
+
+int bl_dup_cloexec(int fd) { return fcntl(fd, F_DUPFD_CLOEXEC, 0); }

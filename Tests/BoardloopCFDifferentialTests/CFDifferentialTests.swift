@@ -42,7 +42,7 @@ final class CFDifferentialTests: XCTestCase {
     /// and returns the log and the run result.
     func onCFThread(_ body: @escaping @Sendable (Box, CFRunLoop) -> Int32) -> (log: [String], result: Int32) {
         let box = Box()
-        let result = Mutex<Int32>(0)
+        let result = Locked<Int32>(0)
         let t = JoinableThread {
             let rl = CFRunLoopGetCurrent()!
             box.loop = rl

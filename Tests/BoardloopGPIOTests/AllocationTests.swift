@@ -10,7 +10,7 @@ import XCTest
 /// for real by the CAllocationCounter malloc interposer on this thread.
 final class GPIOAllocationTests: XCTestCase {
     func testEdgeEventsAllocateNothingInSteadyState() throws {
-        try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked (ThreadSanitizer build)")
+        try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked: a sanitizer build (TSan, ASan) owns malloc; the normal test run counts")
         let loop = try RunLoop()
         let chip = try MockChip(label: "alloc", lineCount: 8)
         let gpio = try chip.open()
@@ -45,7 +45,7 @@ final class GPIOAllocationTests: XCTestCase {
     }
 
     func testDebouncedEventsAllocateNothingInSteadyState() throws {
-        try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked (ThreadSanitizer build)")
+        try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked: a sanitizer build (TSan, ASan) owns malloc; the normal test run counts")
         let clock = ManualClock()
         let loop = try RunLoop(clock: .manual(clock))
         let chip = try MockChip(label: "alloc", lineCount: 8, eventModel: .v1, clock: .manual(clock))

@@ -16,13 +16,13 @@ final class MessagePortTests: XCTestCase {
         let countAllocations = AllocationCounter.isActive
         AllocationCounter.reset()
 
-        let portB = Mutex<MessagePort?>(nil)
-        let portA = Mutex<MessagePort?>(nil)
+        let portB = Locked<MessagePort?>(nil)
+        let portA = Locked<MessagePort?>(nil)
         let a = try Worker.start(name: "ping") { loop in
             var expected: Int64 = 0
             let p = try MessagePort(label: "ping", slots: 4, slotSize: 16) { m in
                 if m.id == 9 { return }
-                let k = m.load(as: Int64.self)
+                let k = (try! m.load(as: Int64.self))
                 if k != expected { errors.add(1, ordering: .relaxed) }
                 expected = k + 2
                 if k == warm && countAllocations { AllocationCounter.beginCountingOnThisThread() }
@@ -46,7 +46,7 @@ final class MessagePortTests: XCTestCase {
                     doneB.store(true, ordering: .releasing)
                     return
                 }
-                let k = m.load(as: Int64.self)
+                let k = (try! m.load(as: Int64.self))
                 if k != expected { errors.add(1, ordering: .relaxed) }
                 expected = k + 2
                 if k == warm + 1 && countAllocations { AllocationCounter.beginCountingOnThisThread() }
@@ -72,18 +72,18 @@ final class MessagePortTests: XCTestCase {
     /// one got `.full`.
     func testFloodEveryAcceptedArrivesOnceEveryRefusedIsTyped() throws {
         let senders = 4, perSender = 3_000
-        let seen = Mutex<[[Int32]]>(Array(repeating: [], count: senders))
-        let port = Mutex<MessagePort?>(nil)
+        let seen = Locked<[[Int32]]>(Array(repeating: [], count: senders))
+        let port = Locked<MessagePort?>(nil)
         let worker = try Worker.start(name: "flooded") { loop in
             let p = try MessagePort(label: "flooded", slots: 8, slotSize: 8) { m in
-                let v = m.load(as: Int32.self)
+                let v = (try! m.load(as: Int32.self))
                 seen.withLock { $0[Int(m.id)].append(v) }
             }
             try p.schedule(on: loop)
             port.withLock { $0 = p }
         }
         let p = port.withLock { $0 }!
-        let accepted = Mutex<[[Int32]]>(Array(repeating: [], count: senders))
+        let accepted = Locked<[[Int32]]>(Array(repeating: [], count: senders))
         let refused = Atomic<Int>(0), otherErrors = Atomic<Int>(0)
         var threads: [JoinableThread] = []
         for s in 0..<senders {
@@ -112,7 +112,7 @@ final class MessagePortTests: XCTestCase {
 
     /// With a timeout, senders wait for room instead: nothing is refused.
     func testSendersWaitForRoomWithinTimeout() throws {
-        let port = Mutex<MessagePort?>(nil)
+        let port = Locked<MessagePort?>(nil)
         let got = Atomic<Int>(0)
         let worker = try Worker.start(name: "slow") { loop in
             let p = try MessagePort(label: "slow", slots: 2, slotSize: 4) { _ in got.add(1, ordering: .relaxed) }
@@ -183,7 +183,7 @@ final class MessagePortTests: XCTestCase {
                 log.add("checked in: \(m.replyPort?.label ?? "nil")")
                 try! workerPort!.send(id: 10, value: Int64(5))
             case 11:
-                log.add("answer \(m.load(as: Int64.self))")
+                log.add("answer \((try! m.load(as: Int64.self)))")
                 loop.stop()
             default: log.add("unexpected \(m.id)")
             }
@@ -192,25 +192,25 @@ final class MessagePortTests: XCTestCase {
         try mainPort.register(name: "boardloop.test.checkin")
         let worker = try Worker.start(name: "checkin") { wl in
             let mine = try MessagePort(label: "worker", slots: 8, slotSize: 16) { m in
-                if m.id == 10 { try? MessagePortRegistry.lookup("boardloop.test.checkin")!.send(id: 11, value: m.load(as: Int64.self) * 3) }
+                if m.id == 10 { try? MessagePortRegistry.lookup("boardloop.test.checkin")!.send(id: 11, value: (try! m.load(as: Int64.self)) * 3) }
             }
             try mine.schedule(on: wl)
             try MessagePortRegistry.lookup("boardloop.test.checkin")!.send(id: 1, replyPort: mine)
         }
-        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(60)), .stopped)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
         worker.stopAndJoin()
         mainPort.invalidate()
         XCTAssertEqual(log.entries, ["checked in: worker", "answer 15"])
     }
 
     func testRequestReplyTimeoutAndLateReply() throws {
-        let lateReply = Mutex<MessagePortError?>(nil)
-        let port = Mutex<MessagePort?>(nil)
+        let lateReply = Locked<MessagePortError?>(nil)
+        let port = Locked<MessagePort?>(nil)
         let release = Atomic<Bool>(false)
         let worker = try Worker.start(name: "replier") { loop in
             let p = try MessagePort(label: "replier", slots: 2, slotSize: 8) { m in
                 switch m.id {
-                case 1: try? m.reply(id: 100, value: m.load(as: Int64.self) * 2)
+                case 1: try? m.reply(id: 100, value: (try! m.load(as: Int64.self)) * 2)
                 case 2: break // never replies
                 case 3:
                     // Replies only after the requester gave up.

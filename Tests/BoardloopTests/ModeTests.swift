@@ -28,7 +28,8 @@ final class ModeTests: XCTestCase {
         XCTAssertTrue(source.isSignalled, "the signal is held for the source's mode")
 
         // Running the other mode delivers everything that was held.
-        while log.entries.count < 5 {
+        let end = MonotonicInstant.now + testDeadline
+        while log.entries.count < 5 && MonotonicInstant.now < end {
             XCTAssertEqual(try loop.run(mode: other, timeout: .zero), .timedOut)
         }
         XCTAssertEqual(log.entries.filter { $0.hasPrefix("port") }, ["port 1", "port 2", "port 3"])
@@ -76,8 +77,8 @@ final class ModeTests: XCTestCase {
         try loop.add(port, mode: other)
         try loop.add(port, mode: other) // adding again is a no-op
         pipe.write([1, 2])
-        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(60), returnAfterSourceHandled: true), .handledSource)
-        XCTAssertEqual(try loop.run(mode: other, timeout: .seconds(60), returnAfterSourceHandled: true), .handledSource)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline, returnAfterSourceHandled: true), .handledSource)
+        XCTAssertEqual(try loop.run(mode: other, timeout: testDeadline, returnAfterSourceHandled: true), .handledSource)
         XCTAssertEqual(port.dispatchCount, 2, "one item, counted across modes")
 
         try loop.remove(port, mode: .default)
@@ -86,7 +87,7 @@ final class ModeTests: XCTestCase {
         XCTAssertTrue(port.isValid)
         pipe.write([3])
         XCTAssertEqual(try loop.run(mode: .default, timeout: .zero), .finished)
-        XCTAssertEqual(try loop.run(mode: other, timeout: .seconds(60), returnAfterSourceHandled: true), .handledSource)
+        XCTAssertEqual(try loop.run(mode: other, timeout: testDeadline, returnAfterSourceHandled: true), .handledSource)
         XCTAssertEqual(port.dispatchCount, 3)
     }
 
@@ -125,7 +126,7 @@ final class ModeTests: XCTestCase {
             if !nested {
                 nested = true
                 // The port is still readable (one byte left) during this nested run.
-                let r = try! loop.run(mode: self.other, timeout: .seconds(60))
+                let r = try! loop.run(mode: self.other, timeout: testDeadline)
                 log.add("nested \(r)")
             } else {
                 loop.stop()
@@ -133,7 +134,7 @@ final class ModeTests: XCTestCase {
         }
         try loop.add(port, mode: .default)
         pipe.write([1, 2])
-        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(60)), .stopped)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
         XCTAssertEqual(log.entries, [
             "port 1 in kCFRunLoopDefaultMode", "inner woke", "inner timer", "nested finished",
             "port 2 in kCFRunLoopDefaultMode",
@@ -152,12 +153,12 @@ final class ModeTests: XCTestCase {
         try loop.add(timer, mode: .default)
         let source = CustomSource {
             log.add("source depth \(loop.runDepth)")
-            let r = try! loop.run(mode: .default, timeout: .seconds(60))
+            let r = try! loop.run(mode: .default, timeout: testDeadline)
             log.add("nested \(r)")
         }
         try loop.add(source, mode: .default)
         source.signal()
-        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(60), returnAfterSourceHandled: true), .handledSource)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline, returnAfterSourceHandled: true), .handledSource)
         XCTAssertEqual(log.entries, ["source depth 1", "timer depth 2", "nested stopped"])
     }
 }

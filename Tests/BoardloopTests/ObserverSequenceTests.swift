@@ -19,7 +19,7 @@ final class ObserverSequenceTests: XCTestCase {
         }
         try loop.add(timer, mode: .default)
         try loop.add(farTimer(), mode: .default)
-        let result = try loop.run(mode: .default, timeout: .seconds(60))
+        let result = try loop.run(mode: .default, timeout: testDeadline)
         XCTAssertEqual(result, .stopped)
         XCTAssertEqual(log.entries, ["entry", "beforeTimers", "beforeSources", "beforeWaiting", "afterWaiting", "timer", "exit"])
     }
@@ -31,7 +31,7 @@ final class ObserverSequenceTests: XCTestCase {
         let source = CustomSource { log.add("source") }
         try loop.add(source, mode: .default)
         source.signal()
-        let result = try loop.run(mode: .default, timeout: .seconds(60), returnAfterSourceHandled: true)
+        let result = try loop.run(mode: .default, timeout: testDeadline, returnAfterSourceHandled: true)
         XCTAssertEqual(result, .handledSource)
         // A handled custom source makes the rest of the pass a poll: no sleep, no wait notifications.
         XCTAssertEqual(log.entries, ["entry", "beforeTimers", "beforeSources", "source", "exit"])
@@ -48,7 +48,7 @@ final class ObserverSequenceTests: XCTestCase {
         }
         try loop.add(port, mode: .default)
         pipe.write([1])
-        let result = try loop.run(mode: .default, timeout: .seconds(60), returnAfterSourceHandled: true)
+        let result = try loop.run(mode: .default, timeout: testDeadline, returnAfterSourceHandled: true)
         XCTAssertEqual(result, .handledSource)
         // Guide step 5: a ready port goes straight to step 9, skipping 6-8.
         XCTAssertEqual(log.entries, ["entry", "beforeTimers", "beforeSources", "port [readable]", "exit"])
@@ -69,7 +69,7 @@ final class ObserverSequenceTests: XCTestCase {
             var b: UInt8 = 7
             _ = write(writeEnd, &b, 1)
         }
-        let result = try loop.run(mode: .default, timeout: .seconds(60), returnAfterSourceHandled: true)
+        let result = try loop.run(mode: .default, timeout: testDeadline, returnAfterSourceHandled: true)
         writer.join()
         XCTAssertEqual(result, .handledSource)
         XCTAssertEqual(log.entries, ["entry", "beforeTimers", "beforeSources", "beforeWaiting", "afterWaiting", "port", "exit"])
@@ -89,7 +89,7 @@ final class ObserverSequenceTests: XCTestCase {
             XCTAssertTrue(waitUntil { sleeps.load(ordering: .relaxed) == 2 && loop.isWaiting })
             loop.stop()
         }
-        let result = try loop.run(mode: .default, timeout: .seconds(60))
+        let result = try loop.run(mode: .default, timeout: testDeadline)
         waker.join()
         XCTAssertEqual(result, .stopped)
         XCTAssertEqual(log.entries, [
@@ -125,7 +125,7 @@ final class ObserverSequenceTests: XCTestCase {
         try recordActivities(loop, into: log)
         try loop.add(farTimer(), mode: .default)
         try loop.add(RunLoopObserver(activities: .entry, order: 1) { _, _ in loop.stop() }, mode: .default)
-        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(60)), .stopped)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
         XCTAssertEqual(log.entries, ["entry", "exit"])
     }
 
@@ -144,8 +144,8 @@ final class ObserverSequenceTests: XCTestCase {
         let log = Log()
         // Observers alone do not make a mode non-empty.
         try recordActivities(loop, mode: "empty", into: log)
-        XCTAssertEqual(try loop.run(mode: "empty", timeout: .seconds(60)), .finished)
-        XCTAssertEqual(try loop.run(mode: "never-used", timeout: .seconds(60)), .finished)
+        XCTAssertEqual(try loop.run(mode: "empty", timeout: testDeadline), .finished)
+        XCTAssertEqual(try loop.run(mode: "never-used", timeout: testDeadline), .finished)
         XCTAssertEqual(log.entries, [])
     }
 
@@ -155,7 +155,7 @@ final class ObserverSequenceTests: XCTestCase {
         try recordActivities(loop, into: log)
         let timer = RunLoopTimer(fireAt: loop.now + .milliseconds(2)) { _ in log.add("timer") }
         try loop.add(timer, mode: .default)
-        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(60)), .finished)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .finished)
         XCTAssertFalse(timer.isValid)
         XCTAssertEqual(log.entries, ["entry", "beforeTimers", "beforeSources", "beforeWaiting", "afterWaiting", "timer", "exit"])
     }

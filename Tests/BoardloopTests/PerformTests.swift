@@ -6,7 +6,7 @@ import XCTest
 
 final class PerformTests: XCTestCase {
     final class Recorder: @unchecked Sendable {
-        let lock = Mutex<[Int]>([])
+        let lock = Locked<[Int]>([])
         func add(_ i: Int) { lock.withLock { $0.append(i) } }
         var values: [Int] { lock.withLock { $0 } }
     }
@@ -79,7 +79,7 @@ final class PerformTests: XCTestCase {
             ranAt.value = loop.now
             loop.stop()
         }
-        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(60)), .stopped)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
         XCTAssertGreaterThanOrEqual(ranAt.value! - start, .milliseconds(20))
     }
 
@@ -131,7 +131,7 @@ final class PerformTests: XCTestCase {
             XCTAssertEqual(value.load(ordering: .relaxed), 50)
             loop.stop()
         }
-        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(60)), .stopped)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
         poster.join()
         XCTAssertEqual(value.load(ordering: .relaxed), 50)
         XCTAssertTrue(ranOnOwner.load(ordering: .relaxed))

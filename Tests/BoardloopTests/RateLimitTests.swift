@@ -14,7 +14,7 @@ final class RateLimitTests: XCTestCase {
         pipe.write(Array(1...20))
         var got: [UInt8] = []
         let port = PortSource(fd: pipe.readEnd) { _, _ in got.append(pipe.readByte()!) }
-        port.rateLimit = RateLimit(count: 5, per: .milliseconds(100))
+        port.rateLimit = try RateLimit(count: 5, per: .milliseconds(100))
         try loop.add(port, mode: .default)
         var ticks = 0
         try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(10), interval: .milliseconds(10)) { _ in ticks += 1 }, mode: .default)
@@ -49,7 +49,7 @@ final class RateLimitTests: XCTestCase {
             performs.append(loop.now)
             source.signal() // always more work
         }
-        source.rateLimit = RateLimit(count: 2, per: .milliseconds(50))
+        source.rateLimit = try RateLimit(count: 2, per: .milliseconds(50))
         try loop.add(source, mode: .default)
         source.signal()
         let start = loop.now
@@ -66,7 +66,7 @@ final class RateLimitTests: XCTestCase {
         let pipe = Pipe()
         pipe.write([UInt8](repeating: 1, count: 4096))
         let port = PortSource(fd: pipe.readEnd) { _, _ in _ = pipe.readByte() }
-        port.rateLimit = RateLimit(count: 10, per: .milliseconds(50))
+        port.rateLimit = try RateLimit(count: 10, per: .milliseconds(50))
         try loop.add(port, mode: .default)
         let start = loop.now
         XCTAssertEqual(try loop.run(mode: .default, timeout: .milliseconds(120)), .timedOut)

@@ -27,7 +27,7 @@ final class ReadyListTests: XCTestCase {
         }
         for p in pipes { p.write([1]) }
         let waitsBefore = loop.waitCount
-        let result = try loop.run(mode: .default, timeout: .seconds(60))
+        let result = try loop.run(mode: .default, timeout: testDeadline)
         XCTAssertEqual(result, .stopped)
         XCTAssertEqual(log.entries, ["p10", "p20", "p30", "p40", "p50"])
         XCTAssertEqual(passes, 5, "one port per pass")
@@ -50,7 +50,7 @@ final class ReadyListTests: XCTestCase {
         try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(30)) { _ in loop.stop() }, mode: .default)
         a.write([1])
         b.write([1])
-        let result = try loop.run(mode: .default, timeout: .seconds(60))
+        let result = try loop.run(mode: .default, timeout: testDeadline)
         XCTAssertEqual(result, .stopped)
         XCTAssertEqual(log.entries, ["a"])
         XCTAssertEqual(b.readByte(), 1, "b was ready all along: only its removal kept it from being handled")
@@ -100,7 +100,7 @@ final class ReadyListTests: XCTestCase {
             try loop.add(s, mode: .default)
         }
         for p in pipes { p.write([1]) }
-        let result = try loop.run(mode: .default, timeout: .seconds(60))
+        let result = try loop.run(mode: .default, timeout: testDeadline)
         XCTAssertEqual(result, .stopped)
         XCTAssertEqual(log.entries, ["p0", "inner", "p1", "p2"])
     }
@@ -125,7 +125,7 @@ final class ReadyListTests: XCTestCase {
         try loop.add(victim, mode: .default)
         shared.write([5])
         other.write([1])
-        let result = try loop.run(mode: .default, timeout: .seconds(60))
+        let result = try loop.run(mode: .default, timeout: testDeadline)
         XCTAssertEqual(result, .stopped)
         XCTAssertEqual(reads, [5, nil])
     }

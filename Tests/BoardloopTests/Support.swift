@@ -46,6 +46,24 @@ final class Pipe {
     }
 }
 
+/// How long one wait in a test may take before the test fails: generous for
+/// a loaded 2-core machine (the events waited for take microseconds), short
+/// enough that a broken engine fails the suite in seconds, not hours.
+let testDeadline: Duration = .seconds(10)
+
+/// Runs `loop` in `mode`, one handled source at a time, until `condition`
+/// holds or the overall `deadline` passes; returns whether it held.
+@discardableResult
+func runUntil(_ loop: RunLoop, mode: RunLoopMode = .default, until condition: () -> Bool, deadline: Duration = testDeadline) throws -> Bool {
+    let end = MonotonicInstant.now + deadline
+    while !condition() {
+        let left = end - MonotonicInstant.now
+        if left <= .zero { return false }
+        _ = try loop.run(mode: mode, timeout: left, returnAfterSourceHandled: true)
+    }
+    return true
+}
+
 /// A timer that never fires on its own; keeps a mode from being empty.
 func farTimer() -> RunLoopTimer { RunLoopTimer(fireAt: .distantFuture) { _ in } }
 

@@ -93,7 +93,7 @@ final class TimerTests: XCTestCase {
             if fires.count == 3 { loop.stop() }
         }
         try loop.add(timer, mode: .default)
-        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(60)), .stopped)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
         XCTAssertEqual(fires.count, 3)
         for f in fires {
             let offset = (f.scheduled - start).nanosecondsClamped
@@ -134,7 +134,7 @@ final class TimerTests: XCTestCase {
         let b = RunLoopTimer(fireAt: loop.now + .milliseconds(10)) { _ in firedIn.append(passes) }
         try loop.add(a, mode: .default)
         try loop.add(b, mode: .default)
-        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(60)), .finished)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .finished)
         XCTAssertEqual(firedIn, [1, 1], "both timers fire after the first and only wake-up")
     }
 
@@ -168,16 +168,33 @@ final class TimerTests: XCTestCase {
         try loop.advanceManualClock(by: .milliseconds(40)) // to 66
         XCTAssertEqual(fires.suffix(2), [.milliseconds(53), .milliseconds(63)])
 
-        // Moved by another timer's handler, and from its own handler.
-        var ownMoves = 0
+        // A repeating timer moved from its own handler keeps the new date.
+        var repeatingFires: [Duration] = []
+        let repeatingMover = RunLoopTimer(fireAt: loop.now + .milliseconds(1), interval: .milliseconds(50)) { t in
+            repeatingFires.append(loop.now - start)
+            if repeatingFires.count == 1 { t.fireDate = loop.now + .milliseconds(7) }
+        }
+        try loop.add(repeatingMover, mode: .default)
+        try loop.advanceManualClock(by: .milliseconds(30)) // to 96
+        XCTAssertEqual(repeatingFires, [.milliseconds(67), .milliseconds(74)])
+        repeatingMover.invalidate()
+    }
+
+    /// CF invalidates a one-shot timer after it fired even if its handler set
+    /// a new fire date; the engine used to keep it scheduled.
+    func testOneShotTimerRearmedInItsOwnHandlerFiresOnceAsInCF() throws {
+        let clock = ManualClock()
+        let loop = try RunLoop(clock: .manual(clock))
+        var fires = 0
         let selfMover = RunLoopTimer(fireAt: loop.now + .milliseconds(1)) { t in
-            ownMoves += 1
-            if ownMoves < 3 { t.fireDate = loop.now + .milliseconds(7) }
+            fires += 1
+            t.fireDate = loop.now + .milliseconds(7)
         }
         try loop.add(selfMover, mode: .default)
         try loop.advanceManualClock(by: .milliseconds(30))
-        XCTAssertEqual(ownMoves, 3, "a one-shot timer re-armed from its own handler stays scheduled")
-        XCTAssertFalse(selfMover.isValid)
+        XCTAssertEqual(fires, 1, "a one-shot timer fires once")
+        XCTAssertFalse(selfMover.isValid, "and is invalidated after its fire, as CF does")
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .zero), .finished)
     }
 
     func testTimerFiresNeverEndARun() throws {
@@ -209,7 +226,7 @@ final class TimerTests: XCTestCase {
             if fires.count == 5 { loop.stop() }
         }
         try loop.add(timer, mode: .default)
-        _ = try loop.run(mode: .default, timeout: .seconds(60))
+        _ = try loop.run(mode: .default, timeout: testDeadline)
         XCTAssertEqual(fires.count, 5)
         for f in fires { XCTAssertGreaterThanOrEqual(f.lateness, .zero) }
         XCTAssertEqual(timer.statistics.fires, 5)

@@ -8,9 +8,9 @@ import XCTest
 final class WorkerTests: XCTestCase {
     func testStartReturnsWithLoopRunningAndPerformsReachIt() throws {
         let worker = try Worker.start(name: "w-perform")
-        XCTAssertTrue(waitUntil { worker.loop.isWaiting }, "the loop is running (asleep) once start returned")
+        XCTAssertTrue(waitUntil { worker.loop!.isWaiting }, "the loop is running (asleep) once start returned")
         let ran = Atomic<Int32>(0)
-        try worker.loop.performAndWait { ran.store(bl_gettid(), ordering: .relaxed) }
+        try worker.loop!.performAndWait { ran.store(bl_gettid(), ordering: .relaxed) }
         XCTAssertEqual(ran.load(ordering: .relaxed), worker.threadID)
         worker.stopAndJoin()
     }
@@ -74,7 +74,7 @@ final class WorkerTests: XCTestCase {
     }
 
     func testRealTimeSettingsApplied() throws {
-        let seen = Mutex<(affinity: Int32, slack: Int, policy: Int32, priority: Int32)>((0, 0, 0, 0))
+        let seen = Locked<(affinity: Int32, slack: Int, policy: Int32, priority: Int32)>((0, 0, 0, 0))
         let worker = try Worker.start(name: "w-rt", settings: .init(cpuAffinity: [0], fifoPriority: 1, timerSlack: .microseconds(10))) { _ in
             var set = bl_cpuset()
             _ = bl_get_affinity(&set)
@@ -105,7 +105,7 @@ final class WorkerTests: XCTestCase {
     func testRealTimePermissionErrorIsClearAndNothingHalfApplied() throws {
         var limit = rlimit()
         getrlimit(__rlimit_resource_t(14) /* RLIMIT_RTPRIO */, &limit)
-        let result = Mutex<WorkerError?>(nil)
+        let result = Locked<WorkerError?>(nil)
         let setupRan = Atomic<Bool>(false)
         let t = JoinableThread {
             XCTAssertEqual(bl_drop_effective_capability(23 /* CAP_SYS_NICE */), 0)
@@ -172,7 +172,7 @@ final class SignalSourceTests: XCTestCase {
         XCTAssertEqual(bl_tgsigqueue(tid, SIGUSR2, 42), 0)
         XCTAssertEqual(bl_tgkill(tid, SIGHUP), 0)
         XCTAssertEqual(bl_tgsigqueue(tid, Self.rt, 7), 0)
-        while got.count < 4 { XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(30), returnAfterSourceHandled: true), .handledSource) }
+        XCTAssertTrue(try runUntil(loop, until: { got.count >= 4 }), "four signals arrive within the deadline (got \(got.count))")
         let pid = getpid(), uid = getuid()
         // Standard signals are delivered lowest number first, then real-time ones.
         XCTAssertEqual(got.map(\.signal), [SIGHUP, SIGUSR1, SIGUSR2, Self.rt])
@@ -194,7 +194,7 @@ final class SignalSourceTests: XCTestCase {
         let tid = bl_gettid()
         for v in 1...3 { XCTAssertEqual(bl_tgsigqueue(tid, SIGUSR1, Int32(v)), 0) }
         for v in 1...3 { XCTAssertEqual(bl_tgsigqueue(tid, Self.rt, Int32(v)), 0) }
-        while got.count < 4 { _ = try loop.run(mode: .default, timeout: .seconds(30), returnAfterSourceHandled: true) }
+        XCTAssertTrue(try runUntil(loop, until: { got.count >= 4 }), "four signals arrive within the deadline (got \(got.count))")
         XCTAssertEqual(try loop.run(mode: .default, timeout: .milliseconds(20), returnAfterSourceHandled: true), .timedOut, "nothing more")
         XCTAssertEqual(got.filter { $0.signal == SIGUSR1 }.count, 1, "standard signals coalesce while pending")
         XCTAssertEqual(got.filter { $0.signal == SIGUSR1 }.first?.value, 1, "the first one's siginfo is kept")
@@ -210,13 +210,13 @@ final class SignalSourceTests: XCTestCase {
         XCTAssertEqual(bl_tgkill(bl_gettid(), SIGUSR2), 0)
         XCTAssertEqual(try loop.run(mode: .default, timeout: .milliseconds(20)), .timedOut)
         XCTAssertEqual(got, [])
-        XCTAssertEqual(try loop.run(mode: "signals", timeout: .seconds(30), returnAfterSourceHandled: true), .handledSource)
+        XCTAssertEqual(try loop.run(mode: "signals", timeout: testDeadline, returnAfterSourceHandled: true), .handledSource)
         XCTAssertEqual(got, [SIGUSR2])
     }
 
     /// A signal aimed at a worker's thread arrives on the worker's loop.
     func testSignalArrivesOnTheRightLoop() throws {
-        let mainGot = Mutex<[Int32]>([]), workerGot = Mutex<[Int32]>([])
+        let mainGot = Locked<[Int32]>([]), workerGot = Locked<[Int32]>([])
         let loop = try RunLoop()
         let mine = try SignalSource(signals: [SIGUSR1]) { i in mainGot.withLock { $0.append(i.signal) } }
         try mine.add(to: loop)
@@ -229,7 +229,7 @@ final class SignalSourceTests: XCTestCase {
         XCTAssertEqual(bl_tgkill(worker.threadID, SIGHUP), 0)
         XCTAssertEqual(bl_tgkill(bl_gettid(), SIGUSR1), 0)
         XCTAssertTrue(waitUntil { workerGot.withLock { $0 } == [SIGHUP] })
-        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(30), returnAfterSourceHandled: true), .handledSource)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline, returnAfterSourceHandled: true), .handledSource)
         XCTAssertEqual(mainGot.withLock { $0 }, [SIGUSR1])
         worker.stopAndJoin()
     }
@@ -255,8 +255,9 @@ final class SignalSourceTests: XCTestCase {
         var dir = String(cString: exe)
         while !dir.hasSuffix("/") { dir.removeLast() }
         let demo = dir + "worker-demo"
-        try XCTSkipUnless(access(demo, X_OK) == 0, "worker-demo not built next to the tests at \(demo)")
-        let pipe = popen("'\(demo)' --self-test 2>&1", "r")
+        // The test target depends on worker-demo, so it is always built.
+        XCTAssertEqual(access(demo, X_OK), 0, "worker-demo not built next to the tests at \(demo)")
+        let pipe = popen("timeout 60 '\(demo)' --self-test 2>&1", "r")
         XCTAssertNotNil(pipe)
         var output = ""
         var line = [CChar](repeating: 0, count: 512)

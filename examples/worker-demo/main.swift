@@ -30,11 +30,14 @@ func demo() throws -> Int32 {
             print("main: worker checked in with port '\(message.replyPort?.label ?? "?")'")
             try? workerPort?.send(id: 2, value: Int64(21))
         case 3:
-            replies.append(Int32(message.load(as: Int64.self)))
-            print("main: worker answered \(message.load(as: Int64.self))")
+            // A checked read: a short payload is an error, never a crash.
+            guard let answer = try? message.load(as: Int64.self) else { return }
+            replies.append(Int32(answer))
+            print("main: worker answered \(answer)")
         case 4:
-            print("main: worker saw \(Signals.name(message.load(as: Int32.self))) on its own loop")
-            replies.append(-message.load(as: Int32.self))
+            guard let signal = try? message.load(as: Int32.self) else { return }
+            print("main: worker saw \(Signals.name(signal)) on its own loop")
+            replies.append(-signal)
         default: break
         }
     }
@@ -44,8 +47,7 @@ func demo() throws -> Int32 {
     // 3. A worker thread with its own loop, port and signal source (SIGHUP).
     let worker = try Worker.start(name: "demo-worker") { loop in
         let port = try MessagePort(label: "worker", slots: 16, slotSize: 64) { message in
-            if message.id == 2 {
-                let v = message.load(as: Int64.self)
+            if message.id == 2, let v = try? message.load(as: Int64.self) {
                 try? MessagePortRegistry.lookup("demo.main")?.send(id: 3, value: v * 2)
             }
         }
@@ -57,8 +59,8 @@ func demo() throws -> Int32 {
         // Check in: look the main port up by name, hand it our port.
         guard let mainPort = MessagePortRegistry.lookup("demo.main") else { throw MessagePortError.invalidated(port: "demo.main") }
         try mainPort.send(id: 1, replyPort: port)
-        // Keep the port and source alive as long as the loop runs.
-        try loop.add(RunLoopObserver(activities: .exit) { _, _ in withExtendedLifetime((port, hup)) {} }, mode: .default)
+        // No need to keep `port` and `hup`: the loop keeps what is scheduled
+        // on it alive, and releases it when the worker's thread ends.
     }
 
     // 4. Signals on the main loop, with their siginfo.
@@ -93,13 +95,22 @@ func demo() throws -> Int32 {
         let r = try main.run(mode: .default, timeout: .seconds(20))
         check(r == .stopped, "SIGTERM stops the main loop cleanly")
         worker.stopAndJoin()
+        mainPort.invalidate()
         print(failures == 0 ? "ALL PASS" : "\(failures) FAILED")
         return failures == 0 ? 0 : 1
     }
 
-    print("worker-demo running as pid \(getpid()): try kill -USR1 \(getpid()), kill -HUP \(getpid()); Ctrl-C or kill -TERM to end")
+    let pid = getpid()
+    print("""
+        worker-demo is running (pid \(pid)) and waits for signals. From another terminal:
+          kill -USR1 \(pid)                  # arrives on the main loop, with the sender's pid and uid
+          kill -HUP \(pid)                   # arrives on the worker's loop, which reports it to main
+          /bin/kill -s RTMIN+1 -q 5 \(pid)   # a real-time signal with a value (util-linux kill)
+        Ctrl-C (SIGINT) or kill -TERM \(pid) ends it.
+        """)
     _ = try main.run(mode: .default, timeout: .seconds(86_400 * 365))
     worker.stopAndJoin()
+    mainPort.invalidate()
     print("stopped cleanly")
     return 0
 }

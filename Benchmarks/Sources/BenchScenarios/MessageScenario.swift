@@ -73,7 +73,7 @@ public enum MessageScenario {
         let worker = Worker(name: "bench-msg-b", settings: .init(cpuAffinity: pin.b >= 0 ? [Int(pin.b)] : nil))
         try worker.start()
         // B's port is made and scheduled on B's thread; it echoes every message.
-        try worker.loop.performAndWait { [st] in
+        try worker.loop!.performAndWait { [st] in
             do {
                 let port = try MessagePort(label: "bench-b", slots: 64, slotSize: 16) { [st] msg in
                     if !st.bCounting && st.phase.load(ordering: .acquiring) == 1 {
@@ -95,7 +95,7 @@ public enum MessageScenario {
                 st.loopA = loop
                 let port = try MessagePort(label: "bench-a", slots: 64, slotSize: 16) { [st] msg in
                     let t = now()
-                    let p = msg.load(as: State.Payload.self)
+                    let p = try! msg.load(as: State.Payload.self)
                     if st.received >= st.warmup && st.window == 1 { st.samples.record(t - p.sentAt) }
                     st.received += 1
                     if st.received == st.warmup {
@@ -121,7 +121,7 @@ public enum MessageScenario {
             }
         }
         a.join()
-        try worker.loop.performAndWait { [st] in
+        try worker.loop!.performAndWait { [st] in
             if st.bCounting { st.allocations.end() }
             st.portB.invalidate()
         }

@@ -100,7 +100,7 @@ public enum WakeScenario {
         let st = State(warmup: warmup, iterations: iterations)
         let worker = Worker(name: "bench-wake-b", settings: .init(cpuAffinity: pin.b >= 0 ? [Int(pin.b)] : nil))
         try worker.start()
-        st.loopB = worker.loop
+        st.loopB = worker.loop!
         st.itemB = PerformWorkItem { [st] in atB(st, closures: closures) }
         st.itemA = PerformWorkItem { [st] in atA(st, closures: false) }
         let failure = Box<String?>(nil)

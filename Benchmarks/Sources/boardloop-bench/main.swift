@@ -1,4 +1,4 @@
-// boardloop-bench: the side-by-side benchmark table (issue 6).
+// boardloop-bench: the side-by-side benchmark table.
 //
 // Every scenario runs for boardloop and for its references in the same
 // process, interleaved repeat by repeat (the order rotates), and the table

@@ -94,7 +94,11 @@ final class InputLine {
         try request.schedule(on: rt.loop, mode: modes[0]) { [unowned self] batch in self.handle(batch) }
         for m in modes.dropFirst() { try request.add(to: m) }
         if let limit = config.rateLimit {
-            request.eventSource?.rateLimit = Boardloop.RateLimit(count: limit.events, per: limit.period)
+            do {
+                request.eventSource?.rateLimit = try Boardloop.RateLimit(count: limit.events, per: limit.period)
+            } catch {
+                throw DaemonError.setup("line '\(config.name)': rate_limit: \(error)")
+            }
         }
         if needsTimer {
             let t = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(86_400 * 365)) { [unowned self] _ in self.timerFired() }

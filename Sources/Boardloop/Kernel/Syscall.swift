@@ -1,24 +1,29 @@
 import CLinux
 import Glibc
 
-/// An error from a Linux system call: which call, and the errno it set.
+/// An error from a Linux system call: which call, on which fd, and the errno
+/// it set.
 public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The C function that failed, e.g. `epoll_ctl`.
     public let call: StaticString
     /// The errno value.
     public let errno: Int32
+    /// The caller's file descriptor the call was about, or -1.
+    public let fd: Int32
 
-    public init(call: StaticString, errno: Int32) {
+    public init(call: StaticString, errno: Int32, fd: Int32 = -1) {
         self.call = call
         self.errno = errno
+        self.fd = fd
     }
 
     public var description: String {
-        "\(call) failed: \(String(cString: strerror(errno))) (errno \(errno))"
+        let on = fd >= 0 ? " on fd \(fd)" : ""
+        return "\(call)\(on) failed: \(String(cString: strerror(errno))) (errno \(errno))"
     }
 
     public static func == (a: SystemError, b: SystemError) -> Bool {
-        a.errno == b.errno && a.call.description == b.call.description
+        a.errno == b.errno && a.fd == b.fd && a.call.description == b.call.description
     }
 }
 
@@ -32,7 +37,7 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
 enum Kernel {
     @inline(__always)
     static func call(
-        _ name: StaticString, trapOnBadFD: Bool = true, _ body: () -> Int32
+        _ name: StaticString, fd: Int32 = -1, trapOnBadFD: Bool = true, _ body: () -> Int32
     ) throws(SystemError) -> Int32? {
         while true {
             let rc = body()
@@ -46,7 +51,7 @@ enum Kernel {
             case EBADF where trapOnBadFD, EFAULT:
                 fatalError("boardloop: \(name) failed with \(String(cString: strerror(err))); this is a bug in boardloop")
             default:
-                throw SystemError(call: name, errno: err)
+                throw SystemError(call: name, errno: err, fd: fd)
             }
         }
     }

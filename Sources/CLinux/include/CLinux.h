@@ -151,8 +151,11 @@ int bl_cpu_count(void);
 int bl_drop_effective_capability(int cap);
 /// The calling thread's name (prctl PR_GET_NAME) into buf (>= 16 bytes).
 int bl_get_thread_name(char *buf);
+/// fcntl(fd, F_DUPFD_CLOEXEC, 0): a close-on-exec duplicate, or -1 and errno.
+int bl_dup_cloexec(int fd);
 
 #ifdef __cplusplus
 }
 #endif
+
 #endif

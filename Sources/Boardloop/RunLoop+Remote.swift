@@ -1,0 +1,130 @@
+import CLinux
+import Glibc
+
+extension RunLoop {
+    // MARK: Changes from other threads
+
+    /// Queues `x` for the owner; `itemBindingLock` is held by the caller.
+    func enqueueRemoteLocked(_ x: any LoopItem) {
+        // Cannot overflow: every item of the loop is queued at most once
+        // (only the request that found no bits set enqueues), and the queue
+        // holds as many entries as the loop holds items.
+        remoteQueue[(remoteHead + remoteCount) % remoteCapacity] = x
+        remoteCount += 1
+        remotePending.store(true, ordering: .releasing)
+        wakeUp()
+    }
+
+    /// Applies what other threads asked for since the last pass; one atomic
+    /// load when nothing was asked. Returns whether anything was applied.
+    @inline(__always)
+    @discardableResult
+    func applyRemoteRequests() -> Bool {
+        guard remotePending.load(ordering: .acquiring) else { return false }
+        drainRemoteRequests()
+        return true
+    }
+
+    private func drainRemoteRequests() {
+        while true {
+            // One item at a time, applied outside the lock: applying may call
+            // user code (a custom source's cancel callback), which may
+            // invalidate other items.
+            let next = itemBindingLock.withLock { () -> (item: any LoopItem, ops: UInt32)? in
+                guard remoteCount > 0 else {
+                    remotePending.store(false, ordering: .releasing)
+                    return nil
+                }
+                let x = remoteQueue[remoteHead]!
+                remoteQueue[remoteHead] = nil
+                remoteHead = (remoteHead + 1) % remoteCapacity
+                remoteCount -= 1
+                let ops = x.remote.ops.exchange(0, ordering: .acquiringAndReleasing)
+                if x.item.loop !== self {
+                    // Removed by the owner meanwhile (or moved to another loop).
+                    if ops & RemoteRequests.invalidate != 0 {
+                        if let other = x.item.loop {
+                            let before = x.remote.ops.bitwiseOr(ops, ordering: .acquiringAndReleasing).oldValue
+                            if before == 0 { other.enqueueRemoteLocked(x) }
+                        } else {
+                            x.item.invalidated = true
+                        }
+                    }
+                    return (x, 0)
+                }
+                return (x, ops)
+            }
+            guard let next else { return }
+            if next.ops != 0 { next.item.applyRemote(next.ops, on: self) }
+        }
+    }
+
+    // MARK: The end of a loop
+
+    /// Ends the loop; called on the owner thread when it exits (a worker's
+    /// thread, or any thread whose `current` loop this is). Every item still
+    /// scheduled is invalidated — custom sources get their cancel callbacks,
+    /// port sources leave the epoll sets — so the loop releases them and
+    /// whatever their handlers hold (a GPIO request holding its lines, a
+    /// message port) is freed; queued perform requests are dropped, their
+    /// waiters released with `.loopEnded`; later `perform`s and `add`s throw
+    /// `.loopEnded`. Idempotent.
+    func end() {
+        guard !endedFlag.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        performs.close()
+        applyRemoteRequests()
+        var slot: Int32 = 0
+        while Int(slot) < ports.capacity {
+            if let p = ports[slot] { invalidatePort(p) }
+            if let c = customs[slot] { invalidateSource(c) }
+            slot += 1
+        }
+        slot = 0
+        while Int(slot) < timers.capacity {
+            if let t = timers[slot] { invalidateTimer(t) }
+            slot += 1
+        }
+        slot = 0
+        while Int(slot) < observers.capacity {
+            if let o = observers[slot] { invalidateObserver(o) }
+            slot += 1
+        }
+    }
+}
+
+extension CustomSource: LoopItem {
+    func applyRemote(_ ops: UInt32, on loop: RunLoop) {
+        if ops & RemoteRequests.invalidate != 0 { loop.invalidateSource(self) }
+    }
+}
+
+extension PortSource: LoopItem {
+    func applyRemote(_ ops: UInt32, on loop: RunLoop) {
+        if ops & RemoteRequests.invalidate != 0 {
+            loop.invalidatePort(self)
+            return
+        }
+        if ops & RemoteRequests.changeInterest != 0 {
+            interestBits = remote.interest.load(ordering: .acquiring)
+            loop.portInterestChanged(self)
+        }
+    }
+}
+
+extension RunLoopTimer: LoopItem {
+    func applyRemote(_ ops: UInt32, on loop: RunLoop) {
+        if ops & RemoteRequests.invalidate != 0 {
+            loop.invalidateTimer(self)
+            return
+        }
+        if ops & RemoteRequests.moveFireDate != 0 {
+            setFireDate(remote.fireDate.load(ordering: .acquiring), on: loop)
+        }
+    }
+}
+
+extension RunLoopObserver: LoopItem {
+    func applyRemote(_ ops: UInt32, on loop: RunLoop) {
+        if ops & RemoteRequests.invalidate != 0 { loop.invalidateObserver(self) }
+    }
+}

@@ -1,0 +1,542 @@
+@testable import Boardloop
+import BoardloopTestSupport
+import Glibc
+import Synchronization
+import XCTest
+
+/// Misuse that used to crash, hang, leak or lose events, one test per bug,
+/// each named after it: cross-thread changes, fd reuse and hangups, what an
+/// ended thread leaves behind, hostile input, and CF's semantics.
+final class HardeningTests: XCTestCase {
+    // MARK: Thread rules
+
+    func testInvalidateFromAnotherThreadNoLongerTrapsAndStopsEveryItemKind() throws {
+        let loop = try RunLoop()
+        let pipe = Pipe()
+        pipe.write([1]) // never read: the port is ready on every pass
+        var calls = (port: 0, timer: 0, custom: 0, observer: 0)
+        let port = PortSource(fd: pipe.readEnd) { _, _ in calls.port += 1 }
+        let timer = RunLoopTimer(fireAt: loop.now, interval: .milliseconds(1)) { _ in calls.timer += 1 }
+        var custom: CustomSource!
+        custom = CustomSource {
+            calls.custom += 1
+            custom.signal()
+        }
+        let observer = RunLoopObserver(activities: .beforeTimers) { _, _ in calls.observer += 1 }
+        try loop.add(port, mode: .default)
+        try loop.add(timer, mode: .default)
+        try loop.add(custom, mode: .default)
+        try loop.add(observer, mode: .default)
+        custom.signal()
+        _ = try loop.run(mode: .default, timeout: .milliseconds(20))
+        XCTAssertTrue(calls.port > 0 && calls.timer > 0 && calls.custom > 0 && calls.observer > 0, "\(calls)")
+
+        let items = (port, timer, custom!, observer)
+        JoinableThread {
+            items.0.invalidate()
+            items.1.invalidate()
+            items.2.invalidate()
+            items.3.invalidate()
+        }.join()
+        let before = calls
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .finished, "the owner removed them at its next pass")
+        XCTAssertTrue(calls == before, "no handler was started after invalidate() returned: \(before) → \(calls)")
+        XCTAssertFalse(port.isValid || timer.isValid || custom.isValid || observer.isValid)
+    }
+
+    func testFireDateAndInterestSetFromAnotherThreadAreAppliedByTheOwner() throws {
+        let loop = try RunLoop(clock: .manual(ManualClock()))
+        let start = loop.now
+        var fired: [Duration] = []
+        let timer = RunLoopTimer(fireAt: start + .seconds(100)) { _ in fired.append(loop.now - start) }
+        let pipe = Pipe()
+        pipe.write([1])
+        var reads = 0
+        let port = PortSource(fd: pipe.readEnd, interest: []) { _, _ in
+            reads += 1
+            _ = pipe.readByte()
+        }
+        try loop.add(timer, mode: .default)
+        try loop.add(port, mode: .default)
+        try loop.advanceManualClock(by: .milliseconds(1))
+        XCTAssertEqual(reads, 0, "no interest, no dispatch")
+        JoinableThread {
+            timer.fireDate = start + .milliseconds(5)
+            port.interest = .readable
+        }.join()
+        try loop.advanceManualClock(by: .milliseconds(10))
+        XCTAssertEqual(fired, [.milliseconds(5)])
+        XCTAssertEqual(reads, 1)
+        XCTAssertEqual(port.interest, .readable)
+    }
+
+    func testDroppingAScheduledMessagePortOnAnotherThreadKeepsItAliveUntilInvalidated() throws {
+        let loop = try RunLoop()
+        let weakPort = WeakRef<MessagePort>()
+        var got: [Int32] = []
+        do {
+            let port = try MessagePort(label: "dropped", slots: 4, slotSize: 8) { m in got.append(m.id) }
+            try port.schedule(on: loop)
+            weakPort.value = port
+            let box = Locked<MessagePort?>(port)
+            // The last reference besides the loop's goes on another thread.
+            JoinableThread {
+                try? box.withLock { $0 }?.send(id: 7)
+                box.withLock { $0 = nil }
+            }.join()
+        }
+        XCTAssertNotNil(weakPort.value, "a scheduled port stays alive, as CF's sources do")
+        XCTAssertTrue(try runUntil(loop, until: { got == [7] }))
+        JoinableThread { weakPort.value?.invalidate() }.join()
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .zero), .finished)
+        XCTAssertNil(weakPort.value, "invalidated from another thread, it is freed at the loop's next pass")
+    }
+
+    func testPerformToALoopWhoseThreadExitedIsRefusedWithLoopEnded() throws {
+        let box = Locked<RunLoop?>(nil)
+        JoinableThread { box.withLock { $0 = RunLoop.current } }.join()
+        let loop = try XCTUnwrap(box.withLock { $0 })
+        XCTAssertTrue(loop.hasEnded)
+        XCTAssertThrows(.loopEnded(thread: loop.ownerThread)) { () throws(RunLoopError) in try loop.perform {} }
+        XCTAssertThrows(.loopEnded(thread: loop.ownerThread)) { () throws(RunLoopError) in try loop.performAndWait {} }
+        XCTAssertThrows(.loopEnded(thread: loop.ownerThread)) { () throws(RunLoopError) in
+            try loop.perform(PerformWorkItem {})
+        }
+    }
+
+    func testPerformAndWaitIsReleasedWhenTheTargetLoopsThreadExits() throws {
+        let box = Locked<RunLoop?>(nil)
+        let target = JoinableThread {
+            let loop = RunLoop.current
+            box.withLock { $0 = loop }
+            // Exits, without ever running its loop, once a request is queued.
+            _ = waitUntil { loop.performs.mayHavePending }
+        }
+        XCTAssertTrue(waitUntil { box.withLock { $0 } != nil })
+        let loop = try XCTUnwrap(box.withLock { $0 })
+        let result = Locked<RunLoopError?>(nil)
+        let waiter = JoinableThread {
+            do throws(RunLoopError) { try loop.performAndWait {} } catch { result.withLock { $0 = error } }
+        }
+        XCTAssertTrue(waitUntil { result.withLock { $0 } != nil }, "the waiter was released (it used to block forever)")
+        XCTAssertEqual(result.withLock { $0 }, .loopEnded(thread: loop.ownerThread))
+        waiter.join()
+        target.join()
+    }
+
+    // MARK: Kernel resources
+
+    func testInvalidatingAStaleSourceAfterItsFdNumberWasReusedLeavesTheNewSourceAlone() throws {
+        let loop = try RunLoop()
+        let old = rawPipe()
+        let stale = PortSource(fd: old.read) { _, _ in }
+        try loop.add(stale, mode: .default)
+        close(old.read)
+        close(old.write)
+        let fresh = rawPipe()
+        XCTAssertEqual(fresh.read, old.read, "the fd number is reused (the scenario under test)")
+        defer { close(fresh.read); close(fresh.write) }
+        var got: [UInt8] = []
+        let new = PortSource(fd: fresh.read) { _, _ in got += readAll(fresh.read) }
+        try loop.add(new, mode: .default)
+        stale.invalidate()
+        writeBytes(fresh.write, [5])
+        XCTAssertTrue(try runUntil(loop, until: { got == [5] }), "the new source still gets its pipe's data (got \(got))")
+    }
+
+    func testAStaleSourceAddedToAnotherModeDoesNotReceiveTheNewFilesData() throws {
+        let loop = try RunLoop()
+        let old = rawPipe()
+        var staleEvents: [PortSource.Events] = []
+        let stale = PortSource(fd: old.read) { _, e in staleEvents.append(e) }
+        try loop.add(stale, mode: .default)
+        close(old.read)
+        close(old.write)
+        let fresh = rawPipe()
+        XCTAssertEqual(fresh.read, old.read, "the fd number is reused (the scenario under test)")
+        defer { close(fresh.read); close(fresh.write) }
+        try loop.add(stale, mode: "other")
+        try loop.add(farTimer(), mode: "other")
+        writeBytes(fresh.write, [9])
+        _ = try loop.run(mode: "other", timeout: .milliseconds(50))
+        XCTAssertFalse(staleEvents.contains { $0.contains(.readable) }, "the stale source watches its own (old) pipe: \(staleEvents)")
+        XCTAssertEqual(readAll(fresh.read), [9], "the new pipe's byte is still there")
+    }
+
+    func testAPipeWhoseWriterClosedNoLongerSpinsTheLoop() throws {
+        let loop = try RunLoop()
+        let p = rawPipe()
+        defer { close(p.read) }
+        writeBytes(p.write, [1, 2])
+        close(p.write)
+        var calls: [PortSource.Events] = []
+        var data: [UInt8] = []
+        let port = PortSource(fd: p.read) { _, e in
+            calls.append(e)
+            data += readAll(p.read)
+        }
+        try loop.add(port, mode: .default)
+        // The engine used to call this handler ~750,000 times a second.
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .milliseconds(100)), .finished, "the hung-up source left the loop")
+        XCTAssertEqual(calls.count, 1)
+        XCTAssertTrue(calls.first?.contains(.hangup) == true)
+        XCTAssertEqual(data, [1, 2], "what was left was read in the last dispatch")
+        XCTAssertTrue(port.endedByHangup)
+        XCTAssertFalse(port.isValid)
+    }
+
+    func testAHandlerThatRearmsAfterAHangupKeepsItsSource() throws {
+        let loop = try RunLoop()
+        let p = rawPipe()
+        defer { close(p.read) }
+        close(p.write)
+        var calls = 0
+        let port = PortSource(fd: p.read) { s, _ in
+            calls += 1
+            if calls < 4 { s.rearm() }
+        }
+        try loop.add(port, mode: .default)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .finished)
+        XCTAssertEqual(calls, 4, "kept three times, ended after the fourth")
+        XCTAssertTrue(port.endedByHangup)
+    }
+
+    func testInvalidateRemovesAnFdTheUserClosedWhileADuplicateStaysOpen() throws {
+        let loop = try RunLoop()
+        let p = rawPipe()
+        let userDup = dup(p.read)
+        defer { close(userDup); close(p.write) }
+        var calls = 0
+        let port = PortSource(fd: p.read) { _, _ in calls += 1 }
+        try loop.add(port, mode: .default)
+        try loop.add(farTimer(), mode: .default)
+        close(p.read)
+        port.invalidate()
+        writeBytes(p.write, [1])
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .milliseconds(50)), .timedOut)
+        XCTAssertEqual(calls, 0, "the registration left the epoll set although the user's fd was gone")
+    }
+
+    func testTheEnginesFdsAreCloseOnExec() throws {
+        let loop = try RunLoop()
+        let pipe = Pipe()
+        let port = PortSource(fd: pipe.readEnd) { _, _ in }
+        try loop.add(port, mode: .default)
+        for fd in [loop.wakeFD, loop.timerFD, loop.modeStates[0].epfd, port.registeredFD] {
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            XCTAssertNotEqual(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0, "fd \(fd) would leak into an exec'd child")
+        }
+        port.invalidate()
+    }
+
+    // MARK: Memory and lifetime
+
+    func testAWorkersLoopReleasesWhatWasScheduledOnItWhenTheWorkerEnds() throws {
+        let fdsBefore = openFDCount()
+        let held = WeakRef<Holder>()
+        do {
+            let worker = try Worker.start(name: "cycle") { loop in
+                // The handler holds an object that holds the loop: the cycle
+                // that kept a GPIO request (and its line) alive after its worker ended.
+                let holder = Holder(loop: loop)
+                held.value = holder
+                try loop.add(PortSource(fd: holder.pipe.readEnd) { _, _ in _ = holder.pipe.readByte() }, mode: .default)
+            }
+            XCTAssertNotNil(held.value)
+            worker.stopAndJoin()
+        }
+        XCTAssertNil(held.value, "the ended loop released the source, its handler and what it held")
+        XCTAssertEqual(openFDCount(), fdsBefore, "and every fd: the pipe, the loop's own and its duplicate")
+    }
+
+    func testAWorkersSetupPortStaysAliveAndAnswersByName() throws {
+        // The README's example: the port is made in `setup` and not kept.
+        let worker = try Worker.start(name: "sampler") { loop in
+            let port = try MessagePort(label: "sampler", slots: 8, slotSize: 16) { message in
+                if let reading = try? message.load(as: Double.self) {
+                    try? message.replyPort?.send(id: 2, value: reading * 2)
+                }
+            }
+            try port.schedule(on: loop)
+            try port.register(name: "hardening.sampler")
+        }
+        let loop = try RunLoop()
+        var answer: Double?
+        let replies = try MessagePort(label: "replies", slots: 4, slotSize: 16) { m in answer = try? m.load(as: Double.self) }
+        try replies.schedule(on: loop)
+        let sampler = try XCTUnwrap(MessagePortRegistry.lookup("hardening.sampler"), "the port outlived setup")
+        try sampler.send(id: 1, value: 21.0, replyPort: replies, timeout: testDeadline)
+        XCTAssertTrue(try runUntil(loop, until: { answer != nil }))
+        XCTAssertEqual(answer, 42.0)
+        worker.stopAndJoin()
+        XCTAssertNil(MessagePortRegistry.lookup("hardening.sampler"), "its loop ended and released it, and its name")
+        XCTAssertFalse(sampler.isValid)
+        XCTAssertThrowsError(try sampler.send(id: 1)) { e in XCTAssertEqual(e as? MessagePortError, .invalidated(port: "sampler")) }
+        replies.invalidate()
+    }
+
+    func testAPortRegisteredUnderTwoNamesReleasesBothOnInvalidate() throws {
+        let port = try MessagePort(slots: 1, slotSize: 0) { _ in }
+        try port.register(name: "hardening.a")
+        try port.register(name: "hardening.b")
+        XCTAssertTrue(MessagePortRegistry.lookup("hardening.b") === port)
+        port.invalidate()
+        XCTAssertNil(MessagePortRegistry.lookup("hardening.a"))
+        XCTAssertNil(MessagePortRegistry.lookup("hardening.b"))
+    }
+
+    func testAnInvalidatedPortCannotRegisterAName() throws {
+        let port = try MessagePort(label: "gone", slots: 1, slotSize: 0) { _ in }
+        port.invalidate()
+        XCTAssertThrowsError(try port.register(name: "hardening.gone")) { e in
+            XCTAssertEqual(e as? MessagePortError, .invalidated(port: "gone"))
+        }
+        XCTAssertNil(MessagePortRegistry.lookup("hardening.gone"))
+    }
+
+    func testAWorkerStoppedButNeverJoinedReclaimsItsThreadStack() throws {
+        let tasksBefore = taskCount()
+        let before = virtualMemoryKiB()
+        for i in 0..<24 {
+            let w = try Worker.start(name: "unjoined-\(i)")
+            w.stop()
+        }
+        XCTAssertTrue(waitUntil { taskCount() <= tasksBefore }, "the workers' threads exited")
+        let grown = virtualMemoryKiB() - before
+        // 24 stacks of 8 MiB stayed mapped when nobody joined or detached;
+        // glibc caches at most 40 MiB of freed stacks.
+        XCTAssertLessThan(grown, 96 * 1024, "address space grew by \(grown / 1024) MiB")
+    }
+
+    func testAMessagePortDroppedInsideAnotherPortsHandlerWhileItsMessageIsReadyDoesNotCrash() throws {
+        let loop = try RunLoop()
+        var log: [String] = []
+        var b: MessagePort? = try MessagePort(label: "b", slots: 1, slotSize: 0, order: 1) { _ in log.append("b") }
+        var c: MessagePort? = try MessagePort(label: "c", slots: 1, slotSize: 0, order: 2) { _ in log.append("c") }
+        let weakC = WeakRef<MessagePort>()
+        weakC.value = c
+        let a = try MessagePort(label: "a", slots: 1, slotSize: 0, order: 0) { _ in
+            log.append("a")
+            b = nil // the last reference but the loop's: b stays scheduled
+            c?.invalidate() // c leaves the loop before its ready message is handled
+            c = nil
+        }
+        for p in [a, b!, c!] { try p.schedule(on: loop) }
+        for p in [a, b!, c!] { try p.send(id: 1) }
+        XCTAssertTrue(try runUntil(loop, until: { log.count >= 2 }))
+        _ = try loop.run(mode: .default, timeout: .milliseconds(20))
+        XCTAssertEqual(log, ["a", "b"])
+        XCTAssertNil(weakC.value, "the invalidated port was freed")
+        a.invalidate()
+    }
+
+    // MARK: Input that must not crash
+
+    func testAZeroByteMessageLoadedAsADoubleThrowsInsteadOfTrapping() throws {
+        let loop = try RunLoop()
+        var errors: [MessagePortError] = []
+        let port = try MessagePort(label: "p", slots: 1, slotSize: 8) { m in
+            do throws(MessagePortError) { _ = try m.load(as: Double.self) } catch { errors.append(error) }
+        }
+        try port.schedule(on: loop)
+        try port.send(id: 1)
+        XCTAssertTrue(try runUntil(loop, until: { !errors.isEmpty }))
+        XCTAssertEqual(errors, [.payloadTooShort(port: "p", size: 0, needed: 8)])
+        port.invalidate()
+    }
+
+    func testCapacitiesAtTheirOldMaximaAreRefusedNamingTheCapacity() {
+        XCTAssertThrows(.invalidArgument("RunLoop.Capacities.sources is 16777216; it must be between 1 and 1048576")) {
+            () throws(RunLoopError) in try RunLoop(capacities: .init(sources: 1 << 24))
+        }
+        XCTAssertThrows(.invalidArgument(
+            "RunLoop.Capacities reserve about 288 MiB; a loop may reserve at most 256 MiB (lower sources, timers, pendingPerforms or nestingDepth)")) {
+            () throws(RunLoopError) in try RunLoop(capacities: .init(sources: 1 << 20, timers: 1 << 20, pendingPerforms: 1 << 20, nestingDepth: 1))
+        }
+        XCTAssertThrowsError(try MessagePort(slots: 1 << 20, slotSize: 1 << 20) { _ in }) { e in
+            XCTAssertEqual(e as? MessagePortError, .runLoop(.invalidArgument("MessagePort 'message port': 1048576 slots; the limit is 65536")))
+        }
+        XCTAssertThrowsError(try MessagePort(slots: 1 << 16, slotSize: 1 << 20) { _ in }) { e in
+            XCTAssertEqual(e as? MessagePortError, .runLoop(.invalidArgument(
+                "MessagePort 'message port': 65536 slots of 1048576 bytes need 131072 MiB (message and reply rings); the limit is 64 MiB")))
+        }
+    }
+
+    func testANegativeTimerIntervalMakesAOneShotTimerAsInCF() throws {
+        let loop = try RunLoop(clock: .manual(ManualClock()))
+        var fires = 0
+        let t = RunLoopTimer(fireAt: loop.now + .milliseconds(1), interval: .milliseconds(-5)) { _ in fires += 1 }
+        XCTAssertFalse(t.repeats)
+        try loop.add(t, mode: .default)
+        try loop.advanceManualClock(by: .milliseconds(50))
+        XCTAssertEqual(fires, 1)
+        XCTAssertFalse(t.isValid)
+    }
+
+    func testARateLimitOfZeroEventsIsATypedError() {
+        XCTAssertThrows(.invalidArgument("RateLimit count is 0; it must be at least 1")) { () throws(RunLoopError) in
+            try RateLimit(count: 0, per: .seconds(1))
+        }
+        XCTAssertThrows(.invalidArgument("RateLimit interval is 0.0 seconds; it must be positive")) { () throws(RunLoopError) in
+            try RateLimit(count: 1, per: .zero)
+        }
+    }
+
+    func testAWorkerStartedTwiceThrowsAndItsLoopIsNilBeforeStart() throws {
+        let w = Worker(name: "twice")
+        XCTAssertNil(w.loop, "no loop before start (it used to trap)")
+        try w.start()
+        XCTAssertNotNil(w.loop)
+        XCTAssertThrowsError(try w.start()) { e in XCTAssertEqual(e as? WorkerError, .alreadyStarted(worker: "twice")) }
+        w.stopAndJoin()
+    }
+
+    // MARK: CF semantics
+
+    func testAPerformForANeverUsedModeRunsWhenThatModeRuns() throws {
+        let loop = try RunLoop()
+        let ran = Cell(false)
+        try loop.perform(inModes: ["fresh"]) { ran.value = true }
+        XCTAssertEqual(try loop.run(mode: "fresh", timeout: .zero), .timedOut, "a pass was made (it used to return .finished at once)")
+        XCTAssertTrue(ran.value, "as in CF, the request made the mode and ran in it")
+        XCTAssertFalse(loop.performs.mayHavePending, "and no slot is held")
+        XCTAssertEqual(try loop.run(mode: "fresh", timeout: .zero), .finished)
+    }
+
+    func testCustomSourcesOfEqualOrderPerformInTheOrderTheyWereSignalled() throws {
+        let loop = try RunLoop()
+        var log: [String] = []
+        let sources = ["a", "b", "c"].map { name in CustomSource { log.append(name) } }
+        for s in sources { try loop.add(s, mode: .default) }
+        sources[2].signal()
+        sources[0].signal()
+        sources[1].signal()
+        for _ in 0..<3 {
+            XCTAssertEqual(try loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: true), .handledSource)
+        }
+        XCTAssertEqual(log, ["c", "a", "b"])
+    }
+
+    func testALoneTimerWithToleranceFiresAtItsFireDateNotAtTheEndOfItsWindow() throws {
+        let loop = try RunLoop(clock: .manual(ManualClock()))
+        let t = RunLoopTimer(fireAt: loop.now + .milliseconds(10), interval: .milliseconds(10), tolerance: .milliseconds(1)) { _ in }
+        try loop.add(t, mode: .default)
+        try loop.advanceManualClock(by: .milliseconds(35))
+        XCTAssertEqual(t.statistics.fires, 3)
+        XCTAssertEqual(t.statistics.maxLateness, .zero, "a 10% tolerance used to be a 10% delay on every fire")
+    }
+
+    func testToleranceLetsATimerWaitForAnotherWhoseFireDateIsInsideItsWindow() throws {
+        let loop = try RunLoop(clock: .manual(ManualClock()))
+        let start = loop.now
+        var log: [(String, Duration)] = []
+        let early = RunLoopTimer(fireAt: start + .milliseconds(10), tolerance: .milliseconds(5)) { _ in log.append(("early", loop.now - start)) }
+        let late = RunLoopTimer(fireAt: start + .milliseconds(13)) { _ in log.append(("late", loop.now - start)) }
+        try loop.add(early, mode: .default)
+        try loop.add(late, mode: .default)
+        XCTAssertEqual(loop.nextTimerDeadline(loop.modeStates[0]), (start + .milliseconds(13)).nanoseconds, "one wake-up serves both")
+        try loop.advanceManualClock(by: .milliseconds(20))
+        XCTAssertEqual(log.map(\.0), ["early", "late"])
+        XCTAssertEqual(log.map(\.1), [.milliseconds(13), .milliseconds(13)])
+    }
+
+    // MARK: Nested runs
+
+    func testAStopInsideANestedRunDoesNotStopTheOuterRun() throws {
+        let loop = try RunLoop()
+        var inner: RunLoopRunResult?
+        try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(1)) { _ in loop.stop() }, mode: "inner")
+        try loop.add(farTimer(), mode: "inner")
+        try loop.add(RunLoopTimer(fireAt: loop.now) { _ in
+            inner = try? loop.run(mode: "inner", timeout: testDeadline)
+        }, mode: .default)
+        try loop.add(farTimer(), mode: .default)
+        let outer = try loop.run(mode: .default, timeout: .milliseconds(100))
+        XCTAssertEqual(inner, .stopped)
+        XCTAssertEqual(outer, .timedOut, "the nested run's stop did not leak into the outer run")
+    }
+
+    func testEveryPortHandlerRunsWhileTheLoopIsInThePortsOwnMode() throws {
+        let loop = try RunLoop()
+        let outerPipe = Pipe(), innerPipe = Pipe(), secondOuter = Pipe()
+        var seen: [(port: String, mode: RunLoopMode?)] = []
+        let second = PortSource(fd: secondOuter.readEnd, order: 1) { _, _ in
+            seen.append(("second", loop.currentMode))
+            _ = secondOuter.readByte()
+        }
+        let innerPort = PortSource(fd: innerPipe.readEnd) { _, _ in
+            seen.append(("inner", loop.currentMode))
+            _ = innerPipe.readByte()
+        }
+        let first = PortSource(fd: outerPipe.readEnd, order: 0) { _, _ in
+            seen.append(("first", loop.currentMode))
+            _ = outerPipe.readByte()
+            // A nested run in another mode while `second` waits on the ready list.
+            _ = try? loop.run(mode: "inner", timeout: .milliseconds(20))
+        }
+        try loop.add(first, mode: .default)
+        try loop.add(second, mode: .default)
+        try loop.add(innerPort, mode: "inner")
+        outerPipe.write([1])
+        secondOuter.write([1])
+        innerPipe.write([1])
+        XCTAssertTrue(try runUntil(loop, until: { seen.count >= 3 }))
+        XCTAssertEqual(seen.map(\.port), ["first", "inner", "second"])
+        XCTAssertEqual(seen.map(\.mode), [.default, "inner", .default], "no port was dispatched outside its mode")
+    }
+}
+
+// MARK: Helpers
+
+final class WeakRef<T: AnyObject>: @unchecked Sendable {
+    weak var value: T?
+}
+
+final class Holder: @unchecked Sendable {
+    let loop: RunLoop
+    let pipe = Pipe()
+    init(loop: RunLoop) { self.loop = loop }
+}
+
+func rawPipe() -> (read: Int32, write: Int32) {
+    var fds: [Int32] = [0, 0]
+    precondition(pipe(&fds) == 0)
+    for fd in fds { _ = fcntl(fd, F_SETFL, O_NONBLOCK) }
+    return (fds[0], fds[1])
+}
+
+func writeBytes(_ fd: Int32, _ bytes: [UInt8]) {
+    bytes.withUnsafeBytes { b in precondition(write(fd, b.baseAddress, b.count) == b.count) }
+}
+
+func readAll(_ fd: Int32) -> [UInt8] {
+    var out: [UInt8] = []
+    var b: UInt8 = 0
+    while read(fd, &b, 1) == 1 { out.append(b) }
+    return out
+}
+
+func openFDCount() -> Int { directoryEntries("/proc/self/fd") - 1 } // less opendir's own fd
+func taskCount() -> Int { directoryEntries("/proc/self/task") }
+
+private func directoryEntries(_ path: String) -> Int {
+    guard let d = opendir(path) else { return -1 }
+    defer { closedir(d) }
+    var n = 0
+    while let e = readdir(d) {
+        let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if name != "." && name != ".." { n += 1 }
+    }
+    return n
+}
+
+func virtualMemoryKiB() -> Int {
+    guard let f = fopen("/proc/self/status", "r") else { return -1 }
+    defer { fclose(f) }
+    var line = [CChar](repeating: 0, count: 256)
+    while fgets(&line, 256, f) != nil {
+        let s = String(cString: line)
+        if s.hasPrefix("VmSize:") { return Int(s.split(separator: " ").dropFirst().first ?? "") ?? -1 }
+    }
+    return -1
+}
