@@ -156,6 +156,11 @@ final class CommandRunner {
             kill(pid, SIGKILL)
             var status: Int32 = 0
             waitpid(pid, &status, 0)
+            // Nothing of the child may stay on the loop: its sources hold it unowned.
+            child.pidSource?.invalidate()
+            child.pidSource = nil
+            if pfd >= 0 { close(pfd) }
+            for fd in [outPipe[0], errPipe[0]] where !child.streams.contains(where: { $0.fd == fd }) { close(fd) }
             finish(child, status: status)
         }
     }

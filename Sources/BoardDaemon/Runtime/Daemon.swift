@@ -54,6 +54,14 @@ public final class Daemon: @unchecked Sendable {
     /// Timers every loop has beyond the config's count: the held-event replay and the summary.
     static let ownTimers = 2
 
+    /// Timers the GPIO layer adds on a loop: where the chip going away does
+    /// not wake a poller (libgpiod 1.6), each input request checks for it
+    /// on a timer of its own (`GPIOLineRequest.vanishCheckInterval`).
+    static func backendTimers(_ config: DaemonConfig, loop: Int, gpio: any GPIOBackend) -> Int {
+        guard !gpio.capabilities.contains(.vanishWakesPoller) else { return 0 }
+        return config.lines.filter { $0.isInput && $0.loop.index == loop }.count
+    }
+
     public private(set) var config: DaemonConfig
     public let loop: RunLoop
     public let gpio: any GPIOBackend
@@ -103,6 +111,7 @@ public final class Daemon: @unchecked Sendable {
         }
         var caps = config.loops[0].capacities.engine
         caps.timers += Self.ownTimers + (options.watchdog != nil ? 1 : 0) + options.extraTimers + 1  // + run(for:)
+        caps.timers += Self.backendTimers(config, loop: 0, gpio: gpio)
         caps.sources += options.handleSignals ? 1 : 0
         loop = try RunLoop(capacities: caps, clock: options.clock)
         main = LoopRuntime(id: .main, loop: loop, program: program, logger: options.logger, driver: options.modeDriver, ports: ports)
@@ -151,7 +160,7 @@ public final class Daemon: @unchecked Sendable {
     private func startWorkers(_ program: Program) throws {
         for (i, plan) in config.loops.enumerated().dropFirst() {
             var caps = plan.capacities.engine
-            caps.timers += Self.ownTimers
+            caps.timers += Self.ownTimers + Self.backendTimers(config, loop: i, gpio: gpio)
             let settings = Worker.Settings(
                 capacities: caps, cpuAffinity: plan.cpus.isEmpty ? nil : plan.cpus,
                 fifoPriority: plan.realtimePriority.map { Int32($0) }, timerSlack: plan.timerSlack)
@@ -436,6 +445,13 @@ public final class Daemon: @unchecked Sendable {
     }
 
     public var mainMode: String { config.modes[main.effectiveMode].name }
+
+    /// A worker's loop by its config name, once the worker runs (tests use
+    /// it to stall a worker and see the watchdog stop pinging).
+    public func workerLoop(_ name: String) -> RunLoop? {
+        guard let i = config.loops.firstIndex(where: { $0.name == name }), i > 0, i - 1 < workers.count else { return nil }
+        return workers[i - 1].loop
+    }
 
     /// Counters of the main loop (read on its thread).
     public struct Counters: Sendable, Equatable {
