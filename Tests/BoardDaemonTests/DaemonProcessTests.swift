@@ -1,3 +1,4 @@
+import BoardloopTestSupport
 import Foundation
 import Glibc
 import XCTest
@@ -6,13 +7,11 @@ import XCTest
 /// wait has a deadline.
 final class Spawned: @unchecked Sendable {
     let process = Process()
-    private var mutex = pthread_mutex_t()
-    private var text = ""
+    private let text = Locked("")
     private let err = Pipe()
     private var reader: Thread?
 
     init(_ args: [String], env: [String: String] = [:]) throws {
-        pthread_mutex_init(&mutex, nil)
         process.executableURL = URL(fileURLWithPath: Boardd.path)
         process.arguments = args
         process.currentDirectoryURL = URL(fileURLWithPath: Fixtures.packageRoot)
@@ -25,13 +24,12 @@ final class Spawned: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         let handle = err.fileHandleForReading
-        let t = Thread { [self] in
+        let text = self.text
+        let t = Thread {
             while true {
                 let d = handle.availableData
                 if d.isEmpty { break }
-                pthread_mutex_lock(&mutex)
-                text += String(decoding: d, as: UTF8.self)
-                pthread_mutex_unlock(&mutex)
+                text.withLock { $0 += String(decoding: d, as: UTF8.self) }
             }
         }
         t.start()
@@ -42,11 +40,7 @@ final class Spawned: @unchecked Sendable {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 
-    var log: String {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return text
-    }
+    var log: String { text.withLock { $0 } }
 
     /// Waits until the log contains `s` (at most `seconds`).
     @discardableResult
