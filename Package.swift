@@ -33,6 +33,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // Layer 1: C shims.
@@ -59,13 +60,22 @@ let package = Package(
             swiftSettings: strict),
         .target(
             name: "BoardDaemon",
-            dependencies: ["BoardSupport", "BoardloopGPIO", "Boardloop", .product(name: "Yams", package: "Yams")],
+            dependencies: [
+                "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "CDaemon",
+                .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict),
+
+        // The daemon's bits of libc Swift cannot call directly (variadic syscall, posix_spawn attributes).
+        .target(name: "CDaemon"),
 
         // Layer 6: executables.
         .executableTarget(
             name: "boardd",
-            dependencies: ["BoardDaemon", "BoardSupport", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: [
+                "BoardDaemon", "BoardSupport", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict),
 
         // Test support: an in-process malloc counter (interposes malloc & co. in the
@@ -97,7 +107,8 @@ let package = Package(
         .testTarget(name: "BoardSupportTests", dependencies: ["BoardSupport", "BoardloopGPIOMock"], exclude: ["Fixtures"], swiftSettings: strict),
         // Depends on `boardd` so the binary its CLI tests run is built first.
         .testTarget(
-            name: "BoardDaemonTests", dependencies: ["BoardDaemon", "BoardSupport", "boardd"], exclude: ["Fixtures"],
+            name: "BoardDaemonTests",
+            dependencies: ["BoardDaemon", "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "BoardloopTestSupport", "boardd"], exclude: ["Fixtures"],
             swiftSettings: strict),
     ]
 )

@@ -2,59 +2,57 @@ import ArgumentParser
 import BoardDaemon
 import BoardSupport
 import Glibc
+import Logging
 
-/// boardd: the board daemon. This build checks configs and detects the
-/// board; running a config is not in it yet.
+/// boardd: the board daemon. Runs a config (`--config FILE`), the built-in
+/// demo (`--demo`), checks a config (`--check`) or detects the board.
 @main
 struct Boardd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "boardd",
         abstract: "The board daemon: GPIO reactions, tasks and sequences from one YAML config.",
-        discussion: "The config language is described in docs/config.md.")
+        discussion: "The config language is described in docs/config.md; running, signals and systemd in docs/daemon.md.")
 
-    @Flag(help: "Check the config and print a summary of what it resolves to; exit 1 with every error.")
-    var check = false
-
-    @Option(help: "The config file.")
-    var config: String?
-
+    @Option(help: "The config file to run (or check).") var config: String?
+    @Flag(help: "Run the built-in demo on the demo board (mock chips, no hardware).") var demo = false
+    @Option(name: .customLong("for"), help: "Stop by itself after this long (e.g. 10s).") var runFor: String?
+    @Option(help: "Log level: debug, info, notice, warning, error.") var logLevel: String?
+    @Flag(help: "Check the config and print a summary of what it resolves to; exit 1 with every error.") var check = false
     @Option(help: "Use this board instead of the config's `board` (e.g. to check a config for another machine).")
     var board: String?
-
-    @Flag(help: "Print the summary (or the errors) as JSON.")
-    var json = false
-
-    @Flag(help: "Print what board detection reads on this machine and which board it finds.")
-    var boardDetect = false
-
-    @Option(help: "The root directory detection reads (default /).")
-    var root = "/"
-
+    @Flag(help: "Print the summary (or the errors) as JSON.") var json = false
+    @Flag(help: "Print what board detection reads on this machine and which board it finds.") var boardDetect = false
+    @Option(help: "The root directory detection reads (default /).") var root = "/"
     @Option(name: .customLong("boards"), help: "A directory of board files searched first (may be repeated).")
     var boardDirectories: [String] = []
 
     func run() throws {
         let catalog = BoardCatalog(directories: boardDirectories + BoardCatalog.standardDirectories())
-        let output: CommandOutput
-        if boardDetect {
-            output = Check.detect(root: root, catalog: catalog)
-        } else if check {
-            guard let config else { throw ValidationError("--check needs --config FILE") }
-            output = Check.run(
-                configPath: config, options: LoadOptions(board: board, catalog: catalog, machine: .current(root: root)),
-                json: json)
-        } else {
-            output = CommandOutput(
-                stdout: "",
-                stderr:
-                    "boardd: this build checks configs and detects boards only: use --check --config FILE or --board-detect (running a config is not available yet)\n",
-                status: 2)
+        let options = LoadOptions(board: board, catalog: catalog, machine: .current(root: root))
+        if boardDetect || check {
+            let output: CommandOutput
+            if boardDetect {
+                output = Check.detect(root: root, catalog: catalog)
+            } else {
+                guard let config else { throw ValidationError("--check needs --config FILE") }
+                output = Check.run(configPath: config, options: options, json: json)
+            }
+            print(output.stdout, terminator: "")
+            if !output.stderr.isEmpty { writeError(output.stderr) }
+            if output.status != 0 { throw ExitCode(output.status) }
+            return
         }
-        print(output.stdout, terminator: "")
-        if !output.stderr.isEmpty {
-            var text = output.stderr
-            text.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
+        guard demo || config != nil else { throw ValidationError("give --config FILE to run a config, or --demo") }
+        let duration = try runFor.map { t in
+            guard let d = Launcher.parseDuration(t) else { throw ValidationError("--for \(t): write a duration such as 10s or 500ms") }
+            return d
         }
-        if output.status != 0 { throw ExitCode(output.status) }
+        let level = try logLevel.map { l in
+            guard let v = Logger.Level(rawValue: l) else { throw ValidationError("--log-level \(l): use debug, info, notice, warning or error") }
+            return v
+        } ?? .info
+        let status = Launcher.run(
+            .init(configPath: config, demo: demo, runFor: duration, logLevel: level, loadOptions: options, summaryInterval: nil))
+        if status != 0 { throw ExitCode(status) }
     }
 }

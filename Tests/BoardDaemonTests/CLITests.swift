@@ -125,16 +125,6 @@ enum Boardd {
         #expect(none.stdout.contains("verdict: no board matches (known boards: demo, generic, gpio-sim, raspberry-pi-3"))
     }
 
-    @Test func runningWithoutCheckSaysWhatThisBuildCanDo() throws {
-        let r = try Boardd.run(["--config", "examples/demo.yaml"])
-        #expect(r.status == 2)
-        #expect(r.stdout == "")
-        #expect(
-            r.stderr
-                == "boardd: this build checks configs and detects boards only: use --check --config FILE or --board-detect (running a config is not available yet)\n"
-        )
-    }
-
     @Test func checkWithoutConfigIsAUsageError() throws {
         let r = try Boardd.run(["--check"])
         #expect(r.status == 64)

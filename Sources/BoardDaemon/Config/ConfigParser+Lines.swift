@@ -73,11 +73,12 @@ extension ConfigParser {
         var settings = LineSettings.input(edges: .both)
         var filters = InputFilters()
         var safe: Bool?
+        var held = HeldEvents()
         if inE != nil, let outE {
             r.error(outE.keyNode, outE.path, "a line is an input or an output, not both")
             failed = true
         } else if let inE {
-            if !parseInput(inE, name, &settings, &filters) { failed = true }
+            if !parseInput(inE, name, &settings, &filters, &held) { failed = true }
         } else if let outE {
             settings = .output(false)
             if !parseOutput(outE, name, &settings, &safe) { failed = true }
@@ -122,7 +123,7 @@ extension ConfigParser {
         return LineConfig(
             name: name, pin: pinText, boardPin: boardPin?.name, physical: boardPin?.physical, address: address,
             settings: settings, filters: filters, safeValue: safe, priority: prio, rateLimit: rate, gestures: gestures,
-            loop: .main)
+            held: held, loop: .main)
     }
 
     // MARK: Where a line is
@@ -263,7 +264,9 @@ extension ConfigParser {
         return ok.count == entries.count ? ok : nil
     }
 
-    func parseInput(_ e: YAMLReader.Entry, _ line: String, _ s: inout LineSettings, _ f: inout InputFilters) -> Bool {
+    func parseInput(
+        _ e: YAMLReader.Entry, _ line: String, _ s: inout LineSettings, _ f: inout InputFilters, _ held: inout HeldEvents
+    ) -> Bool {
         guard
             let entries = settingsEntries(
                 e, allowed: Self.inputKeys, other: ["initial", "safe", "drive"], line: line, isInput: true)
@@ -280,6 +283,10 @@ extension ConfigParser {
             case "debounce": if let d = r.duration(x.value, x.path) { s.debounce = d }
             case "delayed_on": if let d = r.duration(x.value, x.path) { f.delayedOn = d }
             case "delayed_off": if let d = r.duration(x.value, x.path) { f.delayedOff = d }
+            case "buffer":
+                if let n = r.int(x.value, x.path, in: 2...HeldEvents.kernelBufferCap) { held.kernelBuffer = n }
+            case "drain":
+                if let n = r.int(x.value, x.path, in: 0...HeldEvents.maximumDrain) { held.drain = n }
             default: if let d = r.duration(x.value, x.path) { f.settle = d }
             }
         }
@@ -294,7 +301,7 @@ extension ConfigParser {
     func parseOutput(_ e: YAMLReader.Entry, _ line: String, _ s: inout LineSettings, _ safe: inout Bool?) -> Bool {
         guard
             let entries = settingsEntries(
-                e, allowed: Self.outputKeys, other: ["edge", "debounce", "delayed_on", "delayed_off", "settle"], line: line,
+                e, allowed: Self.outputKeys, other: ["edge", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain"], line: line,
                 isInput: false)
         else { return false }
         let before = log.errors.count

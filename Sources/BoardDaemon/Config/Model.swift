@@ -137,8 +137,31 @@ public struct LineConfig: Sendable, Equatable {
     public var rateLimit: RateLimit?
     /// Inputs: the gesture group (exactly one alternative per interaction).
     public var gestures: GestureGroup?
+    /// Inputs: how events are kept while the line is held (a mode that
+    /// does not admit its priority, a rate limit).
+    public var held: HeldEvents = HeldEvents()
     /// The loop that owns the line (requests it, gets its events, writes it).
     public var loop: LoopID
+
+    public init(
+        name: String, pin: String?, boardPin: String?, physical: Int?, address: LineAddress, settings: LineSettings,
+        filters: InputFilters, safeValue: Bool?, priority: PriorityID, rateLimit: RateLimit?, gestures: GestureGroup?,
+        held: HeldEvents = HeldEvents(), loop: LoopID
+    ) {
+        self.name = name
+        self.pin = pin
+        self.boardPin = boardPin
+        self.physical = physical
+        self.address = address
+        self.settings = settings
+        self.filters = filters
+        self.safeValue = safeValue
+        self.priority = priority
+        self.rateLimit = rateLimit
+        self.gestures = gestures
+        self.held = held
+        self.loop = loop
+    }
 
     public var isInput: Bool { settings.direction == .input }
     public var isOutput: Bool { settings.direction == .output }
@@ -158,6 +181,29 @@ public struct InputFilters: Sendable, Equatable {
         self.settle = settle
     }
     public var isEmpty: Bool { delayedOn == .zero && delayedOff == .zero && settle == .zero }
+}
+
+/// Where a held input's events wait. The kernel keeps them first: libgpiod
+/// 2.x (uAPI v2) keeps `kernelBuffer` events for the line's request (the
+/// kernel caps a request's buffer at `GPIO_V2_LINES_MAX * 16` = 1024 events,
+/// `linereq_create()` in gpiolib-cdev.c); libgpiod 1.6 (uAPI v1) keeps a
+/// fixed 16 per line whatever is asked. With `drain` > 0 the line's fd stays
+/// in every mode and, while the line is held, its events are read at once
+/// into a user-space ring of that many events (nothing is dispatched) and
+/// delivered, in order, when the line is admitted again.
+public struct HeldEvents: Sendable, Equatable {
+    /// The largest kernel buffer a v2 request can have.
+    public static let kernelBufferCap = 1024
+    /// The largest drain ring.
+    public static let maximumDrain = 1 << 20
+    /// Events the kernel keeps for the line's request (v2; rounded up to a power of two).
+    public var kernelBuffer: Int = 64
+    /// The user-space drain ring, in events (0: off).
+    public var drain: Int = 0
+    public init(kernelBuffer: Int = 64, drain: Int = 0) {
+        self.kernelBuffer = kernelBuffer
+        self.drain = drain
+    }
 }
 
 /// At most `events` events per `period`; more are held and delivered later.

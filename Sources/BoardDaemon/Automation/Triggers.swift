@@ -1,0 +1,189 @@
+import Boardloop
+import BoardloopGPIO
+
+/// No deadline.
+let never: UInt64 = .max
+
+/// The state of one reaction's trigger on its line. Times are the events'
+/// kernel timestamps (ns, CLOCK_MONOTONIC), so events delivered late (held
+/// through a sequence) are judged by when they happened.
+struct TriggerState {
+    enum Kind {
+        case edge(EdgeDetection)
+        case press, release
+        case click(min: UInt64, max: UInt64)
+        case multiPress(count: Int, within: UInt64)
+        case hold(delay: UInt64, repeat: UInt64)
+        /// Gestures are decided by the line's gesture machine.
+        case gesture(GestureKind)
+    }
+    let reaction: Int
+    let kind: Kind
+    var pressedAt: UInt64 = never
+    var presses = 0
+    var firstPress: UInt64 = 0
+    var deadline: UInt64 = never
+
+    init(reaction: Int, trigger: Trigger) {
+        self.reaction = reaction
+        switch trigger {
+        case let .edge(e): kind = .edge(e)
+        case .press: kind = .press
+        case .release: kind = .release
+        case let .click(lo, hi): kind = .click(min: lo.ns, max: hi.ns)
+        case let .multiPress(n, w): kind = .multiPress(count: n, within: w.ns)
+        case let .hold(d, r): kind = .hold(delay: d.ns, repeat: r?.ns ?? 0)
+        case let .gesture(g): kind = .gesture(g)
+        }
+    }
+
+    /// A logical edge at `t`; returns whether the trigger fires now.
+    mutating func edge(_ rising: Bool, at t: UInt64) -> Bool {
+        switch kind {
+        case let .edge(e): return e.includes(rising ? .rising : .falling)
+        case .press: return rising
+        case .release: return !rising
+        case let .click(lo, hi):
+            if rising {
+                pressedAt = t
+                return false
+            }
+            defer { pressedAt = never }
+            guard pressedAt != never, t >= pressedAt else { return false }
+            let d = t - pressedAt
+            return d >= lo && d <= hi
+        case let .multiPress(count, within):
+            guard rising else { return false }
+            if presses == 0 || t &- firstPress > within {
+                presses = 1
+                firstPress = t
+            } else {
+                presses += 1
+            }
+            if presses >= count {
+                presses = 0
+                return true
+            }
+            return false
+        case let .hold(delay, _):
+            deadline = rising ? t &+ delay : never
+            return false
+        case .gesture: return false
+        }
+    }
+
+    /// The deadline `deadline` passed: returns whether the trigger fires,
+    /// and moves the deadline on (hold repeat) or clears it.
+    mutating func deadlinePassed() -> Bool {
+        guard case let .hold(_, rep) = kind else {
+            deadline = never
+            return false
+        }
+        deadline = rep > 0 ? deadline &+ rep : never
+        return true
+    }
+}
+
+/// A line's gesture group: per interaction exactly one alternative fires.
+struct GestureMachine {
+    let group: GestureGroup
+    let clickMin: UInt64, clickMax: UInt64, gap: UInt64, hold: UInt64
+    let hasHold: Bool
+    let maxClicks: Int
+    enum State { case idle, pressed, released, holding }
+    var state = State.idle
+    var pressedAt: UInt64 = 0
+    var releasedAt: UInt64 = 0
+    var clicks = 0
+    var deadline: UInt64 = never
+    /// Interactions that matched no alternative (too long, too short).
+    var unmatched: UInt64 = 0
+
+    init(_ g: GestureGroup) {
+        group = g
+        clickMin = g.clickMin.ns
+        clickMax = g.clickMax.ns
+        gap = g.gap.ns
+        hold = g.hold.ns
+        hasHold = g.kinds.contains(.hold)
+        maxClicks = g.kinds.map(\.clicks).max() ?? 0
+    }
+
+    /// A logical edge at `t`; returns the gesture it decides, if any.
+    mutating func edge(_ rising: Bool, at t: UInt64) -> GestureKind? {
+        if rising {
+            switch state {
+            case .idle, .released:
+                if state == .idle { clicks = 0 }
+                state = .pressed
+                pressedAt = t
+                deadline = hasHold ? t &+ hold : never
+            case .pressed, .holding: break
+            }
+            return nil
+        }
+        switch state {
+        case .holding:
+            state = .idle
+            deadline = never
+            return nil
+        case .pressed:
+            let d = t &- pressedAt
+            if d < clickMin {
+                // A bounce or a brush: as if the press had not happened.
+                state = clicks == 0 ? .idle : .released
+                deadline = clicks == 0 ? never : releasedAt &+ gap
+                return nil
+            }
+            if d > clickMax {
+                unmatched &+= 1
+                state = .idle
+                deadline = never
+                return nil
+            }
+            clicks += 1
+            if clicks >= maxClicks {
+                state = .idle
+                deadline = never
+                return Self.kind(clicks)
+            }
+            state = .released
+            releasedAt = t
+            deadline = t &+ gap
+            return nil
+        case .idle, .released:
+            return nil
+        }
+    }
+
+    /// The deadline passed (a hold, or the gap after the last click).
+    mutating func deadlinePassed() -> GestureKind? {
+        deadline = never
+        switch state {
+        case .pressed:
+            state = .holding
+            return .hold
+        case .released:
+            state = .idle
+            let k = Self.kind(clicks)
+            if let k, group.kinds.contains(k) { return k }
+            unmatched &+= 1
+            return nil
+        case .idle, .holding:
+            return nil
+        }
+    }
+
+    static func kind(_ clicks: Int) -> GestureKind? {
+        switch clicks {
+        case 1: .click
+        case 2: .doubleClick
+        case 3: .tripleClick
+        default: nil
+        }
+    }
+}
+
+extension Duration {
+    var ns: UInt64 { UInt64(Swift.max(0, nanosecondsClampedValue)) }
+}

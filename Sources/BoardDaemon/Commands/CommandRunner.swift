@@ -1,0 +1,297 @@
+import Boardloop
+import CDaemon
+import Glibc
+import Logging
+
+/// Runs `run` actions on the main loop: `posix_spawn` with an argv (a shell
+/// only when the command says `shell: true`), the `BOARDD_*` environment,
+/// stdout and stderr read through pipes as port sources and logged line by
+/// line (bounded), a timeout (SIGTERM, then SIGKILL after a grace period),
+/// and the child reaped through its pidfd, a port source too: no zombie
+/// outlives the loop pass that sees the exit. Per command, at most
+/// `max_running` at once; refusals are counted and logged.
+final class CommandRunner {
+    unowned let rt: LoopRuntime
+    let logger: Logger
+    /// Per command: running now, started, refused.
+    private(set) var running: [Int]
+    private(set) var started: [UInt64]
+    private(set) var refused: [UInt64]
+    private var children: [Child] = []
+    private(set) var failures: UInt64 = 0
+    /// Bytes of one logged output line; longer lines are cut.
+    static let maxLineBytes = 1024
+    /// Lines logged per stream per run; more are counted, not logged.
+    static let maxLines = 200
+
+    init(runtime: LoopRuntime, logger: Logger) {
+        rt = runtime
+        self.logger = logger
+        running = Array(repeating: 0, count: runtime.config.commands.count)
+        started = Array(repeating: 0, count: runtime.config.commands.count)
+        refused = Array(repeating: 0, count: runtime.config.commands.count)
+    }
+
+    var config: DaemonConfig { rt.config }
+
+    /// A reload changed the commands: counters start again (children in
+    /// flight finish under their old limits).
+    func configChanged() {
+        let n = config.commands.count
+        running = (0..<n).map { i in children.filter { $0.command == i }.count }
+        started = Array(repeating: 0, count: n)
+        refused = Array(repeating: 0, count: n)
+    }
+    var runningChildren: Int { children.count }
+
+    final class Child {
+        let pid: pid_t
+        let command: Int
+        let label: String
+        let start: MonotonicInstant
+        var pidSource: PortSource?
+        var streams: [Stream] = []
+        var timeout: RunLoopTimer?
+        var termSent = false
+        var killSent = false
+        init(pid: pid_t, command: Int, label: String, start: MonotonicInstant) {
+            self.pid = pid
+            self.command = command
+            self.label = label
+            self.start = start
+        }
+    }
+
+    final class Stream {
+        let name: String
+        let fd: Int32
+        var source: PortSource?
+        var pending: [UInt8] = []
+        var lines = 0
+        var dropped = 0
+        init(name: String, fd: Int32) {
+            self.name = name
+            self.fd = fd
+        }
+    }
+
+    func run(site: Int, _ ctx: Context) {
+        let s = rt.program.runSites[site]
+        let c = config.commands[s.command.index]
+        let ci = s.command.index
+        guard running[ci] < c.maxRunning else {
+            refused[ci] &+= 1
+            logger.warning(
+                "command \(c.name): \(running[ci]) already running (max_running \(c.maxRunning)); this run is refused (\(refused[ci]) refused so far)")
+            return
+        }
+        var argv = s.argv
+        if c.shell { argv = ["/bin/sh", "-c", argv.first ?? ""] }
+        guard let program = argv.first else { return }
+        var env: [String] = []
+        var e = environ
+        while let p = e.pointee {
+            let entry = String(cString: p)
+            if !entry.hasPrefix("BOARDD_") { env.append(entry) }
+            e += 1
+        }
+        if ctx.line >= 0 {
+            env.append("BOARDD_LINE=\(config.lines[Int(ctx.line)].name)")
+            if ctx.edge >= 0 { env.append("BOARDD_EDGE=\(ctx.edge == 1 ? "rising" : "falling")") }
+            env.append("BOARDD_TIMESTAMP_NS=\(ctx.timestamp)")
+        }
+        if ctx.reaction >= 0 { env.append("BOARDD_REACTION=\(config.reactions[Int(ctx.reaction)].name)") }
+        if ctx.task >= 0 { env.append("BOARDD_TASK=\(config.tasks[Int(ctx.task)].name)") }
+
+        var outPipe: [Int32] = [-1, -1]
+        var errPipe: [Int32] = [-1, -1]
+        guard bd_pipe(&outPipe) == 0 else { return spawnFailed(c, "pipe2", errno) }
+        guard bd_pipe(&errPipe) == 0 else {
+            close(outPipe[0]); close(outPipe[1])
+            return spawnFailed(c, "pipe2", errno)
+        }
+        var pid: pid_t = 0
+        let rc = withCStrings(argv) { cargv in
+            withCStrings(env) { cenv in
+                bd_spawn(&pid, program, cargv, cenv, outPipe[1], errPipe[1], program.contains("/") ? 0 : 1)
+            }
+        }
+        close(outPipe[1])
+        close(errPipe[1])
+        guard rc == 0 else {
+            close(outPipe[0]); close(errPipe[0])
+            return spawnFailed(c, "posix_spawn \(program)", rc)
+        }
+        running[ci] += 1
+        started[ci] &+= 1
+        let label = "command \(c.name) [pid \(pid)]"
+        let child = Child(pid: pid, command: ci, label: label, start: rt.loop.now)
+        logger.info("\(label): started: \(argv.joined(separator: " "))")
+        children.append(child)
+        let pfd = bd_pidfd_open(pid)
+        do {
+            if pfd >= 0 {
+                let src = PortSource(fd: pfd) { [unowned self, unowned child] _, _ in self.exited(child) }
+                try rt.loop.add(src, mode: .common)
+                child.pidSource = src
+            } else {
+                logger.error("\(label): pidfd_open failed (errno \(errno)); the child is reaped when its output closes")
+            }
+            for (name, fd) in [("stdout", outPipe[0]), ("stderr", errPipe[0])] {
+                let stream = Stream(name: name, fd: fd)
+                let src = PortSource(fd: fd) { [unowned self, unowned child, unowned stream] _, _ in
+                    self.readable(stream, child)
+                }
+                try rt.loop.add(src, mode: .common)
+                stream.source = src
+                child.streams.append(stream)
+            }
+            let t = RunLoopTimer(fireAt: rt.loop.now + c.timeout, interval: c.killAfter) { [unowned self, unowned child] _ in
+                self.timedOut(child)
+            }
+            try rt.loop.add(t, mode: .common)
+            child.timeout = t
+        } catch {
+            logger.error("\(label): cannot watch the child on the loop: \(error); killing it")
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            // Nothing of the child may stay on the loop: its sources hold it unowned.
+            child.pidSource?.invalidate()
+            child.pidSource = nil
+            if pfd >= 0 { close(pfd) }
+            for fd in [outPipe[0], errPipe[0]] where !child.streams.contains(where: { $0.fd == fd }) { close(fd) }
+            finish(child, status: status)
+        }
+    }
+
+    private func spawnFailed(_ c: CommandConfig, _ call: String, _ e: Int32) {
+        failures &+= 1
+        logger.error("command \(c.name): \(call) failed: \(String(cString: strerror(e)))")
+    }
+
+    private func readable(_ s: Stream, _ child: Child) {
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(s.fd, &buf, buf.count)
+            if n > 0 {
+                for b in buf[0..<n] {
+                    if b == 10 {
+                        emit(s, child)
+                    } else if s.pending.count < Self.maxLineBytes {
+                        s.pending.append(b)
+                    }
+                }
+                continue
+            }
+            if n == 0 || (errno != EAGAIN && errno != EINTR) {
+                closeStream(s, child)
+            }
+            return
+        }
+    }
+
+    private func emit(_ s: Stream, _ child: Child) {
+        defer { s.pending.removeAll(keepingCapacity: true) }
+        s.lines += 1
+        if s.lines > Self.maxLines {
+            s.dropped += 1
+            return
+        }
+        let text = String(decoding: s.pending, as: UTF8.self)
+        if s.name == "stderr" { logger.warning("\(child.label) stderr: \(text)") } else { logger.info("\(child.label): \(text)") }
+    }
+
+    private func closeStream(_ s: Stream, _ child: Child) {
+        if !s.pending.isEmpty { emit(s, child) }
+        if s.dropped > 0 { logger.notice("\(child.label): \(s.dropped) more \(s.name) lines not logged") }
+        s.source?.invalidate()
+        s.source = nil
+        close(s.fd)
+        child.streams.removeAll { $0 === s }
+        if child.pidSource == nil && child.streams.isEmpty {
+            var status: Int32 = 0
+            waitpid(child.pid, &status, 0)
+            finish(child, status: status)
+        }
+    }
+
+    private func exited(_ child: Child) {
+        var status: Int32 = 0
+        let r = waitpid(child.pid, &status, WNOHANG)
+        guard r == child.pid else { return }
+        child.pidSource?.invalidate()
+        if let fd = child.pidSource?.fd { close(fd) }
+        child.pidSource = nil
+        // Read what is left in the pipes before reporting the exit.
+        for s in child.streams { readable(s, child) }
+        finish(child, status: status)
+    }
+
+    private func timedOut(_ child: Child) {
+        guard child.command < config.commands.count else { return }
+        let c = config.commands[child.command]
+        if !child.termSent {
+            child.termSent = true
+            logger.warning("\(child.label): still running after its timeout \(c.timeout.short): SIGTERM")
+            kill(child.pid, SIGTERM)
+        } else if !child.killSent {
+            child.killSent = true
+            logger.warning("\(child.label): still running \(c.killAfter.short) after SIGTERM: SIGKILL")
+            kill(child.pid, SIGKILL)
+        }
+    }
+
+    private func finish(_ child: Child, status: Int32) {
+        guard let i = children.firstIndex(where: { $0 === child }) else { return }
+        children.remove(at: i)
+        if child.command < running.count { running[child.command] = max(0, running[child.command] - 1) }
+        child.timeout?.invalidate()
+        for s in child.streams {
+            s.source?.invalidate()
+            close(s.fd)
+        }
+        child.streams = []
+        let took = (rt.loop.now - child.start).short
+        let sig = status & 0x7f
+        if sig == 0 {
+            let code = (status >> 8) & 0xff
+            let text = "\(child.label): exited with status \(code) after \(took)"
+            if code == 0 { logger.info("\(text)") } else { logger.warning("\(text)") }
+        } else {
+            logger.warning(
+                "\(child.label): killed by \(Signals.name(sig))\(child.termSent ? " (timeout)" : "") after \(took)")
+        }
+    }
+
+    /// Kills and reaps every child (shutdown).
+    func stopAll() {
+        for child in children {
+            kill(child.pid, SIGTERM)
+        }
+        for child in children {
+            var status: Int32 = 0
+            var waited = 0
+            while waitpid(child.pid, &status, WNOHANG) == 0 && waited < 100 {
+                usleep(10_000)
+                waited += 1
+            }
+            if waited >= 100 {
+                kill(child.pid, SIGKILL)
+                waitpid(child.pid, &status, 0)
+            }
+            child.pidSource?.invalidate()
+            if let fd = child.pidSource?.fd { close(fd) }
+            child.pidSource = nil
+            finish(child, status: status)
+        }
+    }
+}
+
+/// Calls `body` with a NULL-terminated C array of `strings`.
+func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
+    var ptrs: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
+    ptrs.append(nil)
+    defer { for p in ptrs { free(p) } }
+    return ptrs.withUnsafeBufferPointer { body($0.baseAddress!) }
+}

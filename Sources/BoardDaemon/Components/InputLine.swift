@@ -1,0 +1,325 @@
+import Boardloop
+import BoardloopGPIO
+import Glibc
+
+/// An input line on its loop: the GPIO request as a port source, the
+/// filters (`delayed_on`/`delayed_off`, `settle`), the triggers of the
+/// reactions on it and its gesture group, all on one loop timer. Nothing
+/// here allocates per event.
+///
+/// Time is the events' kernel timestamps: before an event is processed,
+/// every deadline up to its timestamp fires first, so events delivered late
+/// (held through a sequence, rate limited) are judged by when they happened.
+final class InputLine {
+    let id: Int
+    let config: LineConfig
+    unowned let rt: LoopRuntime
+    let request: GPIOLineRequest
+    let cell: LineCell
+    /// The filtered logical level.
+    private(set) var level: Bool
+    var triggers: [TriggerState] = []
+    var gesture: GestureMachine?
+    /// Reactions on gestures: (kind, reaction index).
+    var gestureReactions: [(GestureKind, Int)] = []
+    private var timer: RunLoopTimer?
+    private var armedAt: UInt64 = never
+
+    // Filters.
+    private let delayedOn: UInt64, delayedOff: UInt64, settle: UInt64
+    private lazy var bothEdges = config.settings.edgeDetection == .both
+    private var delayedLevel = false
+    private var delayedDeadline: UInt64 = never
+    /// The level after the delay filters (what settle sees).
+    private var stageLevel: Bool
+    private var settleEnd: UInt64 = 0
+    private var settleDeadline: UInt64 = never
+
+    // Held events: a fixed ring (the rest of a batch read when the loop
+    // left the line's modes, or everything read while held with `drain`).
+    private let ring: UnsafeMutablePointer<UInt64>
+    let ringCapacity: Int
+    private var ringHead = 0
+    private(set) var ringCount = 0
+
+    // Counters.
+    private(set) var eventsSeen: UInt64 = 0
+    private(set) var heldInRing: UInt64 = 0
+    /// Events lost: exact where the kernel numbers them (v2) and for ring overflow.
+    private(set) var lost: UInt64 = 0
+    /// Kernel buffers found full on libgpiod 1.6 (loss possible, not countable).
+    private(set) var suspectedOverflows: UInt64 = 0
+
+    init(id: Int, config: LineConfig, runtime: LoopRuntime, request: GPIOLineRequest, cell: LineCell, reactions: [Int]) throws {
+        self.id = id
+        self.config = config
+        rt = runtime
+        self.request = request
+        self.cell = cell
+        let initial = (try? request.value()) ?? false
+        level = initial
+        stageLevel = initial
+        delayedLevel = initial
+        cell.value.store(initial, ordering: .relaxed)
+        delayedOn = config.filters.delayedOn.ns
+        delayedOff = config.filters.delayedOff.ns
+        settle = config.filters.settle.ns
+        ringCapacity = max(config.held.drain, config.held.kernelBuffer, 1)
+        ring = .allocate(capacity: ringCapacity)
+        ring.initialize(repeating: 0, count: ringCapacity)
+        let program = runtime.program
+        for r in reactions {
+            let trig = program.config.reactions[r].trigger
+            if case let .gesture(k) = trig {
+                gestureReactions.append((k, r))
+            } else {
+                triggers.append(TriggerState(reaction: r, trigger: trig))
+            }
+        }
+        if let g = config.gestures { gesture = GestureMachine(g) }
+    }
+
+    deinit { ring.deallocate() }
+
+    /// The modes the line's source (and timer) are in.
+    var modes: [RunLoopMode] { config.held.drain > 0 ? [.common] : rt.modes(admitting: config.priority) }
+
+    var needsTimer: Bool {
+        !config.filters.isEmpty || gesture != nil
+            || triggers.contains { if case .hold = $0.kind { return true } else { return false } }
+    }
+
+    func schedule() throws {
+        let modes = self.modes
+        try request.schedule(on: rt.loop, mode: modes[0]) { [unowned self] batch in self.handle(batch) }
+        for m in modes.dropFirst() { try request.add(to: m) }
+        if let limit = config.rateLimit {
+            do {
+                request.eventSource?.rateLimit = try Boardloop.RateLimit(count: limit.events, per: limit.period)
+            } catch {
+                throw DaemonError.setup("line '\(config.name)': rate_limit: \(error)")
+            }
+        }
+        if needsTimer {
+            let t = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(86_400 * 365)) { [unowned self] _ in self.timerFired() }
+            for m in modes { try rt.loop.add(t, mode: m) }
+            timer = t
+        }
+    }
+
+    /// Takes the line off the loop (the request stays, for a reload to keep).
+    func unschedule() {
+        request.unschedule()
+        timer?.invalidate()
+        timer = nil
+    }
+
+    /// Events held by the engine's rate limit so far.
+    var rateLimitHolds: UInt64 { request.eventSource?.rateLimitHolds ?? 0 }
+
+    // MARK: Events
+
+    func handle(_ batch: EdgeEventBatch) {
+        if batch.lostEvents > 0 {
+            lost &+= batch.lostEvents
+            rt.noteLoss(self, batch.lostEvents, exact: true)
+        }
+        if batch.overflowSuspected {
+            suspectedOverflows &+= 1
+            rt.noteLoss(self, 0, exact: false)
+        }
+        if ringCount > 0 && rt.admits(config.priority) { drainRing() }
+        var i = 0
+        while i < batch.count {
+            let e = batch[i]
+            i += 1
+            eventsSeen &+= 1
+            let rising = e.edge == .rising
+            let t = e.timestamp.nanoseconds
+            if ringCount > 0 || !rt.admits(config.priority) {
+                stash(rising, t)
+            } else {
+                process(rising, at: t)
+            }
+        }
+        arm()
+    }
+
+    private func stash(_ rising: Bool, _ t: UInt64) {
+        guard ringCount < ringCapacity else {
+            lost &+= 1
+            rt.noteRingOverflow(self)
+            return
+        }
+        ring[(ringHead + ringCount) % ringCapacity] = (t << 1) | (rising ? 1 : 0)
+        ringCount += 1
+        heldInRing &+= 1
+    }
+
+    /// Delivers the ring's events, in order, while the line stays admitted.
+    private func drainRing() {
+        while ringCount > 0 && rt.admits(config.priority) {
+            let v = ring[ringHead]
+            ringHead = (ringHead + 1) % ringCapacity
+            ringCount -= 1
+            process(v & 1 == 1, at: v >> 1)
+        }
+    }
+
+    /// Called when the loop's mode changed to one that admits the line:
+    /// delivers what the ring holds and fires deadlines that passed.
+    func catchUp() {
+        guard rt.admits(config.priority) else { return }
+        if ringCount > 0 { rt.logger.info("\(config.name): delivering \(ringCount) held events, in order") }
+        drainRing()
+        if kernelHasEvents() {
+            // Older events wait in the kernel: they come first (this pass's
+            // sources step); deadlines are looked at after them.
+            rearmSoon()
+            return
+        }
+        advance(to: rt.nowNanoseconds)
+        arm()
+    }
+
+    func process(_ rising: Bool, at t: UInt64) {
+        advance(to: t)
+        if !bothEdges {
+            // One edge detected: the opposite change happened unseen before it.
+            level = !rising
+            stageLevel = !rising
+        }
+        // delayed_on / delayed_off
+        let delay = rising ? delayedOn : delayedOff
+        if delayedOn > 0 || delayedOff > 0 {
+            if rising == stageLevel {
+                delayedDeadline = never  // back to the level it has: the pending change is off
+            } else if delay == 0 {
+                delayedDeadline = never
+                settleStage(rising, at: t)
+            } else {
+                delayedLevel = rising
+                delayedDeadline = t &+ delay
+            }
+            return
+        }
+        settleStage(rising, at: t)
+    }
+
+    private func settleStage(_ l: Bool, at t: UInt64) {
+        stageLevel = l
+        guard settle > 0 else {
+            report(l, at: t)
+            return
+        }
+        if t < settleEnd { return }  // inside the window: looked at when it ends
+        if l != level {
+            report(l, at: t)
+            settleEnd = t &+ settle
+            settleDeadline = settleEnd
+        }
+    }
+
+    private func report(_ l: Bool, at t: UInt64) {
+        guard l != level else { return }
+        level = l
+        cell.value.store(l, ordering: .relaxed)
+        rt.traceEdge(self, rising: l, at: t)
+        var k = 0
+        while k < triggers.count {
+            if triggers[k].edge(l, at: t) { rt.fire(reaction: triggers[k].reaction, line: self, rising: l, at: t) }
+            k += 1
+        }
+        if gesture != nil, let g = gesture!.edge(l, at: t) { fireGesture(g, at: t) }
+    }
+
+    private func fireGesture(_ g: GestureKind, at t: UInt64) {
+        rt.traceGesture(self, g, at: t)
+        var k = 0
+        while k < gestureReactions.count {
+            if gestureReactions[k].0 == g { rt.fire(reaction: gestureReactions[k].1, line: self, rising: level, at: t) }
+            k += 1
+        }
+    }
+
+    // MARK: Deadlines
+
+    private var nextDeadline: UInt64 {
+        var d = min(delayedDeadline, settleDeadline)
+        if let g = gesture { d = min(d, g.deadline) }
+        var k = 0
+        while k < triggers.count {
+            d = min(d, triggers[k].deadline)
+            k += 1
+        }
+        return d
+    }
+
+    /// Fires every deadline up to `t`, earliest first.
+    func advance(to t: UInt64) {
+        var guardCount = 0
+        while guardCount < 100_000 {
+            guardCount += 1
+            let d = nextDeadline
+            if d == never || d > t { return }
+            if delayedDeadline == d {
+                delayedDeadline = never
+                settleStage(delayedLevel, at: d)
+            } else if settleDeadline == d {
+                settleDeadline = never
+                if stageLevel != level {
+                    report(stageLevel, at: d)
+                    settleEnd = d &+ settle
+                    settleDeadline = settleEnd
+                }
+            } else if gesture?.deadline == d {
+                if let g = gesture!.deadlinePassed() { fireGesture(g, at: d) }
+            } else {
+                var k = 0
+                while k < triggers.count {
+                    if triggers[k].deadline == d {
+                        if triggers[k].deadlinePassed() {
+                            rt.fire(reaction: triggers[k].reaction, line: self, rising: true, at: d)
+                        }
+                        break
+                    }
+                    k += 1
+                }
+            }
+            if !rt.admits(config.priority) { return }  // a reaction started a mode that holds the line
+        }
+    }
+
+    private func arm() {
+        guard let timer else { return }
+        let d = nextDeadline
+        if d == armedAt { return }
+        armedAt = d
+        timer.fireDate = d == never ? .distantFuture : MonotonicInstant(nanoseconds: d)
+    }
+
+    private func rearmSoon() {
+        guard let timer else { return }
+        armedAt = rt.nowNanoseconds &+ 1_000_000
+        timer.fireDate = MonotonicInstant(nanoseconds: armedAt)
+    }
+
+    private func timerFired() {
+        armedAt = never
+        guard rt.admits(config.priority) else { return }
+        drainRing()
+        if kernelHasEvents() {
+            rearmSoon()
+            return
+        }
+        advance(to: rt.nowNanoseconds)
+        arm()
+    }
+
+    /// Whether events wait in the kernel for this line (a zero-timeout poll).
+    private func kernelHasEvents() -> Bool {
+        guard let fd = request.eventSource?.fd else { return false }
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&p, 1, 0) > 0 && p.revents & Int16(POLLIN) != 0
+    }
+}

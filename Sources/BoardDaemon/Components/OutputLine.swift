@@ -1,0 +1,63 @@
+import Boardloop
+import BoardloopGPIO
+
+/// An output line on its loop: writes, toggles, pulses (on a loop timer).
+final class OutputLine {
+    let id: Int
+    let config: LineConfig
+    unowned let rt: LoopRuntime
+    let request: GPIOLineRequest
+    let cell: LineCell
+    private(set) var value: Bool
+    private var pulseTimer: RunLoopTimer?
+    private(set) var writes: UInt64 = 0
+    private(set) var failures: UInt64 = 0
+
+    init(id: Int, config: LineConfig, runtime: LoopRuntime, request: GPIOLineRequest, cell: LineCell, value: Bool) {
+        self.id = id
+        self.config = config
+        rt = runtime
+        self.request = request
+        self.cell = cell
+        self.value = value
+        cell.value.store(value, ordering: .relaxed)
+    }
+
+    /// A pulse timer, in every mode (a pulse ends whatever the mode).
+    func makePulseTimer() throws {
+        guard pulseTimer == nil else { return }
+        let t = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(86_400 * 365)) { [unowned self] _ in
+            self.pulseTimer?.fireDate = .distantFuture
+            self.set(false)
+        }
+        try rt.loop.add(t, mode: .common)
+        pulseTimer = t
+    }
+
+    func set(_ v: Bool) {
+        do {
+            try request.setValue(v)
+            value = v
+            writes &+= 1
+            cell.value.store(v, ordering: .relaxed)
+            rt.traceOutput(self, v)
+        } catch {
+            failures &+= 1
+            rt.writeFailed(self, error)
+        }
+    }
+
+    func toggle() { set(!value) }
+
+    func pulse(_ ns: Int64) {
+        set(true)
+        pulseTimer?.fireDate = MonotonicInstant(nanoseconds: rt.nowNanoseconds &+ UInt64(max(0, ns)))
+    }
+
+    func cancelPulse() { pulseTimer?.fireDate = .distantFuture }
+
+    func detach() {
+        pulseTimer?.invalidate()
+        pulseTimer = nil
+    }
+}

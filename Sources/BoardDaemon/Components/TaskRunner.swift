@@ -1,0 +1,54 @@
+import Boardloop
+
+/// A periodic task: a repeating grid timer (a late run does not shift the
+/// next; missed periods are skipped and counted) in the task's modes, with
+/// its lateness in a fixed-size histogram.
+final class TaskRunner {
+    let index: Int
+    let config: TaskConfig
+    unowned let rt: LoopRuntime
+    let range: OpRange
+    let lateness = LatencyHistogram()
+    private(set) var runs: UInt64 = 0
+    private(set) var skippedPeriods: UInt64 = 0
+    private var timer: RunLoopTimer?
+    /// Runs and skips at the last summary.
+    var summarizedRuns: UInt64 = 0
+
+    init(index: Int, config: TaskConfig, runtime: LoopRuntime, range: OpRange) {
+        self.index = index
+        self.config = config
+        rt = runtime
+        self.range = range
+    }
+
+    func start() throws {
+        let t = RunLoopTimer(fireAt: rt.loop.now + config.every, interval: config.every) { [unowned self] timer in
+            self.fired(timer)
+        }
+        for m in config.modes { try rt.loop.add(t, mode: rt.runLoopMode(m)) }
+        timer = t
+    }
+
+    private func fired(_ t: RunLoopTimer) {
+        runs &+= 1
+        if let f = t.lastFire {
+            lateness.record(f.lateness)
+            skippedPeriods &+= f.skippedPeriods
+        }
+        rt.runTask(self)
+    }
+
+    /// A task whose modes the loop enters starts its grid then: periods
+    /// while the mode was not running are neither late nor skipped.
+    func modeChanged(from old: Int, to new: Int) {
+        let inOld = config.modes.contains { $0.index == old }
+        let inNew = config.modes.contains { $0.index == new }
+        if inNew && !inOld { timer?.fireDate = rt.loop.now + config.every }
+    }
+
+    func stop() {
+        timer?.invalidate()
+        timer = nil
+    }
+}

@@ -1,0 +1,99 @@
+import Boardloop
+import BoardSupport
+import Glibc
+import Logging
+
+/// What `boardd --config FILE` and `boardd --demo` do, kept out of the
+/// executable: block the signals (before any thread starts), load the
+/// config, build the daemon, run it until SIGTERM/SIGINT, and exit 0 after
+/// a clean shutdown.
+public enum Launcher {
+    public struct Settings {
+        public var configPath: String?
+        public var demo: Bool
+        public var runFor: Duration?
+        public var logLevel: Logger.Level
+        public var loadOptions: LoadOptions
+        public var summaryInterval: Duration?
+
+        public init(
+            configPath: String?, demo: Bool, runFor: Duration?, logLevel: Logger.Level, loadOptions: LoadOptions,
+            summaryInterval: Duration?
+        ) {
+            self.configPath = configPath
+            self.demo = demo
+            self.runFor = runFor
+            self.logLevel = logLevel
+            self.loadOptions = loadOptions
+            self.summaryInterval = summaryInterval
+        }
+    }
+
+    /// Runs the daemon; returns the exit status.
+    public static func run(_ s: Settings) -> Int32 {
+        do {
+            try Signals.block([SIGTERM, SIGINT, SIGHUP, SIGPIPE])
+        } catch {
+            writeError("boardd: \(error)\n")
+            return 1
+        }
+        let level = s.logLevel
+        var logger = Logger(label: "boardd") { label in BoarddLogHandler(label: label, level: level) }
+        logger.logLevel = level
+        let result: LoadResult
+        if s.demo {
+            result = ConfigLoader.load(text: Demo.configText, file: "<demo>", options: s.loadOptions)
+        } else if let path = s.configPath {
+            result = ConfigLoader.load(path: path, options: s.loadOptions)
+        } else {
+            writeError("boardd: give --config FILE (or --demo)\n")
+            return 64
+        }
+        for w in result.warnings { logger.warning("\(w.description)") }
+        guard let config = result.config else {
+            for e in result.errors { writeError("\(e.description)\n") }
+            writeError("boardd: \(result.errors.count) error(s); not started\n")
+            return 1
+        }
+        do {
+            let mock = config.board.backend == .mock ? try Demo.makeChips() : nil
+            let options = Daemon.Options(
+                logger: logger, summaryInterval: s.summaryInterval ?? (s.demo ? .seconds(4) : .seconds(60)),
+                notifier: SystemdNotifier.fromEnvironment(), watchdog: SystemdNotifier.watchdogInterval(),
+                loadOptions: s.loadOptions, mock: mock, handleSignals: true)
+            var o = options
+            o.extraTimers = s.demo ? 2 : 0
+            let daemon = try Daemon(config: config, options: o)
+            var script: Demo.Script?
+            if s.demo, let mock {
+                logger.notice(
+                    "demo: the demo board (mock chips, no hardware); a scripted person clicks, holds and floods; Ctrl-C stops")
+                let sc = Demo.Script(gpio: mock, loop: daemon.loop, logger: logger)
+                try sc.start()
+                script = sc
+            }
+            try daemon.run(for: s.runFor)
+            script?.stop()
+            return 0
+        } catch {
+            logger.critical("boardd: cannot start: \(error)")
+            return 1
+        }
+    }
+
+    /// Parses `10s`, `500ms`, `2min`, `1.5s`.
+    public static func parseDuration(_ text: String) -> Duration? {
+        let units: [(String, Double)] = [("ms", 1e-3), ("us", 1e-6), ("min", 60), ("h", 3600), ("s", 1)]
+        for (u, f) in units where text.hasSuffix(u) {
+            guard let v = Double(text.dropLast(u.count)), v >= 0 else { return nil }
+            return .nanoseconds(Int64(v * f * 1e9))
+        }
+        return nil
+    }
+}
+
+/// Writes `text` to stderr (fd 2) unbuffered.
+public func writeError(_ text: String) {
+    var t = text
+    t.withUTF8 { p in _ = write(2, p.baseAddress, p.count) }
+}

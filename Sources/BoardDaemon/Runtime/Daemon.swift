@@ -1,0 +1,606 @@
+import Boardloop
+import BoardloopGPIO
+import BoardloopGPIOMock
+import Glibc
+import Logging
+import Synchronization
+
+/// A loop's runtime, reachable from its port's handler (set on the loop's
+/// thread before the port is scheduled) and from the main thread.
+final class RuntimeBox: @unchecked Sendable {
+    var rt: LoopRuntime?
+    var loop: RunLoop?
+}
+
+/// The daemon: a config running on the main loop and its workers. Build it
+/// on the thread that will run it (the main loop is that thread's), then
+/// `run()`. Signals, reload, shutdown, systemd notify and the watchdog
+/// live here; the automation lives in the loops' runtimes.
+public final class Daemon: @unchecked Sendable {
+    public struct Options {
+        public var logger: Logger
+        public var clock: RunLoopClock
+        public var modeDriver: ModeDriver
+        /// How often each loop logs its tasks' lateness and held/lost counts (nil: never).
+        public var summaryInterval: Duration?
+        public var notifier: SystemdNotifier?
+        public var watchdog: Duration?
+        /// How a reload loads the config file again.
+        public var loadOptions: LoadOptions
+        /// The mock chips to use for a mock board (default: made from the board's chips).
+        public var mock: MockGPIO?
+        /// Install SIGTERM/SIGINT (stop) and SIGHUP (reload) sources; they must be blocked first.
+        public var handleSignals: Bool
+        /// Timers the caller adds to the main loop (a run-time limit, the demo's script).
+        public var extraTimers = 0
+
+        public init(
+            logger: Logger, clock: RunLoopClock = .monotonic, modeDriver: ModeDriver = .nestedRuns,
+            summaryInterval: Duration? = .seconds(60), notifier: SystemdNotifier? = nil, watchdog: Duration? = nil,
+            loadOptions: LoadOptions = LoadOptions(), mock: MockGPIO? = nil, handleSignals: Bool = false
+        ) {
+            self.logger = logger
+            self.clock = clock
+            self.modeDriver = modeDriver
+            self.summaryInterval = summaryInterval
+            self.notifier = notifier
+            self.watchdog = watchdog
+            self.loadOptions = loadOptions
+            self.mock = mock
+            self.handleSignals = handleSignals
+        }
+    }
+
+    /// Timers every loop has beyond the config's count: the held-event replay and the summary.
+    static let ownTimers = 2
+
+    /// Timers the GPIO layer adds on a loop: where the chip going away does
+    /// not wake a poller (libgpiod 1.6), each input request checks for it
+    /// on a timer of its own (`GPIOLineRequest.vanishCheckInterval`).
+    static func backendTimers(_ config: DaemonConfig, loop: Int, gpio: any GPIOBackend) -> Int {
+        guard !gpio.capabilities.contains(.vanishWakesPoller) else { return 0 }
+        return config.lines.filter { $0.isInput && $0.loop.index == loop }.count
+    }
+
+    public private(set) var config: DaemonConfig
+    public let loop: RunLoop
+    public let gpio: any GPIOBackend
+    /// The mock chips, on a mock board.
+    public let mock: MockGPIO?
+    let options: Options
+    var logger: Logger { options.logger }
+    private var generation: Int32 = 1
+    let main: LoopRuntime
+    private let boxes: [RuntimeBox]
+    private var workers: [Worker] = []
+    private let ports: [MessagePort]
+    private var commands: CommandRunner?
+    private var signalSource: SignalSource?
+    private var watchdogTimer: RunLoopTimer?
+    private var lastPings: [UInt64] = []
+    public private(set) var stopRequested = false
+    public private(set) var reloads = (applied: 0, refused: 0)
+
+    public init(config: DaemonConfig, options: Options) throws {
+        self.config = config
+        self.options = options
+        if config.board.backend == .mock {
+            let m: MockGPIO
+            if let given = options.mock {
+                m = given
+            } else {
+                m = try MockGPIO(
+                    config.board.chips.enumerated().map { i, c in
+                        try MockChip(
+                            name: "gpiochip\(i)", label: c.label, lineCount: c.lines ?? 32, lineNames: c.names,
+                            clock: options.clock)
+                    })
+            }
+            mock = m
+            gpio = m
+        } else {
+            mock = nil
+            gpio = LibgpiodBackend.shared
+        }
+        let program = Program(config: config, generation: 1)
+        boxes = config.loops.map { _ in RuntimeBox() }
+        let boxes = self.boxes
+        ports = try config.loops.map { plan in
+            let box = boxes[config.loops.firstIndex(of: plan)!]
+            return try MessagePort(label: "boardd.\(plan.name)", slots: 256, slotSize: 48) { m in box.rt?.received(m) }
+        }
+        var caps = config.loops[0].capacities.engine
+        caps.timers += Self.ownTimers + (options.watchdog != nil ? 1 : 0) + options.extraTimers + 1  // + run(for:)
+        caps.timers += Self.backendTimers(config, loop: 0, gpio: gpio)
+        caps.sources += options.handleSignals ? 1 : 0
+        loop = try RunLoop(capacities: caps, clock: options.clock)
+        main = LoopRuntime(id: .main, loop: loop, program: program, logger: options.logger, driver: options.modeDriver, ports: ports)
+        boxes[0].rt = main
+        boxes[0].loop = loop
+        try main.setUpLoop(summaryInterval: options.summaryInterval)
+        if !config.commands.isEmpty {
+            let c = CommandRunner(runtime: main, logger: options.logger)
+            commands = c
+            main.commands = c
+        }
+        if config.loops.contains(where: \.lockMemory) {
+            if mlockall(MCL_CURRENT | MCL_FUTURE) != 0 {
+                let e = errno
+                throw DaemonError.setup(
+                    "mlockall failed: \(String(cString: strerror(e)))\(e == EPERM || e == ENOMEM ? " (it needs CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK: LimitMEMLOCK=infinity in the unit)" : "")")
+            }
+        }
+        try Self.attachLines(main, gpio: gpio, kept: [:])
+        try main.setUpAutomation()
+        try startWorkers(program)
+        if options.handleSignals {
+            let s = try SignalSource(signals: [SIGTERM, SIGINT, SIGHUP]) { [unowned self] info in
+                self.signal(info)
+            }
+            try s.add(to: loop, mode: .common)
+            signalSource = s
+        }
+        if let w = options.watchdog {
+            let t = RunLoopTimer(fireAt: loop.now + w / 2, interval: w / 2, tolerance: w / 20) { [unowned self] _ in
+                self.watchdogTick()
+            }
+            try loop.add(t, mode: .common)
+            watchdogTimer = t
+        }
+        logger.info("\(startLine)")
+    }
+
+    private var startLine: String {
+        let inputs = config.lines.filter(\.isInput).count
+        let outputs = config.lines.count - inputs
+        return
+            "running \(config.file) on \(config.board.name) (\(gpio.backendName)): \(inputs) inputs, \(outputs) outputs, \(config.tasks.count) tasks, \(config.reactions.count) reactions, \(config.sequences.count) sequences, loops \(config.loops.map(\.name).joined(separator: ", "))"
+    }
+
+    private func startWorkers(_ program: Program) throws {
+        for (i, plan) in config.loops.enumerated().dropFirst() {
+            var caps = plan.capacities.engine
+            caps.timers += Self.ownTimers + Self.backendTimers(config, loop: i, gpio: gpio)
+            let settings = Worker.Settings(
+                capacities: caps, cpuAffinity: plan.cpus.isEmpty ? nil : plan.cpus,
+                fifoPriority: plan.realtimePriority.map { Int32($0) }, timerSlack: plan.timerSlack)
+            let box = boxes[i]
+            let logger = options.logger
+            let driver = options.modeDriver
+            let ports = self.ports
+            let gpio = self.gpio
+            let summary = options.summaryInterval
+            let w = Worker(name: plan.name, settings: settings) { loop in
+                let rt = LoopRuntime(id: LoopID(i), loop: loop, program: program, logger: logger, driver: driver, ports: ports)
+                box.rt = rt
+                box.loop = loop
+                try rt.setUpLoop(summaryInterval: summary)
+                try Daemon.attachLines(rt, gpio: gpio, kept: [:])
+                try rt.setUpAutomation()
+            }
+            do { try w.start() } catch {
+                throw DaemonError.setup("worker '\(plan.name)': \(error)")
+            }
+            workers.append(w)
+        }
+        lastPings = Array(repeating: 0, count: workers.count)
+    }
+
+    // MARK: Lines
+
+    /// A request a reload keeps: the line's config, the request, an output's value.
+    struct Kept {
+        var config: LineConfig
+        var request: GPIOLineRequest
+        var value: Bool
+    }
+
+    /// Requests (or takes over) the loop's lines and schedules its inputs. On the loop's thread.
+    static func attachLines(_ rt: LoopRuntime, gpio: any GPIOBackend, kept: [String: Kept]) throws {
+        let config = rt.config
+        var chips: [String: GPIOChip] = [:]
+        defer { for c in chips.values { c.close() } }
+        func chip(_ ref: ChipRef) throws -> GPIOChip {
+            if let c = chips[ref.text] { return c }
+            let c = try GPIOChip.open(ref.text, backend: gpio)
+            chips[ref.text] = c
+            return c
+        }
+        for (i, line) in config.lines.enumerated() where line.loop == rt.id {
+            let request: GPIOLineRequest
+            var value = line.settings.outputValue
+            if let k = kept[line.name] {
+                request = k.request
+                value = k.value
+            } else {
+                let c: GPIOChip
+                let selector: LineSelector
+                switch line.address {
+                case let .offset(ref, o):
+                    c = try chip(ref)
+                    selector = .offset(o)
+                case let .named(ref?, n):
+                    c = try chip(ref)
+                    selector = .name(n)
+                case let .named(nil, n):
+                    let found = try GPIOChip.findLine(named: n, backend: gpio)
+                    c = try chip(.path(found.chip.path))
+                    selector = .offset(found.offset)
+                }
+                do {
+                    request = try c.request(
+                        selector, line.settings, consumer: "boardd",
+                        eventBufferCapacity: line.isInput ? line.held.kernelBuffer : 2)
+                } catch {
+                    throw DaemonError.line(line.name, error)
+                }
+            }
+            let cell = rt.program.cells[i]
+            if line.isInput {
+                let reactions = config.reactions.indices.filter { config.reactions[$0].line.index == i }
+                let input = try InputLine(id: i, config: line, runtime: rt, request: request, cell: cell, reactions: reactions)
+                try input.schedule()
+                rt.inputs[i] = input
+            } else {
+                let out = OutputLine(id: i, config: line, runtime: rt, request: request, cell: cell, value: value)
+                if rt.program.pulsedLines.contains(i) { try out.makePulseTimer() }
+                rt.outputs[i] = out
+            }
+        }
+    }
+
+    // MARK: Running
+
+    /// Runs until SIGTERM/SIGINT (or `requestStop`), then shuts down:
+    /// tasks and sequences stop, outputs go to their safe values, lines are
+    /// released. On the thread that made the daemon.
+    public func run(for limit: Duration? = nil) throws {
+        var deadline: RunLoopTimer?
+        if let limit {
+            let t = RunLoopTimer(fireAt: loop.now + limit) { [unowned self] _ in self.requestStop("the run time is up") }
+            try loop.add(t, mode: .common)
+            deadline = t
+        }
+        let ready = PerformWorkItem(modes: [.common]) { [unowned self] in self.announceReady() }
+        try loop.perform(ready)
+        while !stopRequested {
+            _ = try loop.run(mode: .default, timeout: .seconds(86_400 * 365))
+        }
+        deadline?.invalidate()
+        shutdown()
+    }
+
+    private func announceReady() {
+        logger.notice("ready: every loop is running (\(config.loops.map(\.name).joined(separator: ", ")))")
+        options.notifier?.send("READY=1\nSTATUS=\(status)\nMAINPID=\(getpid())")
+    }
+
+    var status: String {
+        "\(config.lines.count) lines, \(config.tasks.count) tasks, \(config.reactions.count) reactions; mode \(config.modes[main.effectiveMode].name)"
+    }
+
+    /// Asks the daemon to stop (from the main loop's thread).
+    public func requestStop(_ why: String) {
+        guard !stopRequested else { return }
+        stopRequested = true
+        logger.notice("stopping (\(why)): stopping tasks and sequences, outputs to their safe values, releasing lines")
+        options.notifier?.send("STOPPING=1\nSTATUS=stopping")
+        main.stopping = true
+        loop.stop()
+    }
+
+    private func signal(_ info: SignalSource.Info) {
+        switch info.signal {
+        case SIGHUP: reload()
+        default: requestStop("\(info.name) from pid \(info.senderPID)")
+        }
+    }
+
+    /// Stops everything and releases every line; called by `run` at the end
+    /// (tests that drive the loop themselves call it directly).
+    public func shutdown() {
+        stopRequested = true
+        watchdogTimer?.invalidate()
+        signalSource?.invalidate()
+        var safe = config.lines.filter { $0.isOutput && $0.safeValue != nil }.count
+        for (i, w) in workers.enumerated() {
+            let box = boxes[i + 1]
+            if let l = box.loop {
+                do {
+                    try l.performAndWait(inModes: [.common], timeout: .seconds(5)) { box.rt?.shutdown() }
+                } catch {
+                    safe = -1
+                    logger.error("worker '\(w.name)' did not shut down its lines within 5 s: \(error)")
+                }
+            }
+            w.stopAndJoin()
+        }
+        workers = []
+        commands?.stopAll()
+        main.shutdown()
+        if safe >= 0 {
+            logger.notice("stopped: \(safe) outputs at their safe values, \(config.lines.count) lines released")
+        }
+    }
+
+    // MARK: Reload
+
+    /// Loads the config file again and swaps it in, or keeps the running
+    /// one when the new one has errors (each is logged with line:column).
+    public func reload() {
+        options.notifier?.send("RELOADING=1\nSTATUS=reloading \(config.file)\nMONOTONIC_USEC=\(MonotonicInstant.now.nanoseconds / 1000)")
+        defer { options.notifier?.send("READY=1\nSTATUS=\(status)") }
+        logger.notice("reload: reading \(config.file)")
+        let result = ConfigLoader.load(path: config.file, options: options.loadOptions)
+        guard let new = result.config else {
+            for d in result.errors { logger.error("\(d.description)") }
+            reloads.refused += 1
+            logger.error("reload refused: \(result.errors.count) error(s) in \(config.file); the running config stays as it was")
+            return
+        }
+        if new == config {
+            logger.notice("reload: the config did not change")
+            reloads.applied += 1
+            return
+        }
+        if let why = incompatibility(new) {
+            reloads.refused += 1
+            logger.error("reload refused: \(why); restart boardd to apply this config (the running config stays)")
+            return
+        }
+        generation += 1
+        let program = Program(config: new, generation: generation)
+        let gpio = self.gpio
+        var totals = SwapResult()
+        let failures = Atomic<Int>(0)
+        for (i, _) in workers.enumerated() {
+            let box = boxes[i + 1]
+            let got = Locked2<SwapResult?>(nil)
+            do {
+                try box.loop?.performAndWait(inModes: [.common], timeout: .seconds(5)) {
+                    do { got.set(try box.rt?.swap(to: program, gpio: gpio)) } catch {
+                        box.rt?.logger.error("reload: loop '\(box.rt?.name ?? "?")': \(error)")
+                        failures.add(1, ordering: .relaxed)
+                    }
+                }
+            } catch {
+                failures.add(1, ordering: .relaxed)
+                logger.error("reload: worker did not swap within 5 s: \(error)")
+            }
+            if let r = got.get() { totals.add(r) }
+        }
+        do { totals.add(try main.swap(to: program, gpio: gpio)) } catch {
+            failures.add(1, ordering: .relaxed)
+            logger.error("reload: main loop: \(error)")
+        }
+        config = new
+        reloads.applied += 1
+        logger.notice(
+            "reloaded \(new.file): \(totals.kept) lines kept as they were, \(totals.requested) requested, \(totals.released) released\(failures.load(ordering: .relaxed) > 0 ? " (with errors, see above)" : "")"
+        )
+    }
+
+    /// Why `new` cannot be swapped in place, if it cannot.
+    func incompatibility(_ new: DaemonConfig) -> String? {
+        guard new.board.name == config.board.name else { return "the board changed (\(config.board.name) -> \(new.board.name))" }
+        guard new.loops.map(\.name) == config.loops.map(\.name) else { return "the workers changed" }
+        for (a, b) in zip(config.loops, new.loops) {
+            if a.cpus != b.cpus || a.realtimePriority != b.realtimePriority || a.timerSlack != b.timerSlack
+                || a.lockMemory != b.lockMemory
+            {
+                return "worker '\(a.name)' settings changed"
+            }
+            let x = a.capacities, y = b.capacities
+            if y.sources > x.sources || y.timers > x.timers || y.modes > x.modes || y.pendingPerforms > x.pendingPerforms
+                || y.eventsPerWait > x.eventsPerWait
+            {
+                return "loop '\(a.name)' needs larger capacities than it was made with"
+            }
+        }
+        for l in new.lines {
+            if let old = config.lines.first(where: { $0.name == l.name }), old.loop != l.loop {
+                return "line '\(l.name)' moved to another loop"
+            }
+        }
+        return nil
+    }
+
+    // MARK: Watchdog
+
+    private func watchdogTick() {
+        var stuck: [String] = []
+        for (i, w) in workers.enumerated() {
+            let p = boxes[i + 1].rt?.pings.load(ordering: .acquiring) ?? 0
+            if p == lastPings[i] && watchdogPingsSent { stuck.append(w.name) }
+            lastPings[i] = p
+        }
+        if stuck.isEmpty {
+            options.notifier?.send("WATCHDOG=1")
+        } else {
+            logger.error("watchdog: loop(s) \(stuck.joined(separator: ", ")) completed no pass in \((options.watchdog ?? .zero) / 2); not pinging systemd")
+        }
+        for (i, _) in workers.enumerated() {
+            try? ports[i + 1].send(id: PortMessage.ping.rawValue, value: UInt8(0), timeout: .zero)
+        }
+        watchdogPingsSent = true
+    }
+    private var watchdogPingsSent = false
+
+    // MARK: For tests and the demo
+
+    /// Advances a manual clock by `d`, running the main loop in whichever
+    /// mode it is in (the `.external` mode driver).
+    public func advance(by d: Duration, step: Duration = .milliseconds(1)) throws {
+        var left = d
+        while left > .zero {
+            let s = min(step, left)
+            try loop.advanceManualClock(by: s, mode: main.runModes[main.effectiveMode])
+            left -= s
+        }
+    }
+
+    /// Runs zero-timeout passes of the main loop in its mode.
+    public func settle() throws {
+        for _ in 0..<8 { _ = try loop.run(mode: main.runModes[main.effectiveMode], timeout: .zero) }
+    }
+
+    public var mainMode: String { config.modes[main.effectiveMode].name }
+
+    /// A worker's loop by its config name, once the worker runs (tests use
+    /// it to stall a worker and see the watchdog stop pinging).
+    public func workerLoop(_ name: String) -> RunLoop? {
+        guard let i = config.loops.firstIndex(where: { $0.name == name }), i > 0, i - 1 < workers.count else { return nil }
+        return workers[i - 1].loop
+    }
+
+    /// Counters of the main loop (read on its thread).
+    public struct Counters: Sendable, Equatable {
+        public var reactionFires: [String: UInt64] = [:]
+        public var reactionSkipped: [String: UInt64] = [:]
+        public var sequence: [String: SequenceCounters] = [:]
+        public var lines: [String: LineCounters] = [:]
+        public var tasks: [String: TaskCounters] = [:]
+        public var commandsRefused: [String: UInt64] = [:]
+        public var commandsStarted: [String: UInt64] = [:]
+        public var commandsRunning = 0
+        public var postsStale: UInt64 = 0
+    }
+    public struct SequenceCounters: Sendable, Equatable {
+        public var started: UInt64, completed: UInt64, ignored: UInt64, refused: UInt64, restarted: UInt64, stopped: UInt64
+        public var running: Int, queued: Int
+    }
+    public struct LineCounters: Sendable, Equatable {
+        public var events: UInt64, heldInRing: UInt64, lost: UInt64, rateLimitHolds: UInt64, suspectedOverflows: UInt64
+    }
+    public struct TaskCounters: Sendable, Equatable {
+        public var runs: UInt64, skippedPeriods: UInt64
+        public var p50: Duration, p99: Duration, max: Duration
+    }
+
+    /// The main loop's counters.
+    public var counters: Counters { main.counters(commands) }
+}
+
+struct SwapResult {
+    var kept = 0, requested = 0, released = 0
+    mutating func add(_ o: SwapResult) {
+        kept += o.kept
+        requested += o.requested
+        released += o.released
+    }
+}
+
+/// A value behind a pthread mutex (visible to ThreadSanitizer).
+final class Locked2<T>: @unchecked Sendable {
+    private var mutex = pthread_mutex_t()
+    private var value: T
+    init(_ v: T) {
+        value = v
+        pthread_mutex_init(&mutex, nil)
+    }
+    deinit { pthread_mutex_destroy(&mutex) }
+    func get() -> T {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return value
+    }
+    func set(_ v: T) {
+        pthread_mutex_lock(&mutex)
+        value = v
+        pthread_mutex_unlock(&mutex)
+    }
+}
+
+public enum DaemonError: Error, CustomStringConvertible {
+    case setup(String)
+    case line(String, GPIOError)
+
+    public var description: String {
+        switch self {
+        case let .setup(s): s
+        case let .line(name, e): "line '\(name)': \(e)"
+        }
+    }
+}
+
+extension LoopRuntime {
+    /// Swaps in a new program between passes: automation stops, lines whose
+    /// settings did not change keep their requests (outputs keep their
+    /// values), others are released or requested, automation starts again.
+    func swap(to p: Program, gpio: any GPIOBackend) throws -> SwapResult {
+        var result = SwapResult()
+        for t in tasks { t.stop() }
+        tasks = []
+        for case let s? in sequences { s.detach() }
+        resetModes()
+        var kept: [String: Daemon.Kept] = [:]
+        func same(_ a: LineConfig, _ name: String) -> LineConfig? {
+            guard let b = p.config.lines.first(where: { $0.name == name }) else { return nil }
+            return a.address == b.address && a.settings == b.settings && a.loop == b.loop && a.held == b.held ? b : nil
+        }
+        for case let i? in inputs {
+            i.unschedule()
+            if let b = same(i.config, i.config.name) {
+                kept[b.name] = Daemon.Kept(config: b, request: i.request, value: false)
+            } else {
+                i.request.release()
+                result.released += 1
+            }
+        }
+        for case let o? in outputs {
+            o.detach()
+            if let b = same(o.config, o.config.name) {
+                kept[b.name] = Daemon.Kept(config: b, request: o.request, value: o.value)
+            } else {
+                o.request.release()
+                result.released += 1
+            }
+        }
+        program = p
+        inputs = Array(repeating: nil, count: p.config.lines.count)
+        outputs = Array(repeating: nil, count: p.config.lines.count)
+        sequences = Array(repeating: nil, count: p.config.sequences.count)
+        reactionFires = Array(repeating: 0, count: p.config.reactions.count)
+        reactionSkipped = Array(repeating: 0, count: p.config.reactions.count)
+        try setUpModes()
+        let mine = p.config.lines.filter { $0.loop == id }
+        result.kept = mine.filter { kept[$0.name] != nil }.count
+        result.requested = mine.count - result.kept
+        try Daemon.attachLines(self, gpio: gpio, kept: kept)
+        try setUpAutomation()
+        if isMain, let c = commands { c.configChanged() }
+        return result
+    }
+
+    func counters(_ commands: CommandRunner?) -> Daemon.Counters {
+        var c = Daemon.Counters()
+        for (i, r) in config.reactions.enumerated() {
+            c.reactionFires[r.name] = reactionFires[i]
+            c.reactionSkipped[r.name] = reactionSkipped[i]
+        }
+        for case let s? in sequences {
+            c.sequence[s.config.name] = Daemon.SequenceCounters(
+                started: s.started, completed: s.completed, ignored: s.ignored, refused: s.refused, restarted: s.restarted,
+                stopped: s.stopped, running: s.activeRuns, queued: s.queued)
+        }
+        for case let l? in inputs {
+            c.lines[l.config.name] = Daemon.LineCounters(
+                events: l.eventsSeen, heldInRing: l.heldInRing, lost: l.lost, rateLimitHolds: l.rateLimitHolds,
+                suspectedOverflows: l.suspectedOverflows)
+        }
+        for t in tasks {
+            c.tasks[t.config.name] = Daemon.TaskCounters(
+                runs: t.runs, skippedPeriods: t.skippedPeriods, p50: t.lateness.percentile(0.5),
+                p99: t.lateness.percentile(0.99), max: t.lateness.max)
+        }
+        if let commands {
+            for (i, cmd) in config.commands.enumerated() where i < commands.refused.count {
+                c.commandsRefused[cmd.name] = commands.refused[i]
+                c.commandsStarted[cmd.name] = commands.started[i]
+            }
+            c.commandsRunning = commands.runningChildren
+        }
+        c.postsStale = postsStale
+        return c
+    }
+}

@@ -1,0 +1,452 @@
+import Boardloop
+import BoardloopGPIO
+import Glibc
+import Logging
+import Synchronization
+
+/// What caused an action: carried to commands (`BOARDD_*`) and across loops.
+struct Context: BitwiseCopyable, Sendable {
+    var line: Int32 = -1
+    /// 1 rising, 0 falling, -1 none.
+    var edge: Int8 = -1
+    var timestamp: UInt64 = 0
+    var reaction: Int32 = -1
+    var task: Int32 = -1
+}
+
+/// An action posted to the loop that owns its line or sequence.
+struct Post: BitwiseCopyable, Sendable {
+    var generation: Int32
+    var op: Int32
+    var ctx: Context
+}
+
+/// Message ids on a loop's port.
+enum PortMessage: Int32 {
+    case action = 1
+    /// The watchdog's "are you running passes?"
+    case ping = 2
+}
+
+/// How a loop enters a sequence's (or a `mode:` action's) mode.
+public enum ModeDriver: Sendable {
+    /// A nested run of the loop in the mode, started from a perform request
+    /// and stopped when the mode ends (as Cocoa runs a modal panel).
+    case nestedRuns
+    /// The caller runs the loop in `effectiveMode` (tests on a manual clock).
+    case external
+}
+
+/// One run loop of the daemon and everything it owns: its lines, the tasks
+/// and sequences that run on it, the executor of actions, its message port.
+/// Used only on the loop's thread, except for what says otherwise.
+final class LoopRuntime: @unchecked Sendable {
+    let id: LoopID
+    let name: String
+    let loop: RunLoop
+    var program: Program
+    let logger: Logger
+    let driver: ModeDriver
+    /// Every loop's port, by loop index (posts across loops).
+    let ports: [MessagePort]
+    weak var commands: CommandRunner?
+
+    var inputs: [InputLine?]
+    var outputs: [OutputLine?]
+    var tasks: [TaskRunner] = []
+    var sequences: [SequenceRunner?]
+    var runModes: [RunLoopMode] = []
+    /// Per mode, the priorities it admits (bit per priority).
+    var admitMask: [UInt64] = []
+    private var baseMode = 0
+    private var sequenceModes: [(sequence: Int, mode: Int)] = []
+    private(set) var effectiveMode = 0
+    private var runningNested = 0
+    private var driving = false
+    private var driveItem: PerformWorkItem?
+    private var replayTimer: RunLoopTimer?
+    private var summaryTimer: RunLoopTimer?
+    var stopping = false
+    /// Answers to the watchdog's pings (any thread reads it).
+    let pings = Atomic<UInt64>(0)
+
+    // Counters.
+    /// The level a reaction's firing is traced at: debug for a reaction
+    /// that only logs at debug (a chattering contact), else info.
+    var traceLevels: [Logger.Level] = []
+    var reactionFires: [UInt64]
+    var reactionSkipped: [UInt64]
+    var postsSent: UInt64 = 0
+    var postsFailed: UInt64 = 0
+    var postsStale: UInt64 = 0
+    var writeFailures: UInt64 = 0
+
+    init(id: LoopID, loop: RunLoop, program: Program, logger: Logger, driver: ModeDriver, ports: [MessagePort]) {
+        self.id = id
+        name = program.config.loops[id.index].name
+        self.loop = loop
+        self.program = program
+        self.logger = logger
+        self.driver = driver
+        self.ports = ports
+        inputs = Array(repeating: nil, count: program.config.lines.count)
+        outputs = Array(repeating: nil, count: program.config.lines.count)
+        sequences = Array(repeating: nil, count: program.config.sequences.count)
+        reactionFires = Array(repeating: 0, count: program.config.reactions.count)
+        reactionSkipped = Array(repeating: 0, count: program.config.reactions.count)
+    }
+
+    var config: DaemonConfig { program.config }
+    var nowNanoseconds: UInt64 { loop.now.nanoseconds }
+    var isMain: Bool { id == .main }
+
+    // MARK: Set-up (on the loop's thread)
+
+    /// Modes, the port, the daemon's own timers. Lines come separately
+    /// (`adopt`/`request`) so a reload can keep them.
+    func setUpLoop(summaryInterval: Duration?) throws {
+        try setUpModes()
+        try ports[id.index].schedule(on: loop, mode: .common)
+        driveItem = PerformWorkItem(modes: [.common]) { [unowned self] in self.drive() }
+        let replay = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(86_400 * 365), order: -1) { [unowned self] t in
+            t.fireDate = .distantFuture
+            self.replayHeld()
+        }
+        try loop.add(replay, mode: .common)
+        replayTimer = replay
+        if let every = summaryInterval, every > .zero {
+            let s = RunLoopTimer(fireAt: loop.now + every, interval: every, tolerance: every / 10) { [unowned self] _ in
+                self.logSummary()
+            }
+            try loop.add(s, mode: .common)
+            summaryTimer = s
+        }
+    }
+
+    /// The automation of the current program: tasks, sequences, triggers.
+    func setUpAutomation() throws {
+        traceLevels = program.reactions.map { r in
+            var quiet = true
+            for pc in r.start..<r.end {
+                if case let .log(site) = program.ops[Int(pc)], program.logSites[Int(site)].level == .debug { continue }
+                quiet = false
+            }
+            return quiet ? .debug : .info
+        }
+        for (i, s) in config.sequences.enumerated() where s.loop == id {
+            let r = SequenceRunner(index: i, config: s, runtime: self, range: program.sequences[i])
+            try r.makeTimers()
+            sequences[i] = r
+        }
+        for (i, t) in config.tasks.enumerated() where t.loop == id {
+            let r = TaskRunner(index: i, config: t, runtime: self, range: program.tasks[i])
+            try r.start()
+            tasks.append(r)
+        }
+    }
+
+    /// The config's modes as the loop's modes, each in the common set (so
+    /// the daemon's own sources and every sequence's timers are in it).
+    func setUpModes() throws {
+        runModes = config.modes.enumerated().map { i, m in i == 0 ? .default : RunLoopMode("boardd.\(m.name)") }
+        admitMask = config.modes.map { m in m.admits.reduce(0) { $0 | (UInt64(1) << UInt64($1.index)) } }
+        admitMask[0] = ~0
+        for m in runModes.dropFirst() where !loop.commonModes.contains(m) { try loop.addCommonMode(m) }
+    }
+
+    /// Back to the default mode (a reload).
+    func resetModes() {
+        sequenceModes = []
+        baseMode = 0
+        modeChanged(because: "reload")
+    }
+
+    func runLoopMode(_ m: ModeID) -> RunLoopMode { runModes[m.index] }
+
+    func modes(admitting p: PriorityID) -> [RunLoopMode] {
+        var out: [RunLoopMode] = []
+        for (i, mask) in admitMask.enumerated() where mask & (UInt64(1) << UInt64(p.index)) != 0 { out.append(runModes[i]) }
+        return out
+    }
+
+    @inline(__always) func admits(_ p: PriorityID) -> Bool {
+        admitMask[effectiveMode] & (UInt64(1) << UInt64(p.index)) != 0
+    }
+
+    // MARK: Executor
+
+    /// Runs one action list (a reaction's or a task's) to its end.
+    func execute(_ range: OpRange, _ ctx: Context) {
+        var wait: Int64 = -1
+        _ = run(from: range.start, to: range.end, ctx, wait: &wait)
+    }
+
+    /// Runs ops from `pc` until a `wait` (its duration in `wait`, the next
+    /// pc returned) or `end`.
+    func run(from start: Int32, to end: Int32, _ ctx: Context, wait: inout Int64) -> Int32 {
+        var pc = start
+        let ops = program.ops
+        while pc < end {
+            switch ops[Int(pc)] {
+            case let .wait(ns):
+                wait = ns
+                return pc + 1
+            case let .branch(c, target):
+                if !program.holds(program.conditions[Int(c)], mode: ModeID(effectiveMode)) {
+                    pc = target
+                    continue
+                }
+            case let .jump(target):
+                pc = target
+                continue
+            default:
+                perform(pc, ctx)
+            }
+            pc += 1
+        }
+        return end
+    }
+
+    /// Performs one op here, or posts it to the loop that owns its target.
+    func perform(_ pc: Int32, _ ctx: Context) {
+        switch program.ops[Int(pc)] {
+        case let .set(l, v):
+            if let o = outputs[Int(l)] { o.set(v) } else { post(pc, ctx, to: config.lines[Int(l)].loop) }
+        case let .toggle(l):
+            if let o = outputs[Int(l)] { o.toggle() } else { post(pc, ctx, to: config.lines[Int(l)].loop) }
+        case let .pulse(l, ns):
+            if let o = outputs[Int(l)] { o.pulse(ns) } else { post(pc, ctx, to: config.lines[Int(l)].loop) }
+        case let .run(site):
+            if isMain, let commands { commands.run(site: Int(site), ctx) } else { post(pc, ctx, to: .main) }
+        case let .log(site):
+            let s = program.logSites[Int(site)]
+            logger.log(level: s.level, s.message)
+        case let .mode(m):
+            setBaseMode(Int(m))
+        case let .start(s):
+            if let r = sequences[Int(s)] { r.start(ctx) } else { post(pc, ctx, to: config.sequences[Int(s)].loop) }
+        case let .stop(s):
+            if let r = sequences[Int(s)] { r.stop() } else { post(pc, ctx, to: config.sequences[Int(s)].loop) }
+        case .wait, .branch, .jump:
+            break
+        }
+    }
+
+    private func post(_ pc: Int32, _ ctx: Context, to target: LoopID) {
+        do {
+            try ports[target.index].send(
+                id: PortMessage.action.rawValue, value: Post(generation: program.generation, op: pc, ctx: ctx), timeout: .zero)
+            postsSent &+= 1
+        } catch {
+            postsFailed &+= 1
+            logger.error("\(name): could not post an action to loop '\(config.loops[target.index].name)': \(error)")
+        }
+    }
+
+    /// A message on this loop's port.
+    func received(_ m: MessagePort.Message) {
+        switch PortMessage(rawValue: m.id) {
+        case .action:
+            guard m.payload.count >= MemoryLayout<Post>.size else { return }
+            let p = m.payload.loadUnaligned(as: Post.self)
+            guard p.generation == program.generation, !stopping else {
+                postsStale &+= 1
+                return
+            }
+            perform(p.op, p.ctx)
+        case .ping:
+            pings.add(1, ordering: .releasing)
+        case nil:
+            break
+        }
+    }
+
+    // MARK: Reactions and tasks
+
+    func fire(reaction r: Int, line: InputLine, rising: Bool, at t: UInt64) {
+        guard !stopping else { return }
+        if let c = config.reactions[r].condition, !program.holds(c, mode: ModeID(effectiveMode)) {
+            reactionSkipped[r] &+= 1
+            if logger.logLevel <= .debug {
+                logger.debug("\(line.config.name): \(config.reactions[r].name) skipped (its condition does not hold)")
+            }
+            return
+        }
+        reactionFires[r] &+= 1
+        if logger.logLevel <= traceLevels[r] {
+            logger.log(
+                level: traceLevels[r],
+                "\(line.config.name): \(describe(config.reactions[r].trigger)) -> \(config.reactions[r].name)\(lateness(t))")
+        }
+        execute(program.reactions[r], Context(line: Int32(line.id), edge: rising ? 1 : 0, timestamp: t, reaction: Int32(r)))
+    }
+
+    func runTask(_ task: TaskRunner) {
+        guard !stopping else { return }
+        execute(task.range, Context(task: Int32(task.index)))
+    }
+
+    private func lateness(_ t: UInt64) -> String {
+        let now = nowNanoseconds
+        return now > t &+ 50_000_000 ? " (held \(Duration.nanoseconds(Int64(now - t)).short))" : ""
+    }
+
+    private func describe(_ t: Trigger) -> String {
+        switch t {
+        case let .edge(e): "\(e) edge"
+        case .press: "press"
+        case .release: "release"
+        case .click: "click"
+        case let .multiPress(n, _): "\(n) presses"
+        case .hold: "hold"
+        case .gesture(.doubleClick): "double click"
+        case .gesture(.tripleClick): "triple click"
+        case let .gesture(g): g.rawValue
+        }
+    }
+
+    // MARK: Traces (debug lines; nothing is formatted unless the level is on)
+
+    func traceEdge(_ line: InputLine, rising: Bool, at t: UInt64) {
+        if logger.logLevel <= .debug {
+            logger.debug("\(line.config.name): \(rising ? "on" : "off")\(lateness(t))")
+        }
+    }
+
+    func traceGesture(_ line: InputLine, _ g: GestureKind, at t: UInt64) {}
+
+    func traceOutput(_ line: OutputLine, _ v: Bool) {
+        if logger.logLevel <= .debug { logger.debug("\(line.config.name) = \(v ? "on" : "off")") }
+    }
+
+    func writeFailed(_ line: OutputLine, _ e: GPIOError) {
+        writeFailures &+= 1
+        logger.error("\(line.config.name): write failed: \(e)")
+    }
+
+    func noteLoss(_ line: InputLine, _ n: UInt64, exact: Bool) {
+        if exact {
+            logger.warning("\(line.config.name): the kernel dropped \(n) event(s) (its buffer was full; counted from sequence numbers)")
+        } else {
+            logger.warning(
+                "\(line.config.name): the kernel's event FIFO was full (libgpiod 1.6 cannot count what it dropped; some events may be lost)")
+        }
+    }
+
+    func noteRingOverflow(_ line: InputLine) {
+        if line.lost == 1 || line.lost % 1000 == 0 {
+            logger.warning("\(line.config.name): held-event ring full (\(line.ringCapacity) events); \(line.lost) lost so far")
+        }
+    }
+
+    // MARK: Sequences and modes
+
+    func sequenceEntered(_ s: SequenceRunner) {
+        logger.info("sequence \(s.config.name): started")
+        if let m = s.config.mode, !sequenceModes.contains(where: { $0.sequence == s.index }) {
+            sequenceModes.append((s.index, m.index))
+            modeChanged(because: "sequence \(s.config.name)")
+        }
+    }
+    func sequenceBegan(_ s: SequenceRunner) { logger.info("sequence \(s.config.name): another run started (\(s.activeRuns) running)") }
+    func sequenceQueued(_ s: SequenceRunner) { logger.info("sequence \(s.config.name): start queued (\(s.queued) waiting)") }
+    func sequenceRestarted(_ s: SequenceRunner) { logger.info("sequence \(s.config.name): restarted") }
+    func sequenceStopped(_ s: SequenceRunner) { logger.notice("sequence \(s.config.name): stopped") }
+    func sequenceRefused(_ s: SequenceRunner, _ why: String) { logger.notice("sequence \(s.config.name): \(why)") }
+    func sequenceCompleted(_ s: SequenceRunner, next: Bool) {
+        logger.info("sequence \(s.config.name): done\(next ? "; running the queued start" : "")")
+    }
+    func sequenceExited(_ s: SequenceRunner) {
+        if let i = sequenceModes.firstIndex(where: { $0.sequence == s.index }) {
+            sequenceModes.remove(at: i)
+            modeChanged(because: "sequence \(s.config.name) ended")
+        }
+    }
+
+    func setBaseMode(_ m: Int) {
+        guard m != baseMode else { return }
+        baseMode = m
+        modeChanged(because: "mode action")
+    }
+
+    private func modeChanged(because why: String) {
+        let new = sequenceModes.last?.mode ?? baseMode
+        guard new != effectiveMode else { return }
+        let old = effectiveMode
+        effectiveMode = new
+        let held = inputs.compactMap { $0 }.filter { !admits($0.config.priority) }.map(\.config.name)
+        logger.info(
+            "mode \(config.modes[old].name) -> \(config.modes[new].name) (\(why))\(held.isEmpty ? "" : "; holding \(held.joined(separator: ", "))")")
+        for t in tasks { t.modeChanged(from: old, to: new) }
+        if admitMask[new] & ~admitMask[old] != 0 || new == 0 {
+            replayTimer?.fireDate = loop.now
+        }
+        guard driver == .nestedRuns, !stopping else { return }
+        if driving {
+            loop.stop()  // the nested run ends; drive() runs the new mode
+        } else if new != 0, let driveItem {
+            _ = try? loop.perform(driveItem)
+        }
+    }
+
+    /// Runs the loop in the effective mode while it is not the default
+    /// (nested in the top-level run, which is in the default mode).
+    private func drive() {
+        guard !driving else { return }
+        driving = true
+        defer { driving = false }
+        while !stopping && effectiveMode != 0 {
+            runningNested = effectiveMode
+            do { _ = try loop.run(mode: runModes[effectiveMode], timeout: .seconds(86_400 * 365)) } catch {
+                logger.error("\(name): cannot run mode \(config.modes[effectiveMode].name): \(error)")
+                break
+            }
+        }
+        runningNested = 0
+        if stopping { loop.stop() }  // the top-level run ends too
+    }
+
+    /// Delivers events held in the lines' rings once their mode is back.
+    private func replayHeld() {
+        for case let line? in inputs { line.catchUp() }
+    }
+
+    // MARK: Summary and shutdown
+
+    func logSummary() {
+        for t in tasks where t.runs > t.summarizedRuns {
+            let h = t.lateness
+            logger.info(
+                "task \(t.config.name): \(t.runs - t.summarizedRuns) runs (\(t.runs) in all), lateness p50 \(h.percentile(0.5).short) p99 \(h.percentile(0.99).short) max \(h.max.short), \(t.skippedPeriods) skipped periods")
+            t.summarizedRuns = t.runs
+        }
+        for case let l? in inputs where l.heldInRing > 0 || l.lost > 0 || l.rateLimitHolds > 0 {
+            logger.info(
+                "line \(l.config.name): \(l.eventsSeen) events, \(l.heldInRing) held in its ring, \(l.rateLimitHolds) held by its rate limit, \(l.lost) lost")
+        }
+    }
+
+    /// Stops tasks and sequences, sets outputs to their safe values and
+    /// releases every line. On the loop's thread.
+    func shutdown() {
+        stopping = true
+        for t in tasks { t.stop() }
+        for case let s? in sequences { s.detach() }
+        for case let o? in outputs {
+            o.detach()
+            if let safe = o.config.safeValue {
+                o.set(safe)
+                logger.notice("\(o.config.name) -> \(safe ? "on" : "off") (safe value)")
+            }
+            o.request.release()
+        }
+        for case let i? in inputs {
+            i.unschedule()
+            i.request.release()
+        }
+        replayTimer?.invalidate()
+        summaryTimer?.invalidate()
+        ports[id.index].invalidate()
+        if driving { loop.stop() }
+    }
+}

@@ -1,0 +1,59 @@
+#define _GNU_SOURCE
+#include "CDaemon.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+int bd_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
+int bd_spawn(pid_t *pid, const char *path, char *const argv[], char *const envp[], int out_fd, int err_fd, int search_path) {
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    int rc = posix_spawn_file_actions_init(&fa);
+    if (rc) return rc;
+    rc = posix_spawnattr_init(&attr);
+    if (rc) { posix_spawn_file_actions_destroy(&fa); return rc; }
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+    posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    rc = search_path ? posix_spawnp(pid, path, &fa, &attr, argv, envp) : posix_spawn(pid, path, &fa, &attr, argv, envp);
+    posix_spawnattr_destroy(&attr);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc;
+}
+
+int bd_notify(const char *socket_path, const char *text, unsigned long length) {
+    struct sockaddr_un sa;
+    size_t n = strlen(socket_path);
+    if (n == 0 || n >= sizeof(sa.sun_path)) return EINVAL;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, socket_path, n);
+    if (sa.sun_path[0] == '@') sa.sun_path[0] = 0;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return errno;
+    ssize_t r = sendto(fd, text, length, MSG_NOSIGNAL, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n));
+    int e = r < 0 ? errno : 0;
+    close(fd);
+    return e;
+}
+
+int bd_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC | O_NONBLOCK); }
