@@ -11,6 +11,9 @@
 //                     RunLoop, in the same run; `scripts/bench.sh`.
 //   alloc-gate        fails when the engine allocates in steady state;
 //                     `scripts/alloc-gate.sh`, run by .ci/run.
+//   instr-driver      one scenario, a fixed number of events, for callgrind:
+//                     `scripts/bench.sh --instructions`,
+//                     `scripts/instruction-gate.sh` (run by .ci/run).
 import PackageDescription
 import struct Foundation.URL
 
@@ -28,6 +31,9 @@ let package = Package(
     ],
     targets: [
         .target(name: "CBenchRaw"),
+        // Fixed-count references (raw kernel, libuv) for instruction counts.
+        .systemLibrary(name: "Clibuv", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
+        .target(name: "CInstrRef", dependencies: ["Clibuv"]),
         .target(
             name: "BenchScenarios",
             dependencies: [
@@ -41,6 +47,15 @@ let package = Package(
         ),
         .executableTarget(name: "boardloop-bench", dependencies: ["BenchScenarios"], swiftSettings: [.swiftLanguageMode(.v5)]),
         .executableTarget(name: "alloc-gate", dependencies: ["BenchScenarios"], swiftSettings: [.swiftLanguageMode(.v5)]),
+        .executableTarget(
+            name: "instr-driver",
+            dependencies: [
+                "CInstrRef",
+                .product(name: "Boardloop", package: boardloop),
+                .product(name: "BoardloopGPIO", package: boardloop),
+                .product(name: "BoardloopGPIOMock", package: boardloop),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v5)]),
         .executableTarget(
             name: "BoardloopOps",
             dependencies: [

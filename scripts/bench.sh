@@ -6,6 +6,7 @@
 #   scripts/bench.sh --quick         smoke run (seconds; figures not meaningful)
 #   scripts/bench.sh --only wake,fd  some scenarios; --help for the rest
 #   scripts/bench.sh --ops           package-benchmark's per-operation figures
+#   scripts/bench.sh --instructions  instructions per event under callgrind (scripts/instructions.sh)
 #
 # Release build of Benchmarks/ (its own package: the library's users never
 # build package-benchmark). Run as root for the PM QoS hold (see BENCHMARKS.md).
@@ -13,6 +14,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../Benchmarks"
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
 
+if [ "${1:-}" = "--instructions" ]; then
+    shift
+    exec "$(dirname "$0")/instructions.sh" "$@"
+fi
 if [ "${1:-}" = "--ops" ]; then
     shift
     exec swift package --disable-sandbox benchmark "$@"

@@ -1,0 +1,195 @@
+// instr-driver: one scenario, one implementation, a fixed number of events,
+// nothing else — the process `scripts/bench.sh --instructions` runs under
+// callgrind twice (N and 2N events) to get instructions per event as the
+// difference, start-up cancelled out.
+//
+//   instr-driver SCENARIO IMPL EVENTS
+//     fd            boardloop | raw | uv     8 always-readable pipes, one read + write-back per dispatch
+//     wake-item     boardloop | raw | uv     round trips A -> B -> A; boardloop posts PerformWorkItems
+//     wake-closure  boardloop                the same with closure literals (each allocates its context)
+//     perform-item  boardloop                a perform request re-posting itself on one thread (work item)
+//     perform-closure boardloop              the same with closure literals
+//     timer         boardloop | raw | raw-periodic   fires of a 1 ms repeating timer
+//     message       boardloop                MessagePort ping-pong between two loops
+//     gpio          boardloop                mock-chip edge -> handler, one edge per pass
+import Boardloop
+import BoardloopGPIO
+import BoardloopGPIOMock
+import CInstrRef
+import Glibc
+
+let args = CommandLine.arguments
+guard args.count == 4, let events = Int(args[3]), events > 0 else {
+    fputs("usage: instr-driver SCENARIO IMPL EVENTS (see the source for the list)\n", stderr)
+    exit(2)
+}
+let scenario = args[1], impl = args[2]
+
+/// A pipe that always holds one byte: the handler reads it and writes it back.
+struct BouncePipe {
+    let read: Int32, write: Int32
+    init() {
+        var fds: [Int32] = [0, 0]
+        precondition(pipe(&fds) == 0)
+        for fd in fds { _ = fcntl(fd, F_SETFL, O_NONBLOCK) }
+        read = fds[0]
+        write = fds[1]
+        var b: UInt8 = 1
+        _ = Glibc.write(write, &b, 1)
+    }
+    @inline(__always) func bounce() {
+        var b: UInt8 = 0
+        if Glibc.read(read, &b, 1) == 1 { _ = Glibc.write(write, &b, 1) }
+    }
+}
+
+func boardloopFD(_ n: Int) throws {
+    let loop = try Boardloop.RunLoop()
+    var done = 0
+    for _ in 0..<8 {
+        let p = BouncePipe()
+        try loop.add(PortSource(fd: p.read) { _, _ in
+            p.bounce()
+            done += 1
+            if done == n { loop.stop() }
+        }, mode: .default)
+    }
+    _ = try loop.run(mode: .default, timeout: .seconds(86_400))
+}
+
+/// Round trips between this thread's loop (A) and a worker's (B).
+func boardloopWake(_ n: Int, workItems: Bool) throws {
+    let a = Boardloop.RunLoop.current
+    // A timer that never fires keeps A's mode from being empty before B's
+    // first post arrives (an empty mode's run returns at once).
+    try a.add(RunLoopTimer(fireAt: .distantFuture) { _ in }, mode: .default)
+    let worker = try Worker.start(name: "instr-b")
+    guard let b = worker.loop else { fatalError("worker without a loop") }
+    final class Count: @unchecked Sendable { var value = 0 }
+    let count = Count()
+    if workItems {
+        final class Items: @unchecked Sendable { var toA: PerformWorkItem?; var toB: PerformWorkItem? }
+        let items = Items()
+        items.toA = PerformWorkItem {
+            count.value += 1
+            if count.value == n { a.stop() } else { _ = try? b.perform(items.toB!) }
+        }
+        items.toB = PerformWorkItem { _ = try? a.perform(items.toA!) }
+        try b.perform(items.toB!)
+    } else {
+        @Sendable func toB() { _ = try? b.perform { _ = try? a.perform { toA() } } }
+        @Sendable func toA() {
+            count.value += 1
+            if count.value == n { a.stop() } else { toB() }
+        }
+        toB()
+    }
+    _ = try a.run(mode: .default, timeout: .seconds(86_400))
+    worker.stopAndJoin()
+}
+
+/// A perform request that posts itself again, on one thread: the queue's
+/// post / take / run path without a cross-thread wake-up.
+func boardloopPerformSelf(_ n: Int, workItems: Bool) throws {
+    let loop = try Boardloop.RunLoop()
+    try loop.add(RunLoopTimer(fireAt: .distantFuture) { _ in }, mode: .default)
+    final class State: @unchecked Sendable { var count = 0; var item: PerformWorkItem? }
+    let st = State()
+    if workItems {
+        st.item = PerformWorkItem {
+            st.count += 1
+            if st.count == n { loop.stop() } else { _ = try? loop.perform(st.item!) }
+        }
+        try loop.perform(st.item!)
+    } else {
+        @Sendable func step() {
+            st.count += 1
+            if st.count == n { loop.stop() } else { _ = try? loop.perform { step() } }
+        }
+        try loop.perform { step() }
+    }
+    _ = try loop.run(mode: .default, timeout: .seconds(86_400))
+}
+
+func boardloopTimer(_ n: Int) throws {
+    let loop = try Boardloop.RunLoop()
+    var fires = 0
+    try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(1), interval: .milliseconds(1)) { _ in
+        fires += 1
+        if fires == n { loop.stop() }
+    }, mode: .default)
+    _ = try loop.run(mode: .default, timeout: .seconds(86_400))
+}
+
+func boardloopMessage(_ n: Int) throws {
+    let a = Boardloop.RunLoop.current
+    try a.add(RunLoopTimer(fireAt: .distantFuture) { _ in }, mode: .default)
+    final class Ports: @unchecked Sendable { var a: MessagePort?; var b: MessagePort? }
+    let ports = Ports()
+    var count = 0
+    let portA = try MessagePort(label: "a", slots: 4, slotSize: 16) { m in
+        count += 1
+        if count == n { a.stop() } else { try? ports.b!.send(id: 1, value: Int64(count)) }
+    }
+    try portA.schedule(on: a)
+    ports.a = portA
+    let worker = try Worker.start(name: "instr-b") { loop in
+        let portB = try MessagePort(label: "b", slots: 4, slotSize: 16) { m in
+            try? ports.a!.send(id: 2, value: (try? m.load(as: Int64.self)) ?? 0)
+        }
+        try portB.schedule(on: loop)
+        ports.b = portB
+    }
+    try ports.b!.send(id: 1, value: Int64(0))
+    _ = try a.run(mode: .default, timeout: .seconds(86_400))
+    worker.stopAndJoin()
+    portA.invalidate()
+}
+
+func boardloopGPIO(_ n: Int) throws {
+    let loop = try Boardloop.RunLoop()
+    let chip = try MockChip(label: "instr", lineCount: 8, eventBufferSize: 1024)
+    let request = try chip.open().request(.offset(1), .input(edges: .both), eventBufferCapacity: 64)
+    var got = 0
+    try request.schedule(on: loop) { batch in got += batch.count }
+    var level = false
+    for _ in 0..<n {
+        level.toggle()
+        try chip.setLevel(.offset(1), level)
+        _ = try loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: true)
+    }
+    precondition(got == n, "gpio: \(got) of \(n) edges delivered")
+    request.release()
+}
+
+func check(_ rc: Int32) {
+    if rc != 0 {
+        fputs("instr-driver: \(scenario) \(impl) failed: errno \(-rc)\n", stderr)
+        exit(1)
+    }
+}
+
+do {
+    switch (scenario, impl) {
+    case ("fd", "boardloop"): try boardloopFD(events)
+    case ("fd", "raw"): check(ir_raw_fd(events))
+    case ("fd", "uv"): check(ir_uv_fd(events))
+    case ("wake-item", "boardloop"): try boardloopWake(events, workItems: true)
+    case ("wake-item", "raw"): check(ir_raw_wake(events))
+    case ("wake-item", "uv"): check(ir_uv_wake(events))
+    case ("wake-closure", "boardloop"): try boardloopWake(events, workItems: false)
+    case ("perform-item", "boardloop"): try boardloopPerformSelf(events, workItems: true)
+    case ("perform-closure", "boardloop"): try boardloopPerformSelf(events, workItems: false)
+    case ("timer", "boardloop"): try boardloopTimer(events)
+    case ("timer", "raw"): check(ir_raw_timer_oneshot(events, 1_000_000))
+    case ("timer", "raw-periodic"): check(ir_raw_timer_periodic(events, 1_000_000))
+    case ("message", "boardloop"): try boardloopMessage(events)
+    case ("gpio", "boardloop"): try boardloopGPIO(events)
+    default:
+        fputs("instr-driver: no implementation '\(impl)' of scenario '\(scenario)'\n", stderr)
+        exit(2)
+    }
+} catch {
+    fputs("instr-driver: \(scenario) \(impl): \(error)\n", stderr)
+    exit(1)
+}
