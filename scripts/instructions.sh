@@ -3,7 +3,7 @@
 # give the same count whatever else the machine is doing, so these figures
 # are reproducible where wall-clock ones swing with the hypervisor.
 #
-#   scripts/instructions.sh [--top] [--only fd,wake-item,...]
+#   scripts/instructions.sh [--top] [--only fd,wake-item,...]   (--top: each scenario's costliest functions)
 #       the table: boardloop beside the raw kernel mechanism and libuv doing
 #       the same fixed work (Benchmarks/Sources/instr-driver, CInstrRef)
 #   scripts/instructions.sh --gate
@@ -84,12 +84,14 @@ per_event() {
 }
 
 top_functions() {
-    local n out
+    local n out demangle=cat
     n=$(events "$1")
     out="$work/cg.$1.$2.$((2 * n))"
-    echo "    top functions by inclusive cost ($1, $2, $((2 * n)) events, whole process):"
-    callgrind_annotate --inclusive=yes "$out" 2>/dev/null \
-        | awk '/^-+$/ { sep++; next } sep >= 3 && NF > 1 { print }' | head -12 | sed 's/^/      /'
+    command -v swift >/dev/null && demangle="swift demangle --simplified"
+    echo "    top functions by own cost ($1, $2, $((2 * n)) events; the dynamic loader's start-up left out):"
+    callgrind_annotate "$out" 2>/dev/null \
+        | awk '/^-+$/ { sep++; next } sep >= 3 && NF > 1 && !/ld-linux|\/elf\/|PROGRAM TOTALS|file:function/ { print }' \
+        | head -12 | $demangle | cut -c1-140 | sed 's/^/      /'
 }
 
 wanted() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
