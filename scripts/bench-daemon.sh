@@ -72,6 +72,7 @@ EOF
 python3 - "$boardd" "$work" "$quick" <<'EOF'
 import os, socket, subprocess, sys, time, statistics, re
 boardd, work, quick = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+build = "release, Swift stdlib not static" if quick else "release, -static-stdlib"
 window = 2.0 if quick else 10.0
 cpu_window = 3.0 if quick else 60.0
 runs = 2 if quick else 7
@@ -146,7 +147,7 @@ def row(name, value, ref, ratio=""):
 idle = os.path.join(work, "idle.yaml"); task = os.path.join(work, "task.yaml")
 hg, hf = os.path.join(work, "hello-glibc"), os.path.join(work, "hello-foundation")
 print()
-print("boardd process figures (release, -static-stdlib; %s)" % ("quick: figures not meaningful" if quick else "%d runs, medians" % runs))
+print("boardd process figures (%s; %s)" % (build, "quick: figures not meaningful" if quick else "%d runs, medians" % runs))
 row("figure", "boardd", "reference / goal", "")
 (vi, ii, si), threads = wakes(idle)
 row("wake-ups/s idle, no tasks (ctx switches, %.0f s)" % window, "%.2f" % (vi + ii), "goal 0", "schedstat runs/s %.2f, %d thread(s)" % (si, threads))
