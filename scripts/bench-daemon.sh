@@ -29,6 +29,8 @@ while [ $# -gt 0 ]; do
     shift
 done
 
+scripts/install-deps.sh python3 time >&2   # the /proc reader; /usr/bin/time -v
+
 echo "== in-process scenarios (Benchmarks/, boardd-bench)" >&2
 (cd Benchmarks && swift build -c release --product boardd-bench >&2)
 bench=$(cd Benchmarks && swift build -c release --show-bin-path)/boardd-bench
