@@ -72,14 +72,25 @@ func parse(_ yaml: String) -> DaemonConfig {
     return c
 }
 
+/// This thread's id, from the /proc/thread-self link ("PID/task/TID").
+func currentTID() -> Int32 {
+    var buf = [CChar](repeating: 0, count: 64)
+    let n = readlink("/proc/thread-self", &buf, 63)
+    guard n > 0 else { return 0 }
+    return Int32(String(cString: buf).split(separator: "/").last ?? "") ?? 0
+}
+
 /// A daemon on its own thread (built there: its main loop is that thread's).
 final class DaemonThread: @unchecked Sendable {
     let daemon = Locked<Daemon?>(nil)
+    /// The loop thread's id, for its context switches in /proc.
+    let tid = Locked<Int32>(0)
     let done = Locked(false)
     private var thread: JoinableThread!
 
     init(config: DaemonConfig, mock: MockGPIO) {
-        thread = JoinableThread { [daemon, done] in
+        thread = JoinableThread { [daemon, done, tid] in
+            tid.withLock { $0 = currentTID() }
             pinCurrentThread(loopCPU)
             do {
                 let d = try Daemon(
@@ -93,6 +104,20 @@ final class DaemonThread: @unchecked Sendable {
             done.withLock { $0 = true }
         }
         guard waitUntil(timeout: .seconds(30), { daemon.withLock { $0 != nil } }) else { fail("the daemon did not start") }
+    }
+
+    /// Voluntary + involuntary context switches of the loop thread so far.
+    var switches: Int {
+        let t = tid.withLock { $0 }
+        guard let f = fopen("/proc/self/task/\(t)/status", "r") else { return 0 }
+        defer { fclose(f) }
+        var n = 0
+        var line = [CChar](repeating: 0, count: 256)
+        while fgets(&line, 256, f) != nil {
+            let l = String(cString: line)
+            if l.contains("ctxt_switches:"), let v = Int(l.split(separator: ":")[1].trimmingCharacters(in: .whitespacesAndNewlines)) { n += v }
+        }
+        return n
     }
 
     /// Runs `body` on the daemon's main loop and waits.
@@ -234,6 +259,8 @@ struct FloodResult {
     /// The daemon's own histogram over the whole mode (p99, µs) and skipped periods.
     var daemonP99: Double = 0, skipped: UInt64 = 0
     var sent = 0, fires: UInt64 = 0, lost: UInt64 = 0, deliveredDuringMode: UInt64 = 0
+    /// The loop thread's wake-ups (context switches) per second in flood and quiet phases.
+    var floodWakes = 0.0, quietWakes = 0.0
 }
 
 /// Starts the critical sequence; for its length, alternates 100 ms phases
@@ -270,7 +297,9 @@ func floodRun(drain: Bool, rate: Int, seconds: Double) -> FloodResult {
     let end = MonotonicInstant.now + .nanoseconds(Int64(seconds * 0.9 * 1e9))
     var level = false
     var floodPhase = true
+    var wakes = (flood: 0, floodNs: UInt64(0), quiet: 0, quietNs: UInt64(0))
     while MonotonicInstant.now + .milliseconds(100) <= end {
+        let switches0 = d.switches
         let start = MonotonicInstant.now
         let phaseEnd = start + .milliseconds(100)
         var next = start
@@ -286,8 +315,12 @@ func floodRun(drain: Bool, rate: Int, seconds: Double) -> FloodResult {
             r.sent += perMs
         }
         phases.append((start, MonotonicInstant.now, floodPhase))
+        let n = d.switches - switches0, ns = MonotonicInstant.now.nanoseconds - start.nanoseconds
+        if floodPhase { wakes.flood += n; wakes.floodNs += ns } else { wakes.quiet += n; wakes.quietNs += ns }
         floodPhase.toggle()
     }
+    r.floodWakes = Double(wakes.flood) / max(Double(wakes.floodNs) / 1e9, 1e-9)
+    r.quietWakes = Double(wakes.quiet) / max(Double(wakes.quietNs) / 1e9, 1e-9)
     r.deliveredDuringMode = d.read { $0.counters.reactionFires["contact"] ?? 0 } ?? 0
     guard waitUntil(timeout: .seconds(30), { d.read { $0.mainMode } == "default" }) else {
         fail("flood: the mode did not end")
@@ -371,6 +404,8 @@ func phaseRows(_ label: String, _ runs: [FloodResult]) -> Double {
     let f99 = median(runs.map { percentile($0.flood, 0.99) }), q99 = median(runs.map { percentile($0.quiet, 0.99) })
     row("1 kHz critical task jitter p50 µs, \(label)", f1(f50), f1(q50), ratio(f50, q50))
     row("1 kHz critical task jitter p99 µs, \(label)", f1(f99), f1(q99), ratio(f99, q99))
+    let fw = median(runs.map(\.floodWakes)), qw = median(runs.map(\.quietWakes))
+    row("  loop thread wake-ups/s, \(label)", String(Int(fw)), String(Int(qw)), ratio(fw, qw))
     return q99 > 0 ? f99 / q99 : .nan
 }
 _ = phaseRows("flood vs quiet phases (drain on)", heldRuns)
