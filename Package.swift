@@ -24,6 +24,8 @@ let package = Package(
         .library(name: "BoardloopGPIO", targets: ["BoardloopGPIO"]),
         .library(name: "BoardloopGPIOMock", targets: ["BoardloopGPIOMock"]),
         .library(name: "BoardloopTestSupport", targets: ["BoardloopTestSupport"]),
+        // The daemon as a library: boardd and its benchmarks (Benchmarks/) link it.
+        .library(name: "BoardDaemon", targets: ["BoardDaemon"]),
         .executable(name: "loop-demo", targets: ["loop-demo"]),
         .executable(name: "gpio-button-led", targets: ["gpio-button-led"]),
         .executable(name: "gpio-sim-guest", targets: ["gpio-sim-guest"]),

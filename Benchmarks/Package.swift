@@ -9,6 +9,11 @@
 //   boardloop-bench   the side-by-side driver: boardloop against raw
 //                     epoll/eventfd/timerfd (CBenchRaw) and Foundation's
 //                     RunLoop, in the same run; `scripts/bench.sh`.
+//   boardd-bench      the daemon's in-process scenarios (reaction latency
+//                     through boardd's config path vs a hand-written loop, a
+//                     1 kHz critical task under a 20k edges/s flood);
+//                     `scripts/bench-daemon.sh`, which adds the process
+//                     figures (idle wake-ups, CPU, RSS, start to READY=1).
 //   alloc-gate        fails when the engine allocates in steady state;
 //                     `scripts/alloc-gate.sh`, run by .ci/run.
 //   instr-driver      one scenario, a fixed number of events, for callgrind:
@@ -46,6 +51,18 @@ let package = Package(
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .executableTarget(name: "boardloop-bench", dependencies: ["BenchScenarios"], swiftSettings: [.swiftLanguageMode(.v5)]),
+        .executableTarget(
+            name: "boardd-bench",
+            dependencies: [
+                "CBenchRaw",
+                .product(name: "BoardDaemon", package: boardloop),
+                .product(name: "Boardloop", package: boardloop),
+                .product(name: "BoardloopGPIO", package: boardloop),
+                .product(name: "BoardloopGPIOMock", package: boardloop),
+                .product(name: "BoardloopTestSupport", package: boardloop),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
         .executableTarget(name: "alloc-gate", dependencies: ["BenchScenarios"], swiftSettings: [.swiftLanguageMode(.v5)]),
         .executableTarget(
             name: "instr-driver",

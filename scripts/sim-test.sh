@@ -6,6 +6,7 @@
 # libgpiod 1.6, then against libgpiod 2.x (scripts/libgpiod2.sh; the 2.x
 # library goes into the initramfs by the programs' rpath).
 #   GUEST_PRODUCTS  Swift products to run in the guest (default: gpio-sim-guest)
+#   GUEST_BOARDD    0 leaves boardd (release build) and its scenario out (default 1)
 #   SIM_LIBGPIOD    which runs: "1 2" (default), "1" or "2"
 #   SIM_LOG         where the serial log goes (default: .build-guest/guest-libgpiodN.log)
 set -eu
@@ -27,8 +28,13 @@ for v in ${SIM_LIBGPIOD:-1 2}; do
         $with swift build -c release --product "$p" --scratch-path "$scratch" >/dev/null
         bins="$bins $($with swift build -c release --scratch-path "$scratch" --show-bin-path)/$p"
     done
+    boardd=""
+    if [ "${GUEST_BOARDD:-1}" = 1 ]; then
+        $with swift build -c release --product boardd --scratch-path "$scratch" >/dev/null
+        boardd="$($with swift build -c release --scratch-path "$scratch" --show-bin-path)/boardd"
+    fi
     log=${SIM_LOG:-.build-guest/guest-libgpiod$v.log}
-    scripts/sim/build-initramfs.sh ".build-guest/initramfs-libgpiod$v.gz" $bins
+    BOARDD=$boardd scripts/sim/build-initramfs.sh ".build-guest/initramfs-libgpiod$v.gz" $bins
     scripts/sim/run-guest.sh "$kernel" ".build-guest/initramfs-libgpiod$v.gz" "$log" 900
     # The guest program says which library it was built against: it must be this one.
     grep -q "gpio-sim-guest: libgpiod $v\." "$log" || {

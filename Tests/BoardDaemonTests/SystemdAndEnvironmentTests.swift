@@ -178,6 +178,9 @@ final class SystemdNotifyTests: XCTestCase {
         thread.start()
         defer {
             release.withLock { $0 = true }
+            shared.withLock { d in
+                if let d { _ = try? d.loop.perform(inModes: [.common]) { d.requestStop("test done") } }
+            }
             let end = Date().addingTimeInterval(30)
             while !done.withLock({ $0 }) && Date() < end { usleep(10_000) }
         }
@@ -200,9 +203,6 @@ final class SystemdNotifyTests: XCTestCase {
         release.withLock { $0 = true }
         let after = sock.collect(seconds: 5) { $0 == "WATCHDOG=1" }
         XCTAssertEqual(after.last?.text, "WATCHDOG=1", "pings resume once the worker runs again")
-        shared.withLock { d in
-            if let d { try? d.loop.perform(inModes: [.common]) { d.requestStop("test done") } }
-        }
     }
 }
 

@@ -3,7 +3,9 @@
 # (init and shell scenarios), boards/sim-chips.conf, gpio-sim-up.sh, and the
 # guest test programs given as arguments, each with the shared libraries it
 # needs copied to the same absolute paths (Swift's runtime included).
-# usage: build-initramfs.sh OUT.cpio.gz [PROGRAM...]
+# With BOARDD=PATH, that boardd goes to /usr/bin/boardd (with its libraries)
+# and boards/*.yaml to /etc/boardd/boards, for the boardd scenario.
+# usage: [BOARDD=PATH] build-initramfs.sh OUT.cpio.gz [PROGRAM...]
 set -eu
 root_dir=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1; shift
@@ -29,6 +31,11 @@ copy_with_libs() {
     done
 }
 for t in gpiodetect gpioinfo gpioget gpioset gpiomon gpiofind; do copy_with_libs "/usr/bin/$t" "/usr/bin/$t"; done
+if [ -n "${BOARDD:-}" ]; then
+    copy_with_libs /usr/bin/boardd "$BOARDD"
+    mkdir -p "$stage/etc/boardd/boards"
+    cp "$root_dir"/boards/*.yaml "$stage/etc/boardd/boards/"
+fi
 for p in "$@"; do copy_with_libs "/tests/bin/$(basename "$p")" "$p"; done
 (cd "$stage" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$out"
 echo "initramfs: $out ($(du -h "$out" | cut -f1))" >&2
