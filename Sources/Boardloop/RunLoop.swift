@@ -25,55 +25,6 @@ import Synchronization
 /// its `Capacities`; exceeding a capacity is a typed error at add/post time.
 /// While it runs, the loop makes no heap allocations.
 public final class RunLoop: @unchecked Sendable {
-    /// The fixed sizes a loop is made with. All storage is reserved at creation.
-    public struct Capacities: Sendable, Equatable {
-        /// Custom and port sources together.
-        public var sources: Int
-        public var timers: Int
-        public var observers: Int
-        /// Distinct modes, including the default mode (at most 64).
-        public var modes: Int
-        /// Perform requests queued at once (posted and not yet run).
-        public var pendingPerforms: Int
-        /// Events one `epoll_wait` can return; more ready fds are simply
-        /// reported by the next wait.
-        public var eventsPerWait: Int
-        /// Run calls nested deeper than this still work, but their snapshots
-        /// may use the heap.
-        public var nestingDepth: Int
-
-        /// The largest value each capacity may take, and the most memory a
-        /// loop may reserve (256 MiB): beyond these a loop is refused with
-        /// `.invalidArgument` naming the capacity, rather than reserving
-        /// gigabytes the board does not have.
-        public static let maxima = (
-            sources: 1 << 20, timers: 1 << 20, observers: 1 << 16, modes: 64, pendingPerforms: 1 << 20,
-            eventsPerWait: 65536, nestingDepth: 256, bytes: 256 << 20)
-
-        /// The bytes a loop with these capacities reserves (approximately: the
-        /// tables, each mode's lists, the snapshot stack and the ready list).
-        public var reservedBytes: Int {
-            let perMode = (sources + observers) * 4 + timers * 8
-            let tables = (sources * 2 + timers + observers) * 20 + timers * 24 + pendingPerforms * 48
-            let scratch = (sources + observers + timers + pendingPerforms) * 4 * nestingDepth
-            let remote = (sources * 2 + timers + observers) * 16
-            return modes * perMode + tables + scratch + remote + eventsPerWait * 40
-        }
-
-        public init(
-            sources: Int = 64, timers: Int = 64, observers: Int = 32, modes: Int = 8,
-            pendingPerforms: Int = 128, eventsPerWait: Int = 32, nestingDepth: Int = 8
-        ) {
-            self.sources = sources
-            self.timers = timers
-            self.observers = observers
-            self.modes = modes
-            self.pendingPerforms = pendingPerforms
-            self.eventsPerWait = eventsPerWait
-            self.nestingDepth = nestingDepth
-        }
-    }
-
     public let capacities: Capacities
     /// The kernel thread id of the owning thread.
     public let ownerThread: Int32
@@ -243,65 +194,6 @@ public final class RunLoop: @unchecked Sendable {
         readyList.deallocate()
     }
 
-    // MARK: Current and main
-
-    /// The calling thread's loop, made with default capacities on first use.
-    /// On the main thread this is `RunLoop.main`.
-    public static var current: RunLoop {
-        if let loop = currentIfExists { return loop }
-        do {
-            return try makeCurrent()
-        } catch {
-            fatalError("boardloop: cannot create the current thread's run loop: \(error)")
-        }
-    }
-
-    /// The calling thread's loop if it has one.
-    public static var currentIfExists: RunLoop? {
-        if bl_cached_tid() == bl_main_tid() { return mainLock.withLock { mainLoop } }
-        return ThreadLoops.ofThisThread(creating: false)?.current
-    }
-
-    /// The main thread's loop. It may be created from any thread, but only the
-    /// main thread runs it.
-    public static var main: RunLoop {
-        mainLock.withLock {
-            if let loop = mainLoop { return loop }
-            do {
-                let loop = try RunLoop(capacities: Capacities(), clock: .monotonic, owner: bl_main_tid())
-                mainLoop = loop
-                return loop
-            } catch {
-                fatalError("boardloop: cannot create the main run loop: \(error)")
-            }
-        }
-    }
-
-    /// Makes the calling thread's `current` loop with the given capacities and
-    /// clock. Throws `currentLoopExists` if the thread already has one.
-    @discardableResult
-    public static func makeCurrent(capacities: Capacities = Capacities(), clock: RunLoopClock = .monotonic) throws(RunLoopError) -> RunLoop {
-        let tid = bl_cached_tid()
-        if tid == bl_main_tid() {
-            let result: Result<RunLoop, RunLoopError> = mainLock.withLock {
-                if mainLoop != nil { return .failure(.currentLoopExists(thread: tid)) }
-                do throws(RunLoopError) {
-                    let loop = try RunLoop(capacities: capacities, clock: clock, owner: tid)
-                    mainLoop = loop
-                    return .success(loop)
-                } catch { return .failure(error) }
-            }
-            return try result.get()
-        }
-        if ThreadLoops.ofThisThread(creating: false)?.current != nil { throw .currentLoopExists(thread: tid) }
-        let loop = try RunLoop(capacities: capacities, clock: clock, owner: tid)
-        ThreadLoops.ofThisThread(creating: true)!.current = loop
-        return loop
-    }
-
-    private static let mainLock = Lock()
-    nonisolated(unsafe) private static var mainLoop: RunLoop?
-
     // MARK: Basic properties
 
     /// Whether the calling thread owns this loop.
@@ -358,65 +250,6 @@ public final class RunLoop: @unchecked Sendable {
     /// Whether the loop is blocked in the kernel waiting for an event.
     public var isWaiting: Bool { isWaitingFlag.load(ordering: .acquiring) }
     let isWaitingFlag = Atomic<Bool>(false)
-
-    // MARK: Modes
-
-    func modeState(named mode: RunLoopMode) -> ModeState? {
-        var i = 0
-        while i < usedModes {
-            let ms = modeStates[i]
-            if ms.mode == mode { return ms }
-            i += 1
-        }
-        return nil
-    }
-
-    func modeState(creating mode: RunLoopMode) throws(RunLoopError) -> ModeState {
-        if let ms = modeState(named: mode) { return ms }
-        guard mode != .common else { throw .invalidArgument("the common-modes pseudo-mode is not a mode of its own") }
-        guard usedModes < modeStates.count else { throw .capacityExceeded(.modes, limit: capacities.modes) }
-        let ms = modeStates[usedModes]
-        let ep: Int32
-        do { ep = try Epoll.create() } catch { throw .system(error) }
-        do {
-            try Epoll.add(ep, wakeFD, events: BL_EPOLLIN, data: Tag.wakeUp)
-            try Epoll.add(ep, timerFD, events: BL_EPOLLIN, data: Tag.timer)
-        } catch {
-            Kernel.close(ep)
-            throw .system(error)
-        }
-        ms.epfd = ep
-        ms.mode = mode
-        usedModes += 1
-        return ms
-    }
-
-    /// Adds `mode` to the loop's common set: every item added to `.common`
-    /// joins it (CF's `CFRunLoopAddCommonMode`). Owner thread only.
-    public func addCommonMode(_ mode: RunLoopMode) throws(RunLoopError) {
-        try checkOwner("RunLoop.addCommonMode")
-        let ms = try modeState(creating: mode)
-        if ms.isCommon { return }
-        ms.isCommon = true
-        var c: [CustomSource] = [], p: [PortSource] = [], t: [RunLoopTimer] = [], o: [RunLoopObserver] = []
-        customs.forEach { if $0.item.inCommonModes { c.append($0) } }
-        ports.forEach { if $0.item.inCommonModes { p.append($0) } }
-        timers.forEach { if $0.item.inCommonModes { t.append($0) } }
-        observers.forEach { if $0.item.inCommonModes { o.append($0) } }
-        c.sort { $0.item.seq < $1.item.seq }
-        o.sort { $0.item.seq < $1.item.seq }
-        for s in c { enter(s, ms) }
-        for s in p { try enter(s, ms) }
-        for s in t { enter(s, ms) }
-        for s in o { enter(s, ms) }
-    }
-
-    /// The mode states an add/remove names: the mode itself, or every common mode.
-    private func targets(_ mode: RunLoopMode, creating: Bool) throws(RunLoopError) -> [ModeState] {
-        if mode == .common { return modeStates.prefix(usedModes).filter(\.isCommon) }
-        if creating { return [try modeState(creating: mode)] }
-        return modeState(named: mode).map { [$0] } ?? []
-    }
 
     /// A port on the ready list.
     struct ReadyPort {
@@ -480,7 +313,7 @@ public final class RunLoop: @unchecked Sendable {
         for m in ms { enter(source, m) }
     }
 
-    private func enter(_ source: CustomSource, _ ms: ModeState) {
+    func enter(_ source: CustomSource, _ ms: ModeState) {
         guard source.item.modeMask & ms.bit == 0 else { return }
         source.item.modeMask |= ms.bit
         let order = source.order
@@ -539,7 +372,7 @@ public final class RunLoop: @unchecked Sendable {
         if mode == .common { source.item.inCommonModes = true }
     }
 
-    private func enter(_ source: PortSource, _ ms: ModeState) throws(RunLoopError) {
+    func enter(_ source: PortSource, _ ms: ModeState) throws(RunLoopError) {
         guard source.item.modeMask & ms.bit == 0 else { return }
         let data = Tag.port(slot: source.item.slot, generation: source.item.generation)
         do {
@@ -597,7 +430,7 @@ public final class RunLoop: @unchecked Sendable {
         applyPortEvents(source, source.interestBits)
     }
 
-    private func applyPortEvents(_ source: PortSource, _ bits: UInt32) {
+    func applyPortEvents(_ source: PortSource, _ bits: UInt32) {
         let data = Tag.port(slot: source.item.slot, generation: source.item.generation)
         for ms in modeStates.prefix(usedModes) where source.item.modeMask & ms.bit != 0 {
             // MOD of a registered fd with valid arguments cannot fail unless
@@ -607,53 +440,6 @@ public final class RunLoop: @unchecked Sendable {
     }
 
     public func contains(_ source: PortSource, mode: RunLoopMode) -> Bool { containsItem(source, mode: mode) }
-
-    // Rate-limit holds of ports: the fd stays registered with no events, so
-    // its readiness stays with the kernel until the hold ends.
-
-    func holdPort(_ source: PortSource) {
-        source.heldInKernel = true
-        applyPortEvents(source, 0)
-        heldPorts[heldPortCount] = source.item.slot
-        heldPortCount += 1
-        if source.limiter.heldUntil < nextPortRelease { nextPortRelease = source.limiter.heldUntil }
-    }
-
-    private func dropHeld(_ slot: Int32) {
-        var i = 0
-        while i < heldPortCount && heldPorts[i] != slot { i += 1 }
-        guard i < heldPortCount else { return }
-        heldPortCount -= 1
-        heldPorts[i] = heldPorts[heldPortCount]
-    }
-
-    func releaseHeldPort(_ source: PortSource) {
-        guard source.heldInKernel else { return }
-        dropHeld(source.item.slot)
-        source.heldInKernel = false
-        applyPortEvents(source, source.interestBits)
-    }
-
-    /// Releases every held port whose hold ended by `now`.
-    func releaseHeldPorts(now: UInt64) {
-        guard nextPortRelease <= now else { return }
-        var next = UInt64.max
-        var i = 0
-        while i < heldPortCount {
-            let slot = heldPorts[i]
-            let p = ports[slot]!
-            if p.limiter.heldUntil <= now {
-                heldPortCount -= 1
-                heldPorts[i] = heldPorts[heldPortCount]
-                p.heldInKernel = false
-                applyPortEvents(p, p.interestBits)
-            } else {
-                if p.limiter.heldUntil < next { next = p.limiter.heldUntil }
-                i += 1
-            }
-        }
-        nextPortRelease = next
-    }
 
     // MARK: Timers
 
@@ -669,7 +455,7 @@ public final class RunLoop: @unchecked Sendable {
         for m in ms { enter(timer, m) }
     }
 
-    private func enter(_ timer: RunLoopTimer, _ ms: ModeState) {
+    func enter(_ timer: RunLoopTimer, _ ms: ModeState) {
         guard timer.item.modeMask & ms.bit == 0 else { return }
         timer.item.modeMask |= ms.bit
         ms.timers.insert(timer.item.slot, keys: timerKeys)
@@ -716,7 +502,7 @@ public final class RunLoop: @unchecked Sendable {
         for m in ms { enter(observer, m) }
     }
 
-    private func enter(_ observer: RunLoopObserver, _ ms: ModeState) {
+    func enter(_ observer: RunLoopObserver, _ ms: ModeState) {
         guard observer.item.modeMask & ms.bit == 0 else { return }
         observer.item.modeMask |= ms.bit
         let order = observer.order
@@ -778,53 +564,3 @@ public final class RunLoop: @unchecked Sendable {
         return x.item.modeMask & ms.bit != 0
     }
 }
-
-/// The loops of one thread other than the main thread: its current loop
-/// (retained) and the standalone loops it made (weakly). Kept in a
-/// thread-specific slot whose destructor ends them all when the thread
-/// exits: a loop can never run again once its thread is gone, and ending it
-/// releases what was scheduled on it.
-final class ThreadLoops {
-    var current: RunLoop?
-    private var owned: [Weak] = []
-    private struct Weak { weak var loop: RunLoop? }
-
-    /// The calling thread's record; made on first use when `creating`.
-    static func ofThisThread(creating: Bool) -> ThreadLoops? {
-        if let p = pthread_getspecific(threadLoopsKey) { return Unmanaged<ThreadLoops>.fromOpaque(p).takeUnretainedValue() }
-        guard creating else { return nil }
-        let record = ThreadLoops()
-        pthread_setspecific(threadLoopsKey, Unmanaged.passRetained(record).toOpaque())
-        return record
-    }
-
-    /// Remembers a standalone loop made on the calling thread (not the main
-    /// thread, which never exits while the process runs).
-    static func register(_ loop: RunLoop) {
-        guard bl_cached_tid() != bl_main_tid(), let record = ofThisThread(creating: true) else { return }
-        record.owned.removeAll { $0.loop == nil }
-        record.owned.append(Weak(loop: loop))
-    }
-
-    /// Ends every loop of the exiting thread.
-    fileprivate func endAll() {
-        current?.endOnOwnerThread()
-        for w in owned { w.loop?.endOnOwnerThread() }
-        owned.removeAll()
-        current = nil
-    }
-}
-
-/// The thread-specific slot of `ThreadLoops`; its destructor runs on the
-/// exiting thread, which owns the loops it ends.
-let threadLoopsKey: pthread_key_t = {
-    var key = pthread_key_t()
-    let rc = pthread_key_create(&key) { p in
-        guard let p else { return }
-        let record = Unmanaged<ThreadLoops>.fromOpaque(p)
-        record.takeUnretainedValue().endAll()
-        record.release()
-    }
-    precondition(rc == 0, "boardloop: pthread_key_create failed")
-    return key
-}()

@@ -1,0 +1,113 @@
+import CLinux
+import Glibc
+
+extension RunLoop {
+    // MARK: Current and main
+
+    /// The calling thread's loop, made with default capacities on first use.
+    /// On the main thread this is `RunLoop.main`.
+    public static var current: RunLoop {
+        if let loop = currentIfExists { return loop }
+        do {
+            return try makeCurrent()
+        } catch {
+            fatalError("boardloop: cannot create the current thread's run loop: \(error)")
+        }
+    }
+
+    /// The calling thread's loop if it has one.
+    public static var currentIfExists: RunLoop? {
+        if bl_cached_tid() == bl_main_tid() { return mainLock.withLock { mainLoop } }
+        return ThreadLoops.ofThisThread(creating: false)?.current
+    }
+
+    /// The main thread's loop. It may be created from any thread, but only the
+    /// main thread runs it.
+    public static var main: RunLoop {
+        mainLock.withLock {
+            if let loop = mainLoop { return loop }
+            do {
+                let loop = try RunLoop(capacities: Capacities(), clock: .monotonic, owner: bl_main_tid())
+                mainLoop = loop
+                return loop
+            } catch {
+                fatalError("boardloop: cannot create the main run loop: \(error)")
+            }
+        }
+    }
+
+    /// Makes the calling thread's `current` loop with the given capacities and
+    /// clock. Throws `currentLoopExists` if the thread already has one.
+    @discardableResult
+    public static func makeCurrent(capacities: Capacities = Capacities(), clock: RunLoopClock = .monotonic) throws(RunLoopError) -> RunLoop {
+        let tid = bl_cached_tid()
+        if tid == bl_main_tid() {
+            let result: Result<RunLoop, RunLoopError> = mainLock.withLock {
+                if mainLoop != nil { return .failure(.currentLoopExists(thread: tid)) }
+                do throws(RunLoopError) {
+                    let loop = try RunLoop(capacities: capacities, clock: clock, owner: tid)
+                    mainLoop = loop
+                    return .success(loop)
+                } catch { return .failure(error) }
+            }
+            return try result.get()
+        }
+        if ThreadLoops.ofThisThread(creating: false)?.current != nil { throw .currentLoopExists(thread: tid) }
+        let loop = try RunLoop(capacities: capacities, clock: clock, owner: tid)
+        ThreadLoops.ofThisThread(creating: true)!.current = loop
+        return loop
+    }
+
+    private static let mainLock = Lock()
+    nonisolated(unsafe) private static var mainLoop: RunLoop?
+}
+
+/// The loops of one thread other than the main thread: its current loop
+/// (retained) and the standalone loops it made (weakly). Kept in a
+/// thread-specific slot whose destructor ends them all when the thread
+/// exits: a loop can never run again once its thread is gone, and ending it
+/// releases what was scheduled on it.
+final class ThreadLoops {
+    var current: RunLoop?
+    private var owned: [Weak] = []
+    private struct Weak { weak var loop: RunLoop? }
+
+    /// The calling thread's record; made on first use when `creating`.
+    static func ofThisThread(creating: Bool) -> ThreadLoops? {
+        if let p = pthread_getspecific(threadLoopsKey) { return Unmanaged<ThreadLoops>.fromOpaque(p).takeUnretainedValue() }
+        guard creating else { return nil }
+        let record = ThreadLoops()
+        pthread_setspecific(threadLoopsKey, Unmanaged.passRetained(record).toOpaque())
+        return record
+    }
+
+    /// Remembers a standalone loop made on the calling thread (not the main
+    /// thread, which never exits while the process runs).
+    static func register(_ loop: RunLoop) {
+        guard bl_cached_tid() != bl_main_tid(), let record = ofThisThread(creating: true) else { return }
+        record.owned.removeAll { $0.loop == nil }
+        record.owned.append(Weak(loop: loop))
+    }
+
+    /// Ends every loop of the exiting thread.
+    fileprivate func endAll() {
+        current?.endOnOwnerThread()
+        for w in owned { w.loop?.endOnOwnerThread() }
+        owned.removeAll()
+        current = nil
+    }
+}
+
+/// The thread-specific slot of `ThreadLoops`; its destructor runs on the
+/// exiting thread, which owns the loops it ends.
+let threadLoopsKey: pthread_key_t = {
+    var key = pthread_key_t()
+    let rc = pthread_key_create(&key) { p in
+        guard let p else { return }
+        let record = Unmanaged<ThreadLoops>.fromOpaque(p)
+        record.takeUnretainedValue().endAll()
+        record.release()
+    }
+    precondition(rc == 0, "boardloop: pthread_key_create failed")
+    return key
+}()
