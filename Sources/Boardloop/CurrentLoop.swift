@@ -17,7 +17,7 @@ extension RunLoop {
 
     /// The calling thread's loop if it has one.
     public static var currentIfExists: RunLoop? {
-        if bl_cached_tid() == bl_main_tid() { return mainLock.withLock { mainLoop } }
+        if OSThread.currentID == OSThread.mainID { return mainLock.withLock { mainLoop } }
         return ThreadLoops.ofThisThread(creating: false)?.current
     }
 
@@ -27,7 +27,7 @@ extension RunLoop {
         mainLock.withLock {
             if let loop = mainLoop { return loop }
             do {
-                let loop = try RunLoop(capacities: Capacities(), clock: .monotonic, owner: bl_main_tid())
+                let loop = try RunLoop(capacities: Capacities(), clock: .monotonic, owner: OSThread.mainID)
                 mainLoop = loop
                 return loop
             } catch {
@@ -40,8 +40,8 @@ extension RunLoop {
     /// clock. Throws `currentLoopExists` if the thread already has one.
     @discardableResult
     public static func makeCurrent(capacities: Capacities = Capacities(), clock: RunLoopClock = .monotonic) throws(RunLoopError) -> RunLoop {
-        let tid = bl_cached_tid()
-        if tid == bl_main_tid() {
+        let tid = OSThread.currentID
+        if tid == OSThread.mainID {
             let result: Result<RunLoop, RunLoopError> = mainLock.withLock {
                 if mainLoop != nil { return .failure(.currentLoopExists(thread: tid)) }
                 do throws(RunLoopError) {
@@ -84,7 +84,7 @@ final class ThreadLoops {
     /// Remembers a standalone loop made on the calling thread (not the main
     /// thread, which never exits while the process runs).
     static func register(_ loop: RunLoop) {
-        guard bl_cached_tid() != bl_main_tid(), let record = ofThisThread(creating: true) else { return }
+        guard OSThread.currentID != OSThread.mainID, let record = ofThisThread(creating: true) else { return }
         record.owned.removeAll { $0.loop == nil }
         record.owned.append(Weak(loop: loop))
     }

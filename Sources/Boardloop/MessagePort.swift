@@ -108,7 +108,7 @@ public final class MessagePort: @unchecked Sendable {
 
     private let handler: (Message) -> Void
     private let monitor = Monitor()
-    private let eventFD: Int32
+    private let eventFD: EventFD
     // The ring of queued messages (guarded by monitor).
     private let storage: UnsafeMutableRawPointer
     private let ids: UnsafeMutablePointer<Int32>
@@ -157,13 +157,11 @@ public final class MessagePort: @unchecked Sendable {
             throw .runLoop(.invalidArgument(
                 "MessagePort '\(label)': \(slots) slots of \(slotSize) bytes need \(2 * slots * slotSize >> 20) MiB (message and reply rings); the limit is \(m.bytes >> 20) MiB"))
         }
-        let fd = bl_eventfd(0, 0)
-        guard fd >= 0 else { throw .system(SystemError(call: "eventfd", errno: errno)) }
+        do { eventFD = try EventFD() } catch { throw .system(error) }
         self.label = label
         slotCount = slots
         self.slotSize = slotSize
         self.handler = handler
-        eventFD = fd
         storage = .allocate(byteCount: max(slots * slotSize, 1), alignment: 16)
         ids = .allocate(capacity: slots)
         lengths = .allocate(capacity: slots)
@@ -179,7 +177,7 @@ public final class MessagePort: @unchecked Sendable {
         replyStates.initialize(repeating: 0, count: slots)
         freeReplies = slots
         receiveBuffer = .allocate(byteCount: max(slotSize, 1), alignment: 16)
-        source = PortSource(fd: fd, interest: .readable, order: order) { [unowned self] _, _ in self.receive() }
+        source = PortSource(fd: eventFD.fd, interest: .readable, order: order) { [unowned self] _, _ in self.receive() }
         // While the source is scheduled, the loop keeps the port alive; when
         // the source is invalidated (its loop ended, say), the port follows.
         source.lifetimeOwner = self
@@ -189,7 +187,7 @@ public final class MessagePort: @unchecked Sendable {
     deinit {
         for name in registeredNames { MessagePortRegistry.remove(name, self) }
         replyPorts.deinitialize(count: slotCount)
-        Kernel.close(eventFD)
+        eventFD.close()
         storage.deallocate()
         ids.deallocate()
         lengths.deallocate()
@@ -287,13 +285,13 @@ public final class MessagePort: @unchecked Sendable {
 
     private func deadline(after timeout: Duration) -> UInt64 {
         let ns = timeout.nanosecondsClamped
-        return ns > 0 ? bl_monotonic_ns() &+ UInt64(ns) : 0
+        return ns > 0 ? MonotonicClock.nanoseconds &+ UInt64(ns) : 0
     }
 
     /// With the monitor held: waits until something changes or the deadline
     /// (0: no waiting) passes. False when the time is up.
     private func waitForRoom(_ deadline: UInt64) -> Bool {
-        if deadline == 0 || bl_monotonic_ns() >= deadline { return false }
+        if deadline == 0 || MonotonicClock.nanoseconds >= deadline { return false }
         waitingSenders += 1
         _ = monitor.wait(until: deadline)
         waitingSenders -= 1
@@ -324,7 +322,7 @@ public final class MessagePort: @unchecked Sendable {
             count += 1
             if !signalled {
                 signalled = true
-                while bl_eventfd_write(eventFD, 1) != 0 && errno == EINTR {}
+                eventFD.signal()
             }
         }
     }
@@ -332,8 +330,7 @@ public final class MessagePort: @unchecked Sendable {
     // MARK: Receiving (owner loop thread)
 
     private func receive() {
-        var value: UInt64 = 0
-        _ = bl_eventfd_read(eventFD, &value)
+        eventFD.drain()
         // At most one ring's worth per dispatch, so a flooded port cannot
         // keep its loop from other sources; the rest stay signalled.
         var budget = slotCount
@@ -366,7 +363,7 @@ public final class MessagePort: @unchecked Sendable {
         }
         // Budget used up with messages left: keep the port ready.
         monitor.withLock {
-            if count > 0 { while bl_eventfd_write(eventFD, 1) != 0 && errno == EINTR {} } else { signalled = false }
+            if count > 0 { eventFD.signal() } else { signalled = false }
         }
     }
 

@@ -173,13 +173,10 @@ public final class PortSource: @unchecked Sendable {
         // The source of a message port or signal source that is gone has
         // nothing left to call.
         if hasLifetimeOwner && lifetimeOwner == nil { throw .invalidated(item: "PortSource") }
-        let d = bl_dup_cloexec(fd)
-        guard d >= 0 else {
-            let e = errno
-            if e == EBADF { throw .invalidArgument("fd \(fd) is not an open file descriptor; a port source needs an open fd") }
-            throw .system(SystemError(call: "fcntl(F_DUPFD_CLOEXEC)", errno: e, fd: fd))
+        do { registeredFD = try Kernel.duplicate(fd) } catch {
+            if error.code == .badFileDescriptor { throw .invalidArgument("fd \(fd) is not an open file descriptor; a port source needs an open fd") }
+            throw .system(error)
         }
-        registeredFD = d
         retainedOwner = lifetimeOwner
     }
 

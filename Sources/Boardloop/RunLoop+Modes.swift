@@ -18,16 +18,7 @@ extension RunLoop {
         guard mode != .common else { throw .invalidArgument("the common-modes pseudo-mode is not a mode of its own") }
         guard usedModes < modeStates.count else { throw .capacityExceeded(.modes, limit: capacities.modes) }
         let ms = modeStates[usedModes]
-        let ep: Int32
-        do { ep = try Epoll.create() } catch { throw .system(error) }
-        do {
-            try Epoll.add(ep, wakeFD, events: BL_EPOLLIN, data: Tag.wakeUp)
-            try Epoll.add(ep, timerFD, events: BL_EPOLLIN, data: Tag.timer)
-        } catch {
-            Kernel.close(ep)
-            throw .system(error)
-        }
-        ms.epfd = ep
+        do { ms.epfd = try poller.makeSet(forMode: ms.index) } catch { throw .system(error) }
         ms.mode = mode
         usedModes += 1
         return ms

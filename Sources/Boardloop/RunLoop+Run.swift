@@ -81,118 +81,126 @@ extension RunLoop {
 
     // MARK: The pass
 
-    /// The guide's sequence, repeated until a run result is reached:
-    ///  1. notify entry (done by the caller)
-    ///  2. notify beforeTimers
-    ///  3. notify beforeSources (and run perform requests)
-    ///  4. fire ready custom sources
-    ///  5. if a port source is ready, go to 9
-    ///  6. notify beforeWaiting
-    ///  7. sleep until a port is ready, a timer is due, the timeout passes or
-    ///     the loop is woken
-    ///  8. notify afterWaiting
-    ///  9. process what woke the loop: due timers, or one ready port
-    /// 10. notify exit (done by the caller)
+    /// The guide's sequence, pass after pass until a run result is reached
+    /// (steps 1 and 10, `entry` and `exit`, are notified by the caller):
     private func runPasses(_ ms: ModeState, deadline: UInt64, stopAfterHandle: Bool) -> RunLoopRunResult {
         if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
         let pollOnly = deadline == 0
-        let waitObservers = RunLoopActivity.beforeWaiting.rawValue | RunLoopActivity.afterWaiting.rawValue
         while true {
-            // Wake-ups count from here until the loop wakes (CF's ignoreWakeUps):
-            // outside that window the loop is awake and checks everything
-            // before it sleeps again.
-            wakePending.store(false, ordering: .releasing)
-            // Changes other threads asked for (invalidations, timer moves).
-            // If they emptied the mode, nothing is left to wait for.
+            openWakeUpWindow()
             if applyRemoteRequests() && isEmpty(ms) { return .finished }
-            // 2, 3
-            notify(ms, .beforeTimers)
-            notify(ms, .beforeSources)
+            notify(ms, .beforeTimers)                                                   // 2
+            notify(ms, .beforeSources)                                                  // 3
             var performWake = runPerforms(ms)
-            // 4
-            var handled = ms.customs.count > 0 && performCustomSources(ms, stopAfterHandle: stopAfterHandle)
+            var handled = fireSignalledCustomSources(ms, stopAfterHandle: stopAfterHandle)  // 4
             if handled { performWake = min(performWake, runPerforms(ms)) }
-            let poll = handled || pollOnly
-
-            // 5: a ready port skips the sleep and its notifications. Ports
-            // left on the ready list by the last wait are ready; otherwise
-            // checking costs a system call, so it is made only when someone
-            // could tell the difference: when the mode has before/afterWaiting
-            // observers.
+            let sleeps = !handled && !pollOnly
             var wake = WakeReasons()
-            var portReady = hasReadyPort(ms)
-            if !portReady && !poll && ms.portCount > 0 && ms.observerMask & waitObservers != 0 {
-                wake = waitForEvents(ms, timeoutMilliseconds: 0)
-                portReady = hasReadyPort(ms)
+            if !hasReadyPort(ms, probing: sleeps, wake: &wake) {                        // 5
+                if sleeps { notify(ms, .beforeWaiting) }                                // 6
+                let until = sleeps ? nextWakeDeadline(ms, runDeadline: deadline, performWake: performWake) : 0
+                wake.merge(waitForWork(ms, until: until))                               // 7
+                if sleeps { notify(ms, .afterWaiting) }                                 // 8
             }
-
-            if !portReady {
-                // 6
-                if !poll { notify(ms, .beforeWaiting) }
-                // 7
-                var timeoutMs: Int32 = 0
-                if !poll {
-                    var until = deadline
-                    let t = nextTimerDeadline(ms)
-                    if t < until { until = t }
-                    if performWake < until { until = performWake }
-                    if nextPortRelease < until { until = nextPortRelease }
-                    if nextCustomRelease < until { until = nextCustomRelease }
-                    let now = nowNanoseconds
-                    if until <= now {
-                        timeoutMs = 0
-                    } else {
-                        if manualClock == nil { armTimer(until == .max ? 0 : until) }
-                        timeoutMs = -1
-                    }
-                }
-                if timeoutMs != 0 { isWaitingFlag.store(true, ordering: .releasing) }
-                wake.merge(waitForEvents(ms, timeoutMilliseconds: timeoutMs))
-                if timeoutMs != 0 { isWaitingFlag.store(false, ordering: .releasing) }
-                // 8
-                if !poll { notify(ms, .afterWaiting) }
+            handled = handleWake(ms, wake) || handled                                   // 9
+            if let result = exitReason(ms, handled: handled, stopAfterHandle: stopAfterHandle, deadline: deadline) {
+                return result
             }
-
-            // 9: due timers first (a flood of ready ports cannot starve
-            // them); otherwise one ready port. Ports not dispatched stay on
-            // the ready list (or ready in the kernel) for the next pass.
-            wakePending.store(true, ordering: .releasing)
-            // The clock is read only when something here depends on it.
-            let timerDue = nextTimerDeadline(ms)
-            var timersFired = false
-            if timerDue != .max || heldPortCount > 0 || nextCustomRelease != .max {
-                let now = nowNanoseconds
-                if heldPortCount > 0 { releaseHeldPorts(now: now) }
-                if nextCustomRelease <= now { nextCustomRelease = .max }
-                if timerDue <= now {
-                    fireTimers(ms)
-                    timersFired = true
-                }
-            }
-            if !timersFired && readyNext < readyCount {
-                handled = dispatchReadyPort(ms) || handled
-            }
-            _ = runPerforms(ms)
-            // The wake-up and timer fds are drained after the work they
-            // announced has run: their reads are off the latency path.
-            // (Wake-ups made from here on are not written: wakePending.)
-            if wake.wakeUp {
-                var value: UInt64 = 0
-                _ = bl_eventfd_read(wakeFD, &value)
-            }
-            if wake.timer {
-                var expirations: UInt64 = 0
-                _ = bl_timerfd_read(timerFD, &expirations)
-                timerArmed = 0
-            }
-
-            // Exit checks, in CF's order.
-            if handled && stopAfterHandle { return .handledSource }
-            if pollOnly || (deadline != .max && nowNanoseconds >= deadline) { return .timedOut }
-            if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
-            if isEmpty(ms) { return .finished }
         }
     }
+
+    /// Wake-ups count from here until the loop wakes (CF's ignoreWakeUps):
+    /// outside that window the loop is awake and checks everything before
+    /// it sleeps again.
+    @inline(__always)
+    private func openWakeUpWindow() {
+        wakePending.store(false, ordering: .releasing)
+    }
+
+    /// Step 5: whether a port is ready, so the pass skips the sleep and its
+    /// notifications. Ports left on the ready list by the last wait are
+    /// ready; otherwise checking costs a system call, so it is made only
+    /// when someone could tell the difference (`probing`: the pass would
+    /// sleep, and the mode has ports and before/afterWaiting observers).
+    @inline(__always)
+    private func hasReadyPort(_ ms: ModeState, probing: Bool, wake: inout WakeReasons) -> Bool {
+        if readyListHasPort(ms) { return true }
+        let waitObservers = RunLoopActivity.beforeWaiting.rawValue | RunLoopActivity.afterWaiting.rawValue
+        guard probing && ms.portCount > 0 && ms.observerMask & waitObservers != 0 else { return false }
+        wake = collectReadyPorts(ms, timeoutMilliseconds: 0)
+        return readyListHasPort(ms)
+    }
+
+    /// When the sleep of step 7 must end: the run's deadline, the mode's
+    /// next timer, the next delayed perform request, the end of a
+    /// rate-limit hold, whichever comes first.
+    @inline(__always)
+    private func nextWakeDeadline(_ ms: ModeState, runDeadline: UInt64, performWake: UInt64) -> UInt64 {
+        // Pairwise: the variadic `min` makes an array in unoptimised builds.
+        min(min(runDeadline, nextTimerDeadline(ms)), min(min(performWake, nextPortRelease), nextCustomRelease))
+    }
+
+    /// Step 7: sleeps until a port is ready, `until` passes (the timerfd is
+    /// armed to it) or the loop is woken; polls if `until` has come already
+    /// (0: a pass that does not sleep).
+    @inline(__always)
+    private func waitForWork(_ ms: ModeState, until: UInt64) -> WakeReasons {
+        if until == 0 || until <= nowNanoseconds { return collectReadyPorts(ms, timeoutMilliseconds: 0) }
+        // On a manual clock only a wake-up or a port ends the sleep.
+        if manualClock == nil { poller.armTimer(until == .max ? 0 : until) }
+        isWaitingFlag.store(true, ordering: .releasing)
+        let wake = collectReadyPorts(ms, timeoutMilliseconds: -1)
+        isWaitingFlag.store(false, ordering: .releasing)
+        return wake
+    }
+
+    /// Step 9: what woke the loop. Due timers first (a flood of ready ports
+    /// cannot starve them); otherwise one ready port. Ports not dispatched
+    /// stay on the ready list (or ready in the kernel) for the next pass.
+    /// Then the perform requests that became due, and the wake-up and timer
+    /// fds are drained: after the work they announced, off the latency path.
+    /// Returns whether a source was handled.
+    @inline(__always)
+    private func handleWake(_ ms: ModeState, _ wake: WakeReasons) -> Bool {
+        // From here on, wake-ups are not written (see `openWakeUpWindow`).
+        wakePending.store(true, ordering: .releasing)
+        var handled = false
+        if !fireDueTimers(ms) && readyNext < readyCount {
+            handled = dispatchReadyPort(ms)
+        }
+        _ = runPerforms(ms)
+        if wake.wakeUp { poller.wake.drain() }
+        if wake.timer { poller.timerFired() }
+        return handled
+    }
+
+    /// Ends the rate-limit holds that are over and fires the mode's due
+    /// timers; whether any timer was due. The clock is read only when
+    /// something here depends on it.
+    @inline(__always)
+    private func fireDueTimers(_ ms: ModeState) -> Bool {
+        let timerDue = nextTimerDeadline(ms)
+        guard timerDue != .max || heldPortCount > 0 || nextCustomRelease != .max else { return false }
+        let now = nowNanoseconds
+        if heldPortCount > 0 { releaseHeldPorts(now: now) }
+        if nextCustomRelease <= now { nextCustomRelease = .max }
+        guard timerDue <= now else { return false }
+        fireTimers(ms)
+        return true
+    }
+
+    /// Why the run ends after this pass, checked in CF's order, or nil to
+    /// go on with another pass.
+    @inline(__always)
+    private func exitReason(_ ms: ModeState, handled: Bool, stopAfterHandle: Bool, deadline: UInt64) -> RunLoopRunResult? {
+        if handled && stopAfterHandle { return .handledSource }
+        if deadline == 0 || (deadline != .max && nowNanoseconds >= deadline) { return .timedOut }
+        if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
+        if isEmpty(ms) { return .finished }
+        return nil
+    }
+
+    // MARK: Step 7: the ready list
 
     /// What one `epoll_wait` reported besides ports (those go on the ready list).
     struct WakeReasons {
@@ -205,34 +213,34 @@ extension RunLoop {
         }
     }
 
+    /// A port on the ready list.
+    struct ReadyPort {
+        var slot: Int32
+        var generation: UInt32
+        var events: UInt32
+        var order: Int
+    }
+
     /// Waits on the mode's epoll set. The ports it returns become the ready
-    /// list, replacing what was left of the last one.
-    private func waitForEvents(_ ms: ModeState, timeoutMilliseconds: Int32) -> WakeReasons {
+    /// list, replacing what was left of the last one; tokens of sources
+    /// that are gone (a stale generation) are dropped.
+    private func collectReadyPorts(_ ms: ModeState, timeoutMilliseconds: Int32) -> WakeReasons {
         var r = WakeReasons()
         readyCount = 0
         readyNext = 0
-        waitCount &+= 1
-        let n = bl_epoll_wait(ms.epfd, events.raw, Int32(events.capacity), timeoutMilliseconds)
-        if n < 0 {
-            let e = errno
-            if e == EINTR { return r }
-            fatalError("boardloop: epoll_wait failed: \(String(cString: strerror(e))); this is a bug in boardloop")
-        }
+        let n = poller.waitForKernelEvents(on: ms.epfd, timeoutMilliseconds: timeoutMilliseconds)
         var count = 0
         var i = 0
-        while i < Int(n) {
-            let data = events.data(at: i)
-            switch data & Tag.mask {
-            case Tag.wakeUp:
+        while i < n {
+            switch poller.token(at: i) {
+            case .wakeUp:
                 r.wakeUp = true
-            case Tag.timer:
+            case .timer:
                 r.timer = true
-            default:
-                let slot = Int32(bitPattern: UInt32(truncatingIfNeeded: data))
-                let generation = UInt32(truncatingIfNeeded: data >> 32)
+            case .port(let slot, let generation):
                 if let p = ports.lookup(slot, generation) {
                     // Insertion sort by order, stable: the list is short.
-                    let entry = ReadyPort(slot: slot, generation: generation, events: events.events(at: i), order: p.order)
+                    let entry = ReadyPort(slot: slot, generation: generation, events: poller.events(at: i), order: p.order)
                     var j = count
                     while j > 0 && readyList[j - 1].order > entry.order {
                         readyList[j] = readyList[j - 1]
@@ -252,7 +260,7 @@ extension RunLoop {
     /// Whether the ready list holds a port for `ms`. A list left by a wait
     /// in another mode is dropped (its fds are still ready in the kernel).
     @inline(__always)
-    func hasReadyPort(_ ms: ModeState) -> Bool {
+    func readyListHasPort(_ ms: ModeState) -> Bool {
         if readyNext == readyCount { return false }
         if readyModeBit != ms.bit {
             dropReadyList()
@@ -288,13 +296,6 @@ extension RunLoop {
         return false
     }
 
-    private func armTimer(_ deadline: UInt64) {
-        if deadline == timerArmed { return }
-        _ = bl_timerfd_arm_abs(timerFD, deadline)
-        timerArmed = deadline
-        timerArmCount &+= 1
-    }
-
     // MARK: Step 3 and 9: observers
 
     @inline(__always)
@@ -313,7 +314,7 @@ extension RunLoop {
                       o.activities.rawValue & activity.rawValue != 0, !o.isFiring, !o.remote.invalidationRequested
                 else { continue }
                 o.isFiring = true
-                o.handler(o, activity)
+                __BOARDLOOP_IS_CALLING_OUT_TO_AN_OBSERVER__(o, activity)
                 o.isFiring = false
                 if !o.repeats && o.item.loop === self { invalidateObserver(o) }
             }
@@ -341,7 +342,7 @@ extension RunLoop {
 
     /// Performs the mode's signalled sources in (order, signal time) order —
     /// sources of equal order in the order they were signalled, as in CF.
-    private func performCustomSources(_ ms: ModeState, stopAfterHandle: Bool) -> Bool {
+    private func fireSignalledCustomSources(_ ms: ModeState, stopAfterHandle: Bool) -> Bool {
         let count = ms.customs.count
         if count == 0 { return false }
         var any = false
@@ -385,7 +386,7 @@ extension RunLoop {
                 s.signalStamp.store(0, ordering: .releasing)
                 s.performCount &+= 1
                 workCount &+= 1
-                s.performCallback()
+                __BOARDLOOP_IS_CALLING_OUT_TO_A_CUSTOM_SOURCE__(s)
                 handled = true
                 if stopAfterHandle { break }
             }
@@ -404,7 +405,7 @@ extension RunLoop {
         p.dispatchCount &+= 1
         workCount &+= 1
         let events = PortSource.Events(epoll: portEvents)
-        p.handler(p, events)
+        __BOARDLOOP_IS_CALLING_OUT_TO_A_PORT_SOURCE__(p, events)
         if portEvents & (BL_EPOLLHUP | BL_EPOLLERR) != 0 { endAfterHangup(p, events) }
         return true
     }

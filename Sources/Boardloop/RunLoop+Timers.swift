@@ -105,7 +105,7 @@ extension RunLoop {
         workCount &+= 1
         t.isFiring = true
         t.movedDuringFire = false
-        t.handler(t)
+        __BOARDLOOP_IS_CALLING_OUT_TO_A_TIMER__(t)
         t.isFiring = false
         guard t.item.loop === self, !t.item.invalidated else { return }
         // A one-shot timer fires once, even if its handler set a new fire

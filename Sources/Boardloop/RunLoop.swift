@@ -40,25 +40,22 @@ public final class RunLoop: @unchecked Sendable {
     @exclusivity(unchecked) var remoteCount = 0
     let remotePending = Atomic<Bool>(false)
 
-    // Kernel objects.
-    let wakeFD: Int32
-    let timerFD: Int32
+    /// The epoll sets, the wake-up eventfd and the timerfd.
+    let poller: Poller
     // The engine's mutable state (here and in ModeState, the items and the
     // perform queue) is `@exclusivity(unchecked)`: it is touched on the
     // owner thread (or under a lock) by engine code that never holds an
     // access across a callout, and the runtime's dynamic exclusivity checks
     // were 40% of the instructions of a pass (callgrind, BENCHMARKS.md).
-    @exclusivity(unchecked) var timerArmed: UInt64 = 0
     /// How many times the timerfd was re-armed (for tests and profiling).
-    @exclusivity(unchecked) public internal(set) var timerArmCount: UInt64 = 0
+    public var timerArmCount: UInt64 { poller.armCount }
     /// How many times the loop called `epoll_wait` (for tests and profiling:
     /// ports found ready by one wait are handled without another).
-    @exclusivity(unchecked) public internal(set) var waitCount: UInt64 = 0
+    public var waitCount: UInt64 { poller.waitCount }
     /// True while a wake-up would be redundant: one is already written, or
     /// the loop is not between the start of a pass and its sleep.
     let wakePending = Atomic<Bool>(true)
     let stopRequested = Atomic<Bool>(false)
-    let events: EventBuffer
     /// The ready list: the ports the last `epoll_wait` returned, sorted by
     /// order (stable: epoll's order among equals), dispatched one per pass
     /// before the loop waits again. Entries `readyNext..<readyCount` are
@@ -102,7 +99,7 @@ public final class RunLoop: @unchecked Sendable {
     /// Like every loop of a thread other than the main thread, it ends when
     /// its thread exits (see `end()`).
     public convenience init(capacities: Capacities = Capacities(), clock: RunLoopClock = .monotonic) throws(RunLoopError) {
-        try self.init(capacities: capacities, clock: clock, owner: bl_cached_tid())
+        try self.init(capacities: capacities, clock: clock, owner: OSThread.currentID)
         ThreadLoops.register(self)
     }
 
@@ -125,23 +122,13 @@ public final class RunLoop: @unchecked Sendable {
                 "RunLoop.Capacities reserve about \(c.reservedBytes >> 20) MiB; a loop may reserve at most \(m.bytes >> 20) MiB (lower sources, timers, pendingPerforms or nestingDepth)")
         }
 
-        let wake = bl_eventfd(0, 0)
-        guard wake >= 0 else { throw .system(SystemError(call: "eventfd", errno: errno)) }
-        let tfd = bl_timerfd_create()
-        guard tfd >= 0 else {
-            let e = errno
-            Kernel.close(wake)
-            throw .system(SystemError(call: "timerfd_create", errno: e))
-        }
+        do { poller = try Poller(modes: c.modes, eventsPerWait: c.eventsPerWait) } catch { throw .system(error) }
         remoteCapacity = c.sources * 2 + c.timers + c.observers
         remoteQueue = .allocate(capacity: remoteCapacity)
         remoteQueue.initialize(repeating: nil, count: remoteCapacity)
         capacities = c
         ownerThread = owner
         if case .manual(let m) = clock { manualClock = m } else { manualClock = nil }
-        wakeFD = wake
-        timerFD = tfd
-        events = EventBuffer(capacity: c.eventsPerWait)
         readyList = .allocate(capacity: c.eventsPerWait)
         customs = SlotTable(capacity: c.sources)
         ports = SlotTable(capacity: c.sources)
@@ -159,12 +146,7 @@ public final class RunLoop: @unchecked Sendable {
         heldPorts = .allocate(capacity: c.sources)
         performs = PerformQueue(capacity: c.pendingPerforms)
         // The default mode always exists and starts in the common set (as in CF).
-        let def: ModeState
-        do throws(RunLoopError) { def = try modeState(creating: .default) } catch {
-            Kernel.close(wake)
-            Kernel.close(tfd)
-            throw error
-        }
+        let def = try modeState(creating: .default)
         def.isCommon = true
         manualClock?.attach(self)
     }
@@ -187,8 +169,6 @@ public final class RunLoop: @unchecked Sendable {
             remoteQueue.deinitialize(count: remoteCapacity)
         }
         remoteQueue.deallocate()
-        Kernel.close(wakeFD)
-        Kernel.close(timerFD)
         timerKeys.deallocate()
         heldPorts.deallocate()
         readyList.deallocate()
@@ -197,11 +177,11 @@ public final class RunLoop: @unchecked Sendable {
     // MARK: Basic properties
 
     /// Whether the calling thread owns this loop.
-    @inline(__always) public var isOwnedByCurrentThread: Bool { bl_cached_tid() == ownerThread }
+    @inline(__always) public var isOwnedByCurrentThread: Bool { OSThread.currentID == ownerThread }
 
     @inline(__always)
     func checkOwner(_ operation: @autoclosure () -> String) throws(RunLoopError) {
-        let tid = bl_cached_tid()
+        let tid = OSThread.currentID
         if tid != ownerThread { throw .notOwner(operation: operation(), ownerThread: ownerThread, callingThread: tid) }
     }
 
@@ -213,7 +193,7 @@ public final class RunLoop: @unchecked Sendable {
 
     @inline(__always) var nowNanoseconds: UInt64 {
         if let manualClock { return manualClock.now.nanoseconds }
-        return bl_monotonic_ns()
+        return MonotonicClock.nanoseconds
     }
 
     /// The mode the innermost active run call is running, if any.
@@ -236,7 +216,7 @@ public final class RunLoop: @unchecked Sendable {
     @inline(__always)
     public func wakeUp() {
         if !wakePending.exchange(true, ordering: .acquiringAndReleasing) {
-            while bl_eventfd_write(wakeFD, 1) != 0 && errno == EINTR {}
+            poller.wake.signal()
         }
     }
 
@@ -250,23 +230,6 @@ public final class RunLoop: @unchecked Sendable {
     /// Whether the loop is blocked in the kernel waiting for an event.
     public var isWaiting: Bool { isWaitingFlag.load(ordering: .acquiring) }
     let isWaitingFlag = Atomic<Bool>(false)
-
-    /// A port on the ready list.
-    struct ReadyPort {
-        var slot: Int32
-        var generation: UInt32
-        var events: UInt32
-        var order: Int
-    }
-
-    enum Tag {
-        static let wakeUp: UInt64 = 1 << 62
-        static let timer: UInt64 = 2 << 62
-        static let mask: UInt64 = 3 << 62
-        @inline(__always) static func port(slot: Int32, generation: UInt32) -> UInt64 {
-            (UInt64(generation & 0x3FFF_FFFF) << 32) | UInt64(UInt32(bitPattern: slot))
-        }
-    }
 
     // MARK: Binding items
 
@@ -374,13 +337,11 @@ public final class RunLoop: @unchecked Sendable {
 
     func enter(_ source: PortSource, _ ms: ModeState) throws(RunLoopError) {
         guard source.item.modeMask & ms.bit == 0 else { return }
-        let data = Tag.port(slot: source.item.slot, generation: source.item.generation)
+        let token = Poller.portToken(slot: source.item.slot, generation: source.item.generation)
         do {
-            _ = try Kernel.call("epoll_ctl(ADD)", fd: source.fd, trapOnBadFD: false) {
-                bl_epoll_ctl(ms.epfd, BL_EPOLL_CTL_ADD, source.registeredFD, source.heldInKernel ? 0 : source.interestBits, data)
-            }
+            try poller.register(source.registeredFD, in: ms.epfd, events: source.heldInKernel ? 0 : source.interestBits, token: token, userFD: source.fd)
         } catch {
-            if error.errno == EPERM {
+            if error.code == .operationNotPermitted {
                 throw .invalidArgument(
                     "fd \(source.fd) is a regular file or directory: such files are always ready, so epoll cannot watch them and they cannot be port sources (read them directly, or watch a pipe, socket or device instead)")
             }
@@ -402,7 +363,7 @@ public final class RunLoop: @unchecked Sendable {
         // The loop's own duplicate of the fd: removing it can never touch a
         // registration of another source, even if the user closed `fd` and
         // the number was reused.
-        Epoll.remove(ms.epfd, source.registeredFD)
+        poller.unregister(source.registeredFD, from: ms.epfd)
     }
 
     private func unbind(_ source: PortSource) {
@@ -431,11 +392,9 @@ public final class RunLoop: @unchecked Sendable {
     }
 
     func applyPortEvents(_ source: PortSource, _ bits: UInt32) {
-        let data = Tag.port(slot: source.item.slot, generation: source.item.generation)
+        let token = Poller.portToken(slot: source.item.slot, generation: source.item.generation)
         for ms in modeStates.prefix(usedModes) where source.item.modeMask & ms.bit != 0 {
-            // MOD of a registered fd with valid arguments cannot fail unless
-            // the user closed the fd, which removed it from the set already.
-            _ = bl_epoll_ctl(ms.epfd, BL_EPOLL_CTL_MOD, source.registeredFD, bits, data)
+            poller.modify(source.registeredFD, in: ms.epfd, events: bits, token: token)
         }
     }
 

@@ -30,22 +30,21 @@ public enum Signals {
     /// then queued for signalfd instead of running a default action.
     public static func block(_ signals: [Int32]) throws(SignalSourceError) {
         for s in signals where !isCatchable(s) { throw .invalidSignal(s) }
-        let rc = signals.withUnsafeBufferPointer { bl_block_signals($0.baseAddress, Int32($0.count)) }
-        if rc != 0 { throw .system(SystemError(call: "pthread_sigmask", errno: errno)) }
+        do { try SignalMaskCalls.block(signals) } catch { throw .system(error) }
     }
 
     /// Unblocks `signals` in the calling thread.
     public static func unblock(_ signals: [Int32]) {
-        _ = signals.withUnsafeBufferPointer { bl_unblock_signals($0.baseAddress, Int32($0.count)) }
+        SignalMaskCalls.unblock(signals)
     }
 
     /// Whether `signal` is blocked in the calling thread.
-    public static func isBlocked(_ signal: Int32) -> Bool { bl_signal_is_blocked(signal) == 1 }
+    public static func isBlocked(_ signal: Int32) -> Bool { SignalMaskCalls.isBlocked(signal) }
 
     /// The first and last real-time signal numbers (SIGRTMIN, SIGRTMAX).
-    public static var realtimeRange: ClosedRange<Int32> { bl_sigrtmin()...bl_sigrtmax() }
+    public static var realtimeRange: ClosedRange<Int32> { SignalMaskCalls.realtimeMinimum...SignalMaskCalls.realtimeMaximum }
 
-    static func isCatchable(_ s: Int32) -> Bool { s >= 1 && s <= bl_sigrtmax() && s != SIGKILL && s != SIGSTOP }
+    static func isCatchable(_ s: Int32) -> Bool { s >= 1 && s <= SignalMaskCalls.realtimeMaximum && s != SIGKILL && s != SIGSTOP }
 
     /// "SIGUSR1", "SIGRTMIN+3", ...
     public static func name(_ s: Int32) -> String {
@@ -57,8 +56,8 @@ public enum Signals {
             SIGVTALRM: "SIGVTALRM", SIGPROF: "SIGPROF", SIGWINCH: "SIGWINCH", SIGIO: "SIGIO", SIGPWR: "SIGPWR", SIGSYS: "SIGSYS",
         ]
         if let n = names[s] { return n }
-        let lo = bl_sigrtmin()
-        if s >= lo && s <= bl_sigrtmax() { return s == lo ? "SIGRTMIN" : "SIGRTMIN+\(s - lo)" }
+        let lo = SignalMaskCalls.realtimeMinimum
+        if s >= lo && s <= SignalMaskCalls.realtimeMaximum { return s == lo ? "SIGRTMIN" : "SIGRTMIN+\(s - lo)" }
         return "signal \(s)"
     }
 }
@@ -92,7 +91,7 @@ public final class SignalSource: @unchecked Sendable {
     public let signals: [Int32]
     /// The port source on its loop (order, rate limit, dispatch count).
     public private(set) var source: PortSource!
-    private let fd: Int32
+    private let signalFD: SignalFD
     private let buffer: UnsafeMutablePointer<bl_siginfo>
     private let batch: Int
     private let handler: (Info) -> Void
@@ -105,14 +104,12 @@ public final class SignalSource: @unchecked Sendable {
             guard Signals.isCatchable(s) else { throw .invalidSignal(s) }
             guard Signals.isBlocked(s) else { throw .notBlocked(signal: s, name: Signals.name(s)) }
         }
-        let fd = signals.withUnsafeBufferPointer { bl_signalfd_create($0.baseAddress, Int32($0.count)) }
-        guard fd >= 0 else { throw .system(SystemError(call: "signalfd", errno: errno)) }
+        do { signalFD = try SignalFD(signals: signals) } catch { throw .system(error) }
         self.signals = signals
-        self.fd = fd
         self.batch = max(1, min(batch, 16))
         buffer = .allocate(capacity: self.batch)
         self.handler = handler
-        source = PortSource(fd: fd, order: order) { [unowned self] _, _ in self.drain() }
+        source = PortSource(fd: signalFD.fd, order: order) { [unowned self] _, _ in self.drain() }
         // While scheduled, the loop keeps the signal source alive (as CF's
         // sources); `invalidate()` or the loop's end lets it go.
         source.lifetimeOwner = self
@@ -120,7 +117,7 @@ public final class SignalSource: @unchecked Sendable {
 
     deinit {
         source.invalidate()
-        Kernel.close(fd)
+        signalFD.close()
         buffer.deallocate()
     }
 
@@ -132,9 +129,8 @@ public final class SignalSource: @unchecked Sendable {
     public func invalidate() { source.invalidate() }
 
     private func drain() {
-        let n = bl_signalfd_read(fd, buffer, Int32(batch))
-        guard n > 0 else { return }
-        for i in 0..<Int(n) {
+        let n = signalFD.read(into: buffer, max: batch)
+        for i in 0..<n {
             let s = buffer[i]
             handler(Info(signal: Int32(s.signo), code: s.code, senderPID: Int32(bitPattern: s.pid), senderUID: s.uid, value: s.int_value))
         }

@@ -9,7 +9,7 @@ public struct MonotonicInstant: Comparable, Hashable, Sendable, CustomStringConv
     public init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
 
     /// The current CLOCK_MONOTONIC time (vDSO: no system call).
-    public static var now: MonotonicInstant { MonotonicInstant(nanoseconds: bl_monotonic_ns()) }
+    public static var now: MonotonicInstant { MonotonicInstant(nanoseconds: MonotonicClock.nanoseconds) }
 
     /// Later than any deadline the engine will meet.
     public static let distantFuture = MonotonicInstant(nanoseconds: UInt64.max / 2)

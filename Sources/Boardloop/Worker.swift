@@ -113,7 +113,7 @@ public final class Worker: @unchecked Sendable {
             throw .invalidSetting(worker: name, setting: "SCHED_FIFO priority \(p)", reason: "must be 1...99")
         }
         if let cpus = settings.cpuAffinity {
-            let n = Int(bl_cpu_count())
+            let n = OSThread.cpuCount
             if cpus.isEmpty || cpus.contains(where: { $0 < 0 || $0 >= n || $0 >= 1024 }) {
                 throw .invalidSetting(worker: name, setting: "CPU affinity \(cpus)", reason: "CPUs must be 0...\(n - 1) and at least one")
             }
@@ -178,7 +178,7 @@ public final class Worker: @unchecked Sendable {
     }
 
     private func main() {
-        _ = name.withCString { bl_set_thread_name($0) }
+        OSThread.setName(name)
         if let error = applySettings() {
             finishStart(error)
             return
@@ -193,7 +193,7 @@ public final class Worker: @unchecked Sendable {
         }
         monitor.withLock {
             runLoop = loop
-            threadID = bl_gettid()
+            threadID = OSThread.uncachedID
         }
         // However the thread leaves from here on, its loop ends on the way
         // out and releases what was scheduled on it.
@@ -223,42 +223,39 @@ public final class Worker: @unchecked Sendable {
     }
 
     private func applySettings() -> WorkerError? {
-        var savedAffinity = bl_cpuset()
+        var savedAffinity: bl_cpuset?
         var affinityApplied = false
-        let savedSlack = bl_get_timer_slack()
+        let savedSlack = OSThread.timerSlack
         var slackApplied = false
         func undo() {
-            if slackApplied { _ = bl_set_timer_slack(UInt(max(savedSlack, 1))) }
-            if affinityApplied { _ = bl_restore_affinity(&savedAffinity) }
+            if slackApplied { _ = OSThread.setTimerSlack(nanoseconds: UInt(max(savedSlack, 1))) }
+            if affinityApplied, let savedAffinity { OSThread.restoreAffinity(savedAffinity) }
         }
         if let cpus = settings.cpuAffinity {
-            _ = bl_get_affinity(&savedAffinity)
-            let rc = cpus.map(Int32.init).withUnsafeBufferPointer { bl_set_affinity($0.baseAddress, Int32($0.count)) }
-            if rc != 0 {
-                let e = errno
-                return e == EPERM
+            savedAffinity = OSThread.affinity()
+            if let e = OSThread.setAffinity(cpus) {
+                return e == .operationNotPermitted
                     ? .permissionDenied(worker: name, setting: "CPU affinity \(cpus)", hint: "sched_setaffinity was refused (EPERM): the process lacks CAP_SYS_NICE")
-                    : .invalidSetting(worker: name, setting: "CPU affinity \(cpus)", reason: String(cString: strerror(e)))
+                    : .invalidSetting(worker: name, setting: "CPU affinity \(cpus)", reason: e.description)
             }
             affinityApplied = true
         }
         if let slack = settings.timerSlack {
             let ns = slack.nanosecondsClamped
-            if ns < 1 || bl_set_timer_slack(UInt(ns)) != 0 {
+            if ns < 1 || OSThread.setTimerSlack(nanoseconds: UInt(ns)) != nil {
                 undo()
                 return .invalidSetting(worker: name, setting: "timer slack \(slack)", reason: "must be at least 1 ns")
             }
             slackApplied = true
         }
         if let p = settings.fifoPriority {
-            if bl_set_fifo_priority(p) != 0 {
-                let e = errno
+            if let e = OSThread.setFIFOPriority(p) {
                 undo()
-                return e == EPERM
+                return e == .operationNotPermitted
                     ? .permissionDenied(
                         worker: name, setting: "SCHED_FIFO priority \(p)",
                         hint: "real-time scheduling needs CAP_SYS_NICE (run as root or `setcap cap_sys_nice+ep` the binary) or an RLIMIT_RTPRIO of at least \(p) (`ulimit -r`, limits.conf rtprio)")
-                    : .invalidSetting(worker: name, setting: "SCHED_FIFO priority \(p)", reason: String(cString: strerror(e)))
+                    : .invalidSetting(worker: name, setting: "SCHED_FIFO priority \(p)", reason: e.description)
             }
         }
         return nil

@@ -242,7 +242,7 @@ final class HardeningTests: XCTestCase {
         let pipe = Pipe()
         let port = PortSource(fd: pipe.readEnd) { _, _ in }
         try loop.add(port, mode: .default)
-        for fd in [loop.wakeFD, loop.timerFD, loop.modeStates[0].epfd, port.registeredFD] {
+        for fd in [loop.poller.wake.fd, loop.poller.timer.fd, loop.modeStates[0].epfd, port.registeredFD] {
             XCTAssertGreaterThanOrEqual(fd, 0)
             XCTAssertNotEqual(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0, "fd \(fd) would leak into an exec'd child")
         }
