@@ -77,8 +77,31 @@ public final class CustomSource: @unchecked Sendable {
     /// loop's thread) and makes it unusable. Safe from any thread: from
     /// another thread, `perform` is not started again once this returns, and
     /// the loop removes the source at the start of its next pass.
-    public func invalidate() { invalidateFromAnyThread { $0.invalidateSource(self) } }
+    public func invalidate() { invalidateFromAnyThread { $0.invalidateItem(self) } }
 }
 
 /// Stamps for `CustomSource.signal()`: a process-wide order of signals.
 let customSignalClock = Atomic<UInt64>(0)
+
+extension CustomSource: RegisteredItem {
+    static var kindName: String { "CustomSource" }
+    static var capacity: RunLoopCapacity { .sources }
+
+    func takeSlot(in loop: RunLoop) -> (slot: Int32, generation: UInt32)? {
+        loop.sourceCount >= loop.capacities.sources ? nil : loop.customs.insert(self)
+    }
+
+    func freeSlot(in loop: RunLoop) { loop.customs.remove(item.slot) }
+
+    func enter(_ ms: ModeState, of loop: RunLoop) throws(RunLoopError) {
+        item.modeMask |= ms.bit
+        let order = self.order
+        ms.customs.insert(item.slot) { other in loop.customs[other]!.order > order }
+        scheduleCallback?(loop, ms.mode!)
+    }
+
+    func leave(_ ms: ModeState, of loop: RunLoop) {
+        ms.customs.remove(item.slot)
+        cancelCallback?(loop, ms.mode!)
+    }
+}

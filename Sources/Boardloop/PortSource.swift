@@ -160,7 +160,7 @@ public final class PortSource: @unchecked Sendable {
     /// Does not close the fd. Safe from any thread: from another thread, the
     /// handler is not started again once this returns, and the loop removes
     /// the fd at the start of its next pass.
-    public func invalidate() { invalidateFromAnyThread { $0.invalidatePort(self) } }
+    public func invalidate() { invalidateFromAnyThread { $0.invalidateItem(self) } }
 
     /// Keeps the source after a dispatch that reported `.hangup` or `.error`
     /// (call it from that handler; anywhere else it has no effect). Use it
@@ -188,5 +188,56 @@ public final class PortSource: @unchecked Sendable {
         registeredFD = -1
         defer { retainedOwner = nil }
         return retainedOwner
+    }
+}
+
+extension PortSource: RegisteredItem {
+    static var kindName: String { "PortSource" }
+    static var capacity: RunLoopCapacity { .sources }
+
+    func takeSlot(in loop: RunLoop) -> (slot: Int32, generation: UInt32)? {
+        loop.sourceCount >= loop.capacities.sources ? nil : loop.ports.insert(self)
+    }
+
+    func freeSlot(in loop: RunLoop) { loop.ports.remove(item.slot) }
+
+    /// The loop watches its own duplicate of `fd` (see `openRegisteredFD`).
+    func joined(_ loop: RunLoop) throws(RunLoopError) { try openRegisteredFD() }
+
+    func enter(_ ms: ModeState, of loop: RunLoop) throws(RunLoopError) {
+        let token = Poller.portToken(slot: item.slot, generation: item.generation)
+        do {
+            try loop.poller.register(registeredFD, in: ms.epfd, events: heldInKernel ? 0 : interestBits, token: token, userFD: fd)
+        } catch {
+            if error.code == .operationNotPermitted {
+                throw .invalidArgument(
+                    "fd \(fd) is a regular file or directory: such files are always ready, so epoll cannot watch them and they cannot be port sources (read them directly, or watch a pipe, socket or device instead)")
+            }
+            throw .system(error)
+        }
+        item.modeMask |= ms.bit
+        ms.portCount += 1
+    }
+
+    func leave(_ ms: ModeState, of loop: RunLoop) {
+        ms.portCount -= 1
+        // The loop's own duplicate of the fd: removing it can never touch a
+        // registration of another source, even if the user closed `fd` and
+        // the number was reused.
+        loop.poller.unregister(registeredFD, from: ms.epfd)
+    }
+
+    func leaving(_ loop: RunLoop) -> AnyObject? {
+        if heldInKernel { loop.dropHeld(item.slot) }
+        heldInKernel = false
+        return closeRegisteredFD()
+    }
+
+    /// Tells what the source belongs to (a message port, say) that it is gone.
+    func invalidated(on loop: RunLoop) {
+        if let hook = invalidationHandler {
+            invalidationHandler = nil
+            hook()
+        }
     }
 }

@@ -1,6 +1,20 @@
 import CLinux
 
 extension RunLoop {
+    // A port's interest: the events its registrations in every mode ask for.
+
+    func portInterestChanged(_ source: PortSource) {
+        guard !source.heldInKernel else { return }
+        applyPortEvents(source, source.interestBits)
+    }
+
+    func applyPortEvents(_ source: PortSource, _ bits: UInt32) {
+        let token = Poller.portToken(slot: source.item.slot, generation: source.item.generation)
+        for ms in modeStates.prefix(usedModes) where source.item.modeMask & ms.bit != 0 {
+            poller.modify(source.registeredFD, in: ms.epfd, events: bits, token: token)
+        }
+    }
+
     // Rate-limit holds of ports: the fd stays registered with no events, so
     // its readiness stays with the kernel until the hold ends.
 

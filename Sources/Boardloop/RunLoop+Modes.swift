@@ -38,10 +38,10 @@ extension RunLoop {
         observers.forEach { if $0.item.inCommonModes { o.append($0) } }
         c.sort { $0.item.seq < $1.item.seq }
         o.sort { $0.item.seq < $1.item.seq }
-        for s in c { enter(s, ms) }
+        for s in c { try enter(s, ms) }
         for s in p { try enter(s, ms) }
-        for s in t { enter(s, ms) }
-        for s in o { enter(s, ms) }
+        for s in t { try enter(s, ms) }
+        for s in o { try enter(s, ms) }
     }
 
     /// The mode states an add/remove names: the mode itself, or every common mode.

@@ -85,18 +85,18 @@ extension RunLoop {
         applyRemoteRequests()
         var slot: Int32 = 0
         while Int(slot) < ports.capacity {
-            if let p = ports[slot] { invalidatePort(p) }
-            if let c = customs[slot] { invalidateSource(c) }
+            if let p = ports[slot] { invalidateItem(p) }
+            if let c = customs[slot] { invalidateItem(c) }
             slot += 1
         }
         slot = 0
         while Int(slot) < timers.capacity {
-            if let t = timers[slot] { invalidateTimer(t) }
+            if let t = timers[slot] { invalidateItem(t) }
             slot += 1
         }
         slot = 0
         while Int(slot) < observers.capacity {
-            if let o = observers[slot] { invalidateObserver(o) }
+            if let o = observers[slot] { invalidateItem(o) }
             slot += 1
         }
     }
@@ -104,7 +104,7 @@ extension RunLoop {
 
 extension CustomSource: LoopItem {
     func applyRemote(_ ops: UInt32, on loop: RunLoop) {
-        if ops & RemoteRequests.invalidate != 0 { loop.invalidateSource(self) }
+        if ops & RemoteRequests.invalidate != 0 { loop.invalidateItem(self) }
     }
 
     func applyUnscheduled(_ ops: UInt32) {
@@ -115,7 +115,7 @@ extension CustomSource: LoopItem {
 extension PortSource: LoopItem {
     func applyRemote(_ ops: UInt32, on loop: RunLoop) {
         if ops & RemoteRequests.invalidate != 0 {
-            loop.invalidatePort(self)
+            loop.invalidateItem(self)
             return
         }
         if ops & RemoteRequests.changeInterest != 0 {
@@ -133,7 +133,7 @@ extension PortSource: LoopItem {
 extension RunLoopTimer: LoopItem {
     func applyRemote(_ ops: UInt32, on loop: RunLoop) {
         if ops & RemoteRequests.invalidate != 0 {
-            loop.invalidateTimer(self)
+            loop.invalidateItem(self)
             return
         }
         if ops & RemoteRequests.moveFireDate != 0 {
@@ -152,7 +152,7 @@ extension RunLoopTimer: LoopItem {
 
 extension RunLoopObserver: LoopItem {
     func applyRemote(_ ops: UInt32, on loop: RunLoop) {
-        if ops & RemoteRequests.invalidate != 0 { loop.invalidateObserver(self) }
+        if ops & RemoteRequests.invalidate != 0 { loop.invalidateItem(self) }
     }
 
     func applyUnscheduled(_ ops: UInt32) {

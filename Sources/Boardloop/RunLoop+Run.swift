@@ -316,7 +316,7 @@ extension RunLoop {
                 o.isFiring = true
                 __BOARDLOOP_IS_CALLING_OUT_TO_AN_OBSERVER__(o, activity)
                 o.isFiring = false
-                if !o.repeats && o.item.loop === self { invalidateObserver(o) }
+                if !o.repeats && o.item.loop === self { invalidateItem(o) }
             }
         }
     }
@@ -422,6 +422,6 @@ extension RunLoop {
         }
         guard p.item.loop === self, !p.item.invalidated else { return }
         p.endedByHangup = true
-        invalidatePort(p)
+        invalidateItem(p)
     }
 }

@@ -1,4 +1,16 @@
 extension RunLoop {
+    /// After a timer's fire date changed: its key and its place in each heap.
+    func timerMoved(_ timer: RunLoopTimer) {
+        let slot = Int(timer.item.slot)
+        timerKeys[slot].fire = timer.fireNanoseconds
+        var i = 0
+        while i < usedModes {
+            let ms = modeStates[i]
+            if timer.item.modeMask & ms.bit != 0 { ms.timers.update(timer.item.slot, keys: timerKeys) }
+            i += 1
+        }
+    }
+
     // MARK: Step 9: timers
 
     /// When the loop must wake for the mode's timers. Tolerance is a window
@@ -111,7 +123,7 @@ extension RunLoop {
         // A one-shot timer fires once, even if its handler set a new fire
         // date (as CF: a non-repeating timer is invalidated after it fires).
         if interval == 0 {
-            invalidateTimer(t)
+            invalidateItem(t)
             return
         }
         if t.movedDuringFire { return }

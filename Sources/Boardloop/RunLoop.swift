@@ -231,295 +231,54 @@ public final class RunLoop: @unchecked Sendable {
     public var isWaiting: Bool { isWaitingFlag.load(ordering: .acquiring) }
     let isWaitingFlag = Atomic<Bool>(false)
 
-    // MARK: Binding items
-
-    private func bind<T: LoopItem>(_ x: T, kind: String, insert: () -> (slot: Int32, generation: UInt32)?, capacity: RunLoopCapacity, limit: Int) throws(RunLoopError) -> Bool {
-        if hasEnded { throw .loopEnded(thread: ownerThread) }
-        return try itemBindingLock.withLock { () throws(RunLoopError) -> Bool in
-            if x.item.invalidated || x.remote.invalidationRequested { throw .invalidated(item: kind) }
-            if let loop = x.item.loop {
-                if loop !== self { throw .belongsToAnotherLoop(item: kind) }
-                return false
-            }
-            guard let (slot, generation) = insert() else { throw .capacityExceeded(capacity, limit: limit) }
-            x.item.loop = self
-            x.item.slot = slot
-            x.item.generation = generation
-            x.item.seq = nextSeq
-            nextSeq += 1
-            x.item.modeMask = 0
-            x.item.inCommonModes = false
-            return true
-        }
-    }
-
-    /// Frees the item's slot and detaches it from the loop.
-    private func unbind<T: LoopItem>(_ x: T, from table: inout SlotTable<T>) {
-        itemBindingLock.withLock {
-            table.remove(x.item.slot)
-            x.item.detach()
-        }
-    }
-
-    private var sourceCount: Int { customs.count + ports.count }
-
-    // MARK: Custom sources
+    // MARK: Adding and removing items (owner thread only)
 
     /// Adds a custom source to `mode` (or to every common mode for `.common`);
     /// its `schedule` callback runs for each mode it joins. Owner thread only.
     public func add(_ source: CustomSource, mode: RunLoopMode) throws(RunLoopError) {
-        try checkOwner("RunLoop.add(CustomSource)")
-        let ms = try targets(mode, creating: true)
-        let full = sourceCount >= capacities.sources
-        _ = try bind(source, kind: "CustomSource", insert: { full ? nil : customs.insert(source) }, capacity: .sources, limit: capacities.sources)
-        if mode == .common { source.item.inCommonModes = true }
-        for m in ms { enter(source, m) }
+        try addItem(source, mode: mode, operation: "RunLoop.add(CustomSource)")
     }
-
-    func enter(_ source: CustomSource, _ ms: ModeState) {
-        guard source.item.modeMask & ms.bit == 0 else { return }
-        source.item.modeMask |= ms.bit
-        let order = source.order
-        ms.customs.insert(source.item.slot) { other in customs[other]!.order > order }
-        source.scheduleCallback?(self, ms.mode!)
-    }
-
-    /// Removes a custom source from `mode` (its `cancel` callback runs). Owner thread only.
-    public func remove(_ source: CustomSource, mode: RunLoopMode) throws(RunLoopError) {
-        try removeItem(source, mode: mode, operation: "RunLoop.remove(CustomSource)", leave: leave, unbind: unbind)
-    }
-
-    private func leave(_ source: CustomSource, _ ms: ModeState) {
-        guard source.item.modeMask & ms.bit != 0 else { return }
-        source.item.modeMask &= ~ms.bit
-        ms.customs.remove(source.item.slot)
-        source.cancelCallback?(self, ms.mode!)
-    }
-
-    private func unbind(_ source: CustomSource) { unbind(source, from: &customs) }
-
-    func invalidateSource(_ source: CustomSource) {
-        invalidateItem(source, operation: "CustomSource.invalidate", leave: leave, unbind: unbind)
-    }
-
-    public func contains(_ source: CustomSource, mode: RunLoopMode) -> Bool { containsItem(source, mode: mode) }
-
-    // MARK: Port sources
 
     /// Adds a port source to `mode` (or every common mode): its fd joins the
     /// mode's epoll set. A bad fd, or one epoll cannot watch (a regular file),
     /// is a `.system` error naming epoll_ctl; nothing is changed then. Owner
     /// thread only.
     public func add(_ source: PortSource, mode: RunLoopMode) throws(RunLoopError) {
-        try checkOwner("RunLoop.add(PortSource)")
-        let ms = try targets(mode, creating: true)
-        let full = sourceCount >= capacities.sources
-        let fresh = try bind(source, kind: "PortSource", insert: { full ? nil : ports.insert(source) }, capacity: .sources, limit: capacities.sources)
-        if fresh {
-            do throws(RunLoopError) { try source.openRegisteredFD() } catch {
-                unbind(source, from: &ports)
-                throw error
-            }
-        }
-        var entered: [ModeState] = []
-        do throws(RunLoopError) {
-            for m in ms where source.item.modeMask & m.bit == 0 {
-                try enter(source, m)
-                entered.append(m)
-            }
-        } catch {
-            for m in entered { leave(source, m) }
-            if fresh { unbind(source) }
-            throw error
-        }
-        if mode == .common { source.item.inCommonModes = true }
+        try addItem(source, mode: mode, operation: "RunLoop.add(PortSource)")
     }
 
-    func enter(_ source: PortSource, _ ms: ModeState) throws(RunLoopError) {
-        guard source.item.modeMask & ms.bit == 0 else { return }
-        let token = Poller.portToken(slot: source.item.slot, generation: source.item.generation)
-        do {
-            try poller.register(source.registeredFD, in: ms.epfd, events: source.heldInKernel ? 0 : source.interestBits, token: token, userFD: source.fd)
-        } catch {
-            if error.code == .operationNotPermitted {
-                throw .invalidArgument(
-                    "fd \(source.fd) is a regular file or directory: such files are always ready, so epoll cannot watch them and they cannot be port sources (read them directly, or watch a pipe, socket or device instead)")
-            }
-            throw .system(error)
-        }
-        source.item.modeMask |= ms.bit
-        ms.portCount += 1
+    /// Adds a timer to `mode` (or every common mode). Owner thread only.
+    public func add(_ timer: RunLoopTimer, mode: RunLoopMode) throws(RunLoopError) {
+        try addItem(timer, mode: mode, operation: "RunLoop.add(RunLoopTimer)")
+    }
+
+    /// Adds an observer to `mode` (or every common mode). Owner thread only.
+    public func add(_ observer: RunLoopObserver, mode: RunLoopMode) throws(RunLoopError) {
+        try addItem(observer, mode: mode, operation: "RunLoop.add(RunLoopObserver)")
+    }
+
+    /// Removes a custom source from `mode` (its `cancel` callback runs). Owner thread only.
+    public func remove(_ source: CustomSource, mode: RunLoopMode) throws(RunLoopError) {
+        try removeItem(source, mode: mode, operation: "RunLoop.remove(CustomSource)")
     }
 
     /// Removes a port source from `mode`. Owner thread only.
     public func remove(_ source: PortSource, mode: RunLoopMode) throws(RunLoopError) {
-        try removeItem(source, mode: mode, operation: "RunLoop.remove(PortSource)", leave: leave, unbind: unbind)
-    }
-
-    private func leave(_ source: PortSource, _ ms: ModeState) {
-        guard source.item.modeMask & ms.bit != 0 else { return }
-        source.item.modeMask &= ~ms.bit
-        ms.portCount -= 1
-        // The loop's own duplicate of the fd: removing it can never touch a
-        // registration of another source, even if the user closed `fd` and
-        // the number was reused.
-        poller.unregister(source.registeredFD, from: ms.epfd)
-    }
-
-    private func unbind(_ source: PortSource) {
-        if source.heldInKernel { dropHeld(source.item.slot) }
-        source.heldInKernel = false
-        let owner = source.closeRegisteredFD()
-        unbind(source, from: &ports)
-        _ = owner  // released here, after the source left the loop
-    }
-
-    func invalidatePort(_ source: PortSource) {
-        let wasHere = source.item.loop === self
-        // The owner the loop kept alive must outlive the hook that tells it.
-        let owner = source.retainedOwner
-        invalidateItem(source, operation: "PortSource.invalidate", leave: leave, unbind: unbind)
-        if wasHere, let hook = source.invalidationHandler {
-            source.invalidationHandler = nil
-            hook()
-        }
-        withExtendedLifetime(owner) {}
-    }
-
-    func portInterestChanged(_ source: PortSource) {
-        guard !source.heldInKernel else { return }
-        applyPortEvents(source, source.interestBits)
-    }
-
-    func applyPortEvents(_ source: PortSource, _ bits: UInt32) {
-        let token = Poller.portToken(slot: source.item.slot, generation: source.item.generation)
-        for ms in modeStates.prefix(usedModes) where source.item.modeMask & ms.bit != 0 {
-            poller.modify(source.registeredFD, in: ms.epfd, events: bits, token: token)
-        }
-    }
-
-    public func contains(_ source: PortSource, mode: RunLoopMode) -> Bool { containsItem(source, mode: mode) }
-
-    // MARK: Timers
-
-    /// Adds a timer to `mode` (or every common mode). Owner thread only.
-    public func add(_ timer: RunLoopTimer, mode: RunLoopMode) throws(RunLoopError) {
-        try checkOwner("RunLoop.add(RunLoopTimer)")
-        let ms = try targets(mode, creating: true)
-        let fresh = try bind(timer, kind: "RunLoopTimer", insert: { timers.insert(timer) }, capacity: .timers, limit: capacities.timers)
-        if fresh {
-            timerKeys[Int(timer.item.slot)] = TimerKey(fire: timer.fireNanoseconds, order: timer.order, seq: timer.item.seq)
-        }
-        if mode == .common { timer.item.inCommonModes = true }
-        for m in ms { enter(timer, m) }
-    }
-
-    func enter(_ timer: RunLoopTimer, _ ms: ModeState) {
-        guard timer.item.modeMask & ms.bit == 0 else { return }
-        timer.item.modeMask |= ms.bit
-        ms.timers.insert(timer.item.slot, keys: timerKeys)
+        try removeItem(source, mode: mode, operation: "RunLoop.remove(PortSource)")
     }
 
     /// Removes a timer from `mode`. Owner thread only.
     public func remove(_ timer: RunLoopTimer, mode: RunLoopMode) throws(RunLoopError) {
-        try removeItem(timer, mode: mode, operation: "RunLoop.remove(RunLoopTimer)", leave: leave, unbind: unbind)
-    }
-
-    private func leave(_ timer: RunLoopTimer, _ ms: ModeState) {
-        guard timer.item.modeMask & ms.bit != 0 else { return }
-        timer.item.modeMask &= ~ms.bit
-        ms.timers.remove(timer.item.slot, keys: timerKeys)
-    }
-
-    private func unbind(_ timer: RunLoopTimer) { unbind(timer, from: &timers) }
-
-    func invalidateTimer(_ timer: RunLoopTimer) {
-        invalidateItem(timer, operation: "RunLoopTimer.invalidate", leave: leave, unbind: unbind)
-    }
-
-    func timerMoved(_ timer: RunLoopTimer) {
-        let slot = Int(timer.item.slot)
-        timerKeys[slot].fire = timer.fireNanoseconds
-        var i = 0
-        while i < usedModes {
-            let ms = modeStates[i]
-            if timer.item.modeMask & ms.bit != 0 { ms.timers.update(timer.item.slot, keys: timerKeys) }
-            i += 1
-        }
-    }
-
-    public func contains(_ timer: RunLoopTimer, mode: RunLoopMode) -> Bool { containsItem(timer, mode: mode) }
-
-    // MARK: Observers
-
-    /// Adds an observer to `mode` (or every common mode). Owner thread only.
-    public func add(_ observer: RunLoopObserver, mode: RunLoopMode) throws(RunLoopError) {
-        try checkOwner("RunLoop.add(RunLoopObserver)")
-        let ms = try targets(mode, creating: true)
-        _ = try bind(observer, kind: "RunLoopObserver", insert: { observers.insert(observer) }, capacity: .observers, limit: capacities.observers)
-        if mode == .common { observer.item.inCommonModes = true }
-        for m in ms { enter(observer, m) }
-    }
-
-    func enter(_ observer: RunLoopObserver, _ ms: ModeState) {
-        guard observer.item.modeMask & ms.bit == 0 else { return }
-        observer.item.modeMask |= ms.bit
-        let order = observer.order
-        ms.observers.insert(observer.item.slot) { other in observers[other]!.order > order }
-        recomputeObserverMask(ms)
+        try removeItem(timer, mode: mode, operation: "RunLoop.remove(RunLoopTimer)")
     }
 
     /// Removes an observer from `mode`. Owner thread only.
     public func remove(_ observer: RunLoopObserver, mode: RunLoopMode) throws(RunLoopError) {
-        try removeItem(observer, mode: mode, operation: "RunLoop.remove(RunLoopObserver)", leave: leave, unbind: unbind)
+        try removeItem(observer, mode: mode, operation: "RunLoop.remove(RunLoopObserver)")
     }
 
-    private func leave(_ observer: RunLoopObserver, _ ms: ModeState) {
-        guard observer.item.modeMask & ms.bit != 0 else { return }
-        observer.item.modeMask &= ~ms.bit
-        ms.observers.remove(observer.item.slot)
-        recomputeObserverMask(ms)
-    }
-
-    private func unbind(_ observer: RunLoopObserver) { unbind(observer, from: &observers) }
-
-    private func recomputeObserverMask(_ ms: ModeState) {
-        var mask: UInt32 = 0
-        for i in 0..<ms.observers.count { mask |= observers[ms.observers[i]]!.activities.rawValue }
-        ms.observerMask = mask
-    }
-
-    func invalidateObserver(_ observer: RunLoopObserver) {
-        invalidateItem(observer, operation: "RunLoopObserver.invalidate", leave: leave, unbind: unbind)
-    }
-
+    public func contains(_ source: CustomSource, mode: RunLoopMode) -> Bool { containsItem(source, mode: mode) }
+    public func contains(_ source: PortSource, mode: RunLoopMode) -> Bool { containsItem(source, mode: mode) }
+    public func contains(_ timer: RunLoopTimer, mode: RunLoopMode) -> Bool { containsItem(timer, mode: mode) }
     public func contains(_ observer: RunLoopObserver, mode: RunLoopMode) -> Bool { containsItem(observer, mode: mode) }
-
-    // MARK: What every item kind shares
-
-    private func removeItem<T: LoopItem>(
-        _ x: T, mode: RunLoopMode, operation: @autoclosure () -> String, leave: (T, ModeState) -> Void, unbind: (T) -> Void
-    ) throws(RunLoopError) {
-        try checkOwner(operation())
-        guard x.item.loop === self else { return }
-        if mode == .common { x.item.inCommonModes = false }
-        for m in try targets(mode, creating: false) { leave(x, m) }
-        if x.item.modeMask == 0 && !x.item.inCommonModes { unbind(x) }
-    }
-
-    /// Owner thread only (public `invalidate()`s route here through `routeChange`).
-    private func invalidateItem<T: LoopItem>(_ x: T, operation: @autoclosure () -> String, leave: (T, ModeState) -> Void, unbind: (T) -> Void) {
-        guard x.item.loop === self else { return }
-        itemBindingLock.withLock { x.item.invalidated = true }
-        x.item.inCommonModes = false
-        for m in modeStates.prefix(usedModes) { leave(x, m) }
-        unbind(x)
-    }
-
-    private func containsItem<T: LoopItem>(_ x: T, mode: RunLoopMode) -> Bool {
-        guard x.item.loop === self else { return false }
-        if mode == .common { return x.item.inCommonModes }
-        guard let ms = modeState(named: mode) else { return false }
-        return x.item.modeMask & ms.bit != 0
-    }
 }

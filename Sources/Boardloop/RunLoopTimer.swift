@@ -101,5 +101,27 @@ public final class RunLoopTimer: @unchecked Sendable {
     /// its own handler, and from any thread (from another thread the loop
     /// removes it at the start of its next pass; it does not fire again once
     /// this returns).
-    public func invalidate() { invalidateFromAnyThread { $0.invalidateTimer(self) } }
+    public func invalidate() { invalidateFromAnyThread { $0.invalidateItem(self) } }
+}
+
+extension RunLoopTimer: RegisteredItem {
+    static var kindName: String { "RunLoopTimer" }
+    static var capacity: RunLoopCapacity { .timers }
+
+    func takeSlot(in loop: RunLoop) -> (slot: Int32, generation: UInt32)? { loop.timers.insert(self) }
+
+    func freeSlot(in loop: RunLoop) { loop.timers.remove(item.slot) }
+
+    func joined(_ loop: RunLoop) throws(RunLoopError) {
+        loop.timerKeys[Int(item.slot)] = TimerKey(fire: fireNanoseconds, order: order, seq: item.seq)
+    }
+
+    func enter(_ ms: ModeState, of loop: RunLoop) throws(RunLoopError) {
+        item.modeMask |= ms.bit
+        ms.timers.insert(item.slot, keys: loop.timerKeys)
+    }
+
+    func leave(_ ms: ModeState, of loop: RunLoop) {
+        ms.timers.remove(item.slot, keys: loop.timerKeys)
+    }
 }
