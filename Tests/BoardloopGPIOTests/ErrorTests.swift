@@ -162,10 +162,10 @@ final class ErrorTests: XCTestCase {
         nonisolated(unsafe) var caught: GPIOError?
         nonisolated(unsafe) let r = req
         let loop = rig.loop
-        let t = BoundedThread {
+        let t = JoinableThread {
             do throws(GPIOError) { try r.schedule(on: loop) { _ in } } catch { caught = error }
         }
-        guard t.join(within: .seconds(5)) else { return }
+        guard t.join(within: .seconds(5)) else { return XCTFail("the thread was still running after 5 s") }
         guard case .runLoop(.notOwner)? = caught else { return XCTFail("got \(String(describing: caught))") }
     }
 
