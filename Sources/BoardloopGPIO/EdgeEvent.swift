@@ -1,29 +1,53 @@
 import Boardloop
+import CGPIOD
 
 /// One edge of one line, as the kernel (or the mock chip) reported it.
 public struct EdgeEvent: Sendable, Equatable, CustomStringConvertible {
+    /// The C shim's record of the event. The libgpiod backend reads events
+    /// straight into storage of `EdgeEvent`s (same layout), so an event is
+    /// copied once on its way out of libgpiod's buffer.
+    var record: bl_gpiod_edge_event
+
     /// The line's offset on its chip.
-    public var offset: UInt32
+    public var offset: UInt32 {
+        get { record.offset }
+        set { record.offset = newValue }
+    }
     /// Logical edge (active-low already applied).
-    public var edge: GPIOEdge
+    public var edge: GPIOEdge {
+        get { record.edge == UInt32(BL_GPIOD_EDGE_RISING) ? .rising : .falling }
+        set { record.edge = UInt32(newValue == .rising ? BL_GPIOD_EDGE_RISING : BL_GPIOD_EDGE_FALLING) }
+    }
     /// When the edge happened: the kernel's timestamp, CLOCK_MONOTONIC (the
     /// loop's clock). For a software-debounced edge, the time of the edge
     /// that began the level that then held for the debounce period.
-    public var timestamp: MonotonicInstant
+    public var timestamp: MonotonicInstant {
+        get { MonotonicInstant(nanoseconds: record.timestamp_ns) }
+        set { record.timestamp_ns = newValue.nanoseconds }
+    }
     /// Sequence number among all lines of the request, from 1; 0 when the
     /// library gives none (libgpiod 1.6).
-    public var globalSequence: UInt64
+    public var globalSequence: UInt64 {
+        get { record.global_seqno }
+        set { record.global_seqno = newValue }
+    }
     /// Sequence number among this line's events, from 1; 0 when not given.
-    public var lineSequence: UInt64
+    public var lineSequence: UInt64 {
+        get { record.line_seqno }
+        set { record.line_seqno = newValue }
+    }
 
     public init(
         offset: UInt32, edge: GPIOEdge, timestamp: MonotonicInstant, globalSequence: UInt64 = 0, lineSequence: UInt64 = 0
     ) {
-        self.offset = offset
-        self.edge = edge
-        self.timestamp = timestamp
-        self.globalSequence = globalSequence
-        self.lineSequence = lineSequence
+        record = bl_gpiod_edge_event(
+            timestamp_ns: timestamp.nanoseconds, global_seqno: globalSequence, line_seqno: lineSequence, offset: offset,
+            edge: UInt32(edge == .rising ? BL_GPIOD_EDGE_RISING : BL_GPIOD_EDGE_FALLING))
+    }
+
+    public static func == (a: EdgeEvent, b: EdgeEvent) -> Bool {
+        a.offset == b.offset && a.edge == b.edge && a.timestamp == b.timestamp && a.globalSequence == b.globalSequence
+            && a.lineSequence == b.lineSequence
     }
 
     public var description: String {

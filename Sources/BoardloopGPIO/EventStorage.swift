@@ -67,6 +67,16 @@ struct BatchBuilder {
         count += 1
     }
 
+    /// Keeps an event that was read into the batch's own storage at
+    /// `event` (at or after the next slot): it stays where it is unless
+    /// events before it were dropped.
+    @inline(__always)
+    mutating func keep(_ event: UnsafeMutablePointer<EdgeEvent>) {
+        precondition(count < capacity, "boardloop GPIO: batch storage overflow")
+        if event != out + count { out[count] = event.pointee }
+        count += 1
+    }
+
     var isEmpty: Bool { count == 0 && lost == 0 && !overflow }
 }
 

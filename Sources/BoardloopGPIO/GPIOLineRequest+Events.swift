@@ -155,10 +155,19 @@ extension GPIOLineRequest {
 
     /// One read of the driver, processed into `batch`. Returns the read's
     /// status, or a failure to report.
+    ///
+    /// Without software debounce the events are read straight into the
+    /// batch and stay where they landed (an event filtered out is squeezed
+    /// out by moving the rest): one copy out of the driver's buffer. With it,
+    /// they are read aside and the debouncer decides what reaches the batch.
     func readOnce(depth d: Int, entry: MonotonicInstant, into batch: inout BatchBuilder) -> (GPIOReadStatus, GPIOError?) {
+        let inPlace = !hasSoftwareDebounce
+        let target = inPlace
+            ? UnsafeMutableBufferPointer(start: batch.out + batch.count, count: min(events.capacity, batch.capacity - batch.count))
+            : events.rawRegion(d)
         let status: GPIOReadStatus
         do {
-            status = try driver.readEvents(into: events.rawRegion(d), fullOffsets: events.fullRegion(d))
+            status = try driver.readEvents(into: target, fullOffsets: events.fullRegion(d))
         } catch {
             if case .chipVanished = error {
                 var s = GPIOReadStatus()
@@ -167,10 +176,12 @@ extension GPIOLineRequest {
             }
             return (GPIOReadStatus(), error)
         }
-        let raw = events.raw + d * events.capacity
+        let read = target.baseAddress!
         var k = 0
         while k < status.count {
-            process(raw[k], entry: entry, into: &batch)
+            if process(read[k], entry: entry, into: &batch) {
+                if inPlace { batch.keep(read + k) } else { batch.append(read[k]) }
+            }
             k += 1
         }
         if status.fullCount > 0 { fifoWasFull(depth: d, count: status.fullCount, entry: entry, into: &batch) }
@@ -187,9 +198,11 @@ extension GPIOLineRequest {
         return nil
     }
 
-    func process(_ e: EdgeEvent, entry: MonotonicInstant, into batch: inout BatchBuilder) {
+    /// Loss detection and debouncing for one raw event; whether it is to be
+    /// delivered as it is (the caller puts it in the batch).
+    func process(_ e: EdgeEvent, entry: MonotonicInstant, into batch: inout BatchBuilder) -> Bool {
         statistics.read &+= 1
-        guard let i = lineIndex(e.offset) else { return }
+        guard let i = lineIndex(e.offset) else { return false }
         let level: Int8 = e.edge == .rising ? 1 : 0
         if capabilities.contains(.sequenceNumbers) && e.globalSequence != 0 {
             // Sequence numbers start at 1: a first event numbered higher means
@@ -212,9 +225,9 @@ extension GPIOLineRequest {
         lines[i].lastLevel = level
         if lines[i].softwareDebounceNs > 0 {
             debounceFeed(i, e, into: &batch)
-        } else if lines[i].report.includes(e.edge) {
-            batch.append(e)
+            return false
         }
+        return lines[i].report.includes(e.edge)
     }
 
     /// 1.6: lines whose kernel FIFO was full. Later edges may be gone: the

@@ -42,6 +42,8 @@ public final class GPIOLineRequest {
     let events: EventStorage
     /// Per-line event state (loss detection, software debounce).
     let lines: UnsafeMutablePointer<LineEventState>
+    /// Some line is debounced in software (its events are read aside first).
+    var hasSoftwareDebounce = false
 
     // Scheduling (see GPIOLineRequest+Events.swift).
     var loop: RunLoop?
@@ -80,6 +82,7 @@ public final class GPIOLineRequest {
         lines = .allocate(capacity: offsets.count)
         for i in 0..<offsets.count {
             (lines + i).initialize(to: LineEventState(offset: offsets[i], settings: settings[i], capabilities: capabilities))
+            if lines[i].softwareDebounceNs > 0 { hasSoftwareDebounce = true }
         }
         vanishCheckInterval = capabilities.contains(.vanishWakesPoller) ? nil : .seconds(1)
     }
@@ -260,12 +263,14 @@ public final class GPIOLineRequest {
         }
         do { try driver.reconfigure(driverLines) } catch { throw noteFailure(error) }
         settings = newSettings
+        hasSoftwareDebounce = false
         for i in 0..<lineCount {
             // The kernel's sequence numbers go on (2.x reconfigures in place).
             var state = LineEventState(offset: offsets[i], settings: newSettings[i], capabilities: caps)
             state.lastLineSequence = lines[i].lastLineSequence
             state.lost = lines[i].lost
             lines[i] = state
+            if state.softwareDebounceNs > 0 { hasSoftwareDebounce = true }
         }
         try resyncAfterReconfigure()
     }

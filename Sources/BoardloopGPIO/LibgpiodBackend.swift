@@ -361,7 +361,6 @@ final class LibgpiodRequest: GPIORequestDriver {
     let chip: GPIOChipInfo
     let offsets: [UInt32]
     let names: [UInt32: String]
-    let raw: UnsafeMutablePointer<bl_gpiod_edge_event>
     let rawCapacity: Int
     let status: UnsafeMutablePointer<bl_gpiod_read_status>
     let error: UnsafeMutablePointer<bl_gpiod_error>
@@ -373,8 +372,12 @@ final class LibgpiodRequest: GPIORequestDriver {
         self.offsets = offsets
         self.names = names
         rawCapacity = max(eventCapacity, 1)
-        raw = .allocate(capacity: rawCapacity)
-        raw.initialize(repeating: bl_gpiod_edge_event(), count: rawCapacity)
+        // readEvents has the shim write into EdgeEvent storage.
+        precondition(
+            MemoryLayout<EdgeEvent>.size == MemoryLayout<bl_gpiod_edge_event>.size
+                && MemoryLayout<EdgeEvent>.stride == MemoryLayout<bl_gpiod_edge_event>.stride
+                && MemoryLayout<EdgeEvent>.alignment == MemoryLayout<bl_gpiod_edge_event>.alignment,
+            "boardloop GPIO: EdgeEvent must have the layout of bl_gpiod_edge_event")
         status = .allocate(capacity: 1)
         status.initialize(to: bl_gpiod_read_status())
         error = .allocate(capacity: 1)
@@ -384,7 +387,6 @@ final class LibgpiodRequest: GPIORequestDriver {
 
     deinit {
         release()
-        raw.deallocate()
         status.deallocate()
         error.deallocate()
     }
@@ -422,19 +424,14 @@ final class LibgpiodRequest: GPIORequestDriver {
     {
         guard let handle else { throw fail("readEvents") }
         let want = min(events.count, rawCapacity)
-        let n = bl_gpiod_request_read_events(handle, raw, UInt32(want), status, error)
+        // An EdgeEvent is the shim's record and nothing else: the shim writes
+        // the events where the request reads them (one copy out of
+        // libgpiod's buffer, no conversion pass).
+        let n = events.baseAddress!.withMemoryRebound(to: bl_gpiod_edge_event.self, capacity: want) {
+            bl_gpiod_request_read_events(handle, $0, UInt32(want), status, error)
+        }
         if n < 0 { throw mapped() }
         var result = GPIOReadStatus()
-        let out = events.baseAddress!
-        var i = 0
-        while i < Int(n) {
-            let r = raw[i]
-            out[i] = EdgeEvent(
-                offset: r.offset, edge: r.edge == UInt32(BL_GPIOD_EDGE_RISING) ? .rising : .falling,
-                timestamp: MonotonicInstant(nanoseconds: r.timestamp_ns), globalSequence: r.global_seqno,
-                lineSequence: r.line_seqno)
-            i += 1
-        }
         result.count = Int(n)
         let s = status.pointee
         result.vanished = s.flags & UInt32(BL_GPIOD_READ_VANISHED) != 0
