@@ -27,16 +27,9 @@ final class CFDifferentialTests: XCTestCase {
         let sleeps = Atomic<Int>(0)
     }
 
+    /// CF's activity by the engine's name for it (the bit values are CF's).
     static func name(_ a: CFRunLoopActivity) -> String {
-        switch a {
-        case .entry: "entry"
-        case .beforeTimers: "beforeTimers"
-        case .beforeSources: "beforeSources"
-        case .beforeWaiting: "beforeWaiting"
-        case .afterWaiting: "afterWaiting"
-        case .exit: "exit"
-        default: "activity \(a.rawValue)"
-        }
+        RunLoopActivity(rawValue: UInt32(truncatingIfNeeded: a.rawValue)).description
     }
 
     /// Runs `body` on a fresh thread (its own CFRunLoop, never the main one)

@@ -21,6 +21,15 @@ func recordActivities(_ loop: RunLoop, mode: RunLoopMode = .default, into log: L
     return o
 }
 
+/// A fresh loop whose default mode records every activity in the log (the
+/// opening of each observer-sequence test).
+func observedLoop() throws -> (RunLoop, Log) {
+    let loop = try makeLoop()
+    let log = Log()
+    try recordActivities(loop, into: log)
+    return (loop, log)
+}
+
 /// A non-blocking pipe; closed on deinit.
 final class Pipe {
     let readEnd: Int32
