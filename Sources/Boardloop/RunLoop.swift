@@ -48,7 +48,7 @@ public final class RunLoop: @unchecked Sendable {
     // access across a callout, and the runtime's dynamic exclusivity checks
     // were 40% of the instructions of a pass (callgrind, BENCHMARKS.md).
     /// How many times the timerfd was re-armed (for tests and profiling).
-    public var timerArmCount: UInt64 { poller.armCount }
+    package var timerArmCount: UInt64 { poller.armCount }
     /// How many times the loop called `epoll_wait` (for tests and profiling:
     /// ports found ready by one wait are handled without another).
     public var waitCount: UInt64 { poller.waitCount }

@@ -11,7 +11,7 @@ public final class GPIOChip {
     /// Opens a chip by path, name or label.
     public init(_ chip: String, backend: any GPIOBackend = LibgpiodBackend.shared) throws(GPIOError) {
         self.backend = backend
-        driver = try backend.openChip(chip)
+        driver = try Self.openDriver(chip, backend: backend)
     }
 
     /// Opens a chip by path, name or label.
@@ -19,6 +19,16 @@ public final class GPIOChip {
         -> GPIOChip
     {
         try GPIOChip(chip, backend: backend)
+    }
+
+    /// Opens a chip through one of the package's backends (the driver
+    /// protocols stay inside the package).
+    static func openDriver(_ chip: String, backend: any GPIOBackend) throws(GPIOError) -> any GPIOChipDriver {
+        guard let opening = backend as? any GPIOChipOpening else {
+            throw .invalidConfiguration(
+                nil, reason: "the backend '\(backend.backendName)' cannot open chips: chips open through the package's backends (LibgpiodBackend, MockGPIO)")
+        }
+        return try opening.openChip(chip)
     }
 
     /// Every chip of the backend: name, label, path, line count.
@@ -31,7 +41,7 @@ public final class GPIOChip {
         throws(GPIOError) -> (chip: GPIOChipInfo, offset: UInt32)
     {
         for info in try backend.listChips() {
-            let chip = try backend.openChip(info.path)
+            let chip = try openDriver(info.path, backend: backend)
             defer { chip.close() }
             if let offset = try chip.findLine(named: name) { return (chip.info, offset) }
         }

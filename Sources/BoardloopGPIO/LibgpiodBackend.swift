@@ -4,7 +4,7 @@ import Glibc
 
 /// The real backend: libgpiod through the CGPIOD shim (1.6 or 2.x, chosen
 /// when the package is built), on the kernel's GPIO character devices.
-public final class LibgpiodBackend: GPIOBackend {
+public final class LibgpiodBackend: GPIOChipOpening {
     /// The backend over `/dev`.
     public static let shared = LibgpiodBackend()
 
@@ -42,7 +42,7 @@ public final class LibgpiodBackend: GPIOBackend {
     /// then the shim's translation into libgpiod's own objects (2.x: a
     /// `gpiod_line_config`; 1.6: each group's request type and flags), read
     /// back from those objects. Needs no chip: for tests and diagnostics.
-    public func libraryConfig(for lines: [(offset: UInt32, settings: LineSettings)]) throws(GPIOError)
+    package func libraryConfig(for lines: [(offset: UInt32, settings: LineSettings)]) throws(GPIOError)
         -> [DriverLineConfig]
     {
         var configs: [bl_gpiod_line_config] = []
@@ -99,7 +99,7 @@ public final class LibgpiodBackend: GPIOBackend {
         return result
     }
 
-    public func openChip(_ chip: String) throws(GPIOError) -> any GPIOChipDriver {
+    package func openChip(_ chip: String) throws(GPIOError) -> any GPIOChipDriver {
         if chip.contains("/") { return try openPath(chip, requestedAs: chip) }
         if chip.hasPrefix("gpiochip"), Int(chip.dropFirst(8)) != nil {
             let path = "\(deviceDirectory)/\(chip)"

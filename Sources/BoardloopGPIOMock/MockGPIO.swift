@@ -4,7 +4,7 @@ import BoardloopGPIO
 /// A mock board: a set of mock chips behind the `GPIOBackend` protocol, so
 /// `GPIOChip("boardloop-mock0", backend: board)` works as it does with
 /// libgpiod, and the same code runs against either.
-public final class MockGPIO: GPIOBackend, @unchecked Sendable {
+public final class MockGPIO: GPIOChipOpening, @unchecked Sendable {
     public let chips: [MockChip]
 
     public init(_ chips: [MockChip]) throws(GPIOError) {
@@ -31,7 +31,7 @@ public final class MockGPIO: GPIOBackend, @unchecked Sendable {
         chips.filter { !$0.vanished }.map(\.info)
     }
 
-    public func openChip(_ spec: String) throws(GPIOError) -> any GPIOChipDriver {
+    package func openChip(_ spec: String) throws(GPIOError) -> any GPIOChipDriver {
         guard let chip = chip(spec), !chip.vanished else {
             throw .chipNotFound(chip: spec, available: try listChips().map(\.description))
         }
