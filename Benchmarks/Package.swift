@@ -8,7 +8,7 @@
 //                     `swift package --disable-sandbox benchmark` here.
 //   boardloop-bench   the side-by-side driver: boardloop against raw
 //                     epoll/eventfd/timerfd (CBenchRaw) and Foundation's
-//                     RunLoop, in the same run; `scripts/bench.sh`.
+//                     BoardRunLoop, in the same run; `scripts/bench.sh`.
 //   alloc-gate        fails when the engine allocates in steady state;
 //                     `scripts/alloc-gate.sh`, run by .ci/run.
 import PackageDescription

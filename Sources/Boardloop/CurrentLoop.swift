@@ -1,12 +1,12 @@
 import CLinux
 import Glibc
 
-extension RunLoop {
+extension BoardRunLoop {
     // MARK: Current and main
 
     /// The calling thread's loop, made with default capacities on first use.
-    /// On the main thread this is `RunLoop.main`.
-    public static var current: RunLoop {
+    /// On the main thread this is `BoardRunLoop.main`.
+    public static var current: BoardRunLoop {
         if let loop = currentIfExists { return loop }
         do {
             return try makeCurrent()
@@ -16,18 +16,18 @@ extension RunLoop {
     }
 
     /// The calling thread's loop if it has one.
-    public static var currentIfExists: RunLoop? {
+    public static var currentIfExists: BoardRunLoop? {
         if OSThread.currentID == OSThread.mainID { return mainLock.withLock { mainLoop } }
         return ThreadLoops.ofThisThread(creating: false)?.current
     }
 
     /// The main thread's loop. It may be created from any thread, but only the
     /// main thread runs it.
-    public static var main: RunLoop {
+    public static var main: BoardRunLoop {
         mainLock.withLock {
             if let loop = mainLoop { return loop }
             do {
-                let loop = try RunLoop(capacities: Capacities(), clock: .monotonic, owner: OSThread.mainID)
+                let loop = try BoardRunLoop(capacities: Capacities(), clock: .monotonic, owner: OSThread.mainID)
                 mainLoop = loop
                 return loop
             } catch {
@@ -39,13 +39,13 @@ extension RunLoop {
     /// Makes the calling thread's `current` loop with the given capacities and
     /// clock. Throws `currentLoopExists` if the thread already has one.
     @discardableResult
-    public static func makeCurrent(capacities: Capacities = Capacities(), clock: RunLoopClock = .monotonic) throws(RunLoopError) -> RunLoop {
+    public static func makeCurrent(capacities: Capacities = Capacities(), clock: RunLoopClock = .monotonic) throws(RunLoopError) -> BoardRunLoop {
         let tid = OSThread.currentID
         if tid == OSThread.mainID {
-            let result: Result<RunLoop, RunLoopError> = mainLock.withLock {
+            let result: Result<BoardRunLoop, RunLoopError> = mainLock.withLock {
                 if mainLoop != nil { return .failure(.currentLoopExists(thread: tid)) }
                 do throws(RunLoopError) {
-                    let loop = try RunLoop(capacities: capacities, clock: clock, owner: tid)
+                    let loop = try BoardRunLoop(capacities: capacities, clock: clock, owner: tid)
                     mainLoop = loop
                     return .success(loop)
                 } catch { return .failure(error) }
@@ -53,13 +53,13 @@ extension RunLoop {
             return try result.get()
         }
         if ThreadLoops.ofThisThread(creating: false)?.current != nil { throw .currentLoopExists(thread: tid) }
-        let loop = try RunLoop(capacities: capacities, clock: clock, owner: tid)
+        let loop = try BoardRunLoop(capacities: capacities, clock: clock, owner: tid)
         ThreadLoops.ofThisThread(creating: true)!.current = loop
         return loop
     }
 
     private static let mainLock = Lock()
-    nonisolated(unsafe) private static var mainLoop: RunLoop?
+    nonisolated(unsafe) private static var mainLoop: BoardRunLoop?
 }
 
 /// The loops of one thread other than the main thread: its current loop
@@ -68,9 +68,9 @@ extension RunLoop {
 /// exits: a loop can never run again once its thread is gone, and ending it
 /// releases what was scheduled on it.
 final class ThreadLoops {
-    var current: RunLoop?
+    var current: BoardRunLoop?
     private var owned: [Weak] = []
-    private struct Weak { weak var loop: RunLoop? }
+    private struct Weak { weak var loop: BoardRunLoop? }
 
     /// The calling thread's record; made on first use when `creating`.
     static func ofThisThread(creating: Bool) -> ThreadLoops? {
@@ -83,7 +83,7 @@ final class ThreadLoops {
 
     /// Remembers a standalone loop made on the calling thread (not the main
     /// thread, which never exits while the process runs).
-    static func register(_ loop: RunLoop) {
+    static func register(_ loop: BoardRunLoop) {
         guard OSThread.currentID != OSThread.mainID, let record = ofThisThread(creating: true) else { return }
         record.owned.removeAll { $0.loop == nil }
         record.owned.append(Weak(loop: loop))

@@ -8,30 +8,30 @@ protocol RegisteredItem: LoopItem {
     /// The capacity a full table reports.
     static var capacity: RunLoopCapacity { get }
     /// Takes a slot in `loop`'s table of this kind; nil when it is full.
-    func takeSlot(in loop: RunLoop) -> (slot: Int32, generation: UInt32)?
+    func takeSlot(in loop: BoardRunLoop) -> (slot: Int32, generation: UInt32)?
     /// Frees the item's slot in `loop`'s table.
-    func freeSlot(in loop: RunLoop)
+    func freeSlot(in loop: BoardRunLoop)
     /// After the item took a slot: what the kind needs before it enters a mode.
-    func joined(_ loop: RunLoop) throws(RunLoopError)
+    func joined(_ loop: BoardRunLoop) throws(RunLoopError)
     /// Joins mode `ms` of `loop` (the item is not in it) and sets its bit in
     /// the item's mode mask.
-    func enter(_ ms: ModeState, of loop: RunLoop) throws(RunLoopError)
+    func enter(_ ms: ModeState, of loop: BoardRunLoop) throws(RunLoopError)
     /// Leaves mode `ms` of `loop` (the item was in it; its bit is cleared).
-    func leave(_ ms: ModeState, of loop: RunLoop)
+    func leave(_ ms: ModeState, of loop: BoardRunLoop)
     /// Before the item's slot is freed; returns what must stay alive until
     /// the item has left the loop.
-    func leaving(_ loop: RunLoop) -> AnyObject?
+    func leaving(_ loop: BoardRunLoop) -> AnyObject?
     /// After the item was invalidated on `loop`.
-    func invalidated(on loop: RunLoop)
+    func invalidated(on loop: BoardRunLoop)
 }
 
 extension RegisteredItem {
-    func joined(_ loop: RunLoop) throws(RunLoopError) {}
-    func leaving(_ loop: RunLoop) -> AnyObject? { nil }
-    func invalidated(on loop: RunLoop) {}
+    func joined(_ loop: BoardRunLoop) throws(RunLoopError) {}
+    func leaving(_ loop: BoardRunLoop) -> AnyObject? { nil }
+    func invalidated(on loop: BoardRunLoop) {}
 }
 
-extension RunLoop {
+extension BoardRunLoop {
     /// Adds `x` to `mode` (or every common mode). Nothing changes if it fails.
     func addItem<T: RegisteredItem>(_ x: T, mode: RunLoopMode, operation: @autoclosure () -> String) throws(RunLoopError) {
         try checkOwner(operation())

@@ -2,7 +2,7 @@ import CLinux
 import Glibc
 import Synchronization
 
-/// Names one posted perform request, for `RunLoop.cancel(_:)`.
+/// Names one posted perform request, for `BoardRunLoop.cancel(_:)`.
 public struct PerformToken: Hashable, Sendable {
     let slot: Int32
     let generation: UInt32
@@ -21,7 +21,7 @@ public final class PerformWorkItem: Sendable {
     }
 }
 
-extension RunLoop {
+extension BoardRunLoop {
     /// Queues `block` to run on this loop's thread, in FIFO order with other
     /// requests, during the loop's next pass in one of `modes` (`.common`
     /// matches every common mode), and wakes the loop. Every queued request
@@ -66,7 +66,7 @@ extension RunLoop {
         if isOwnedByCurrentThread {
             guard let ms = runningMode, PerformQueue.matches(modes, ms) else {
                 throw .wouldDeadlock(
-                    operation: "RunLoop.performAndWait", mode: modes.map(\.name).joined(separator: ", "),
+                    operation: "BoardRunLoop.performAndWait", mode: modes.map(\.name).joined(separator: ", "),
                     running: runningMode?.mode?.name)
             }
             block()
@@ -76,7 +76,7 @@ extension RunLoop {
         let deadline = timeout.map { MonotonicClock.nanoseconds &+ UInt64(max($0.nanosecondsClamped, 0)) }
         switch performs.waitUntilDone(token, deadline: deadline) {
         case .done: return
-        case .timedOut: throw .waitTimedOut(operation: "RunLoop.performAndWait")
+        case .timedOut: throw .waitTimedOut(operation: "BoardRunLoop.performAndWait")
         case .loopEnded: throw .loopEnded(thread: ownerThread)
         }
     }

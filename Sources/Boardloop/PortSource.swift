@@ -154,7 +154,7 @@ public final class PortSource: @unchecked Sendable {
     public var rateLimitHolds: UInt64 { limiter.holds }
 
     public var isValid: Bool { !item.invalidated && !remote.invalidationRequested }
-    public var runLoop: RunLoop? { item.loop }
+    public var runLoop: BoardRunLoop? { item.loop }
 
     /// Removes the source from every mode's epoll set and makes it unusable.
     /// Does not close the fd. Safe from any thread: from another thread, the
@@ -195,16 +195,16 @@ extension PortSource: RegisteredItem {
     static var kindName: String { "PortSource" }
     static var capacity: RunLoopCapacity { .sources }
 
-    func takeSlot(in loop: RunLoop) -> (slot: Int32, generation: UInt32)? {
+    func takeSlot(in loop: BoardRunLoop) -> (slot: Int32, generation: UInt32)? {
         loop.sourceCount >= loop.capacities.sources ? nil : loop.ports.insert(self)
     }
 
-    func freeSlot(in loop: RunLoop) { loop.ports.remove(item.slot) }
+    func freeSlot(in loop: BoardRunLoop) { loop.ports.remove(item.slot) }
 
     /// The loop watches its own duplicate of `fd` (see `openRegisteredFD`).
-    func joined(_ loop: RunLoop) throws(RunLoopError) { try openRegisteredFD() }
+    func joined(_ loop: BoardRunLoop) throws(RunLoopError) { try openRegisteredFD() }
 
-    func enter(_ ms: ModeState, of loop: RunLoop) throws(RunLoopError) {
+    func enter(_ ms: ModeState, of loop: BoardRunLoop) throws(RunLoopError) {
         let token = Poller.portToken(slot: item.slot, generation: item.generation)
         do {
             try loop.poller.register(registeredFD, in: ms.epfd, events: heldInKernel ? 0 : interestBits, token: token, userFD: fd)
@@ -219,7 +219,7 @@ extension PortSource: RegisteredItem {
         ms.portCount += 1
     }
 
-    func leave(_ ms: ModeState, of loop: RunLoop) {
+    func leave(_ ms: ModeState, of loop: BoardRunLoop) {
         ms.portCount -= 1
         // The loop's own duplicate of the fd: removing it can never touch a
         // registration of another source, even if the user closed `fd` and
@@ -227,14 +227,14 @@ extension PortSource: RegisteredItem {
         loop.poller.unregister(registeredFD, from: ms.epfd)
     }
 
-    func leaving(_ loop: RunLoop) -> AnyObject? {
+    func leaving(_ loop: BoardRunLoop) -> AnyObject? {
         if heldInKernel { loop.dropHeld(item.slot) }
         heldInKernel = false
         return closeRegisteredFD()
     }
 
     /// Tells what the source belongs to (a message port, say) that it is gone.
-    func invalidated(on loop: RunLoop) {
+    func invalidated(on loop: BoardRunLoop) {
         if let hook = invalidationHandler {
             invalidationHandler = nil
             hook()

@@ -15,7 +15,7 @@ public enum SignalSourceError: Error, Equatable, Sendable, CustomStringConvertib
     public var description: String {
         switch self {
         case let .notBlocked(signal, name):
-            "\(name) (\(signal)) is not blocked in this thread, so signalfd would miss it: call Signals.block([...]) at the start of main, before any other thread starts (threads inherit the mask)"
+            "\(name) (\(signal)) is not blocked in this thread, so signalfd would miss it: call SignalMask.block([...]) at the start of main, before any other thread starts (threads inherit the mask)"
         case let .invalidSignal(s): "\(s) is not a signal a signal source can receive (SIGKILL and SIGSTOP cannot be caught)"
         case let .runLoop(e): e.description
         case let .system(e): e.description
@@ -24,7 +24,7 @@ public enum SignalSourceError: Error, Equatable, Sendable, CustomStringConvertib
 }
 
 /// Process-wide signal set-up for signal sources.
-public enum Signals {
+public enum SignalMask {
     /// Blocks `signals` in the calling thread. Call it at the start of `main`,
     /// before any thread starts: threads inherit the mask, so the signals are
     /// then queued for signalfd instead of running a default action.
@@ -67,10 +67,10 @@ public enum Signals {
 /// loop's thread with the signal's siginfo.
 ///
 /// What is and is not guaranteed: the signals must be blocked in every thread
-/// (`Signals.block` before threads start). A standard signal (SIGUSR1,
+/// (`SignalMask.block` before threads start). A standard signal (SIGUSR1,
 /// SIGHUP, ...) sent again while one is still pending coalesces: two SIGUSR1
 /// before the loop reads may arrive as one. Real-time signals
-/// (`Signals.realtimeRange`) queue: each arrives, in order, with its value.
+/// (`SignalMask.realtimeRange`) queue: each arrives, in order, with its value.
 /// A signal whose source's mode is not running stays pending in the kernel
 /// and is delivered when the mode runs. A signal aimed at one thread
 /// (tgkill) reaches only a signalfd read on that thread: add the source to
@@ -85,7 +85,7 @@ public final class SignalSource: @unchecked Sendable {
         public let senderUID: UInt32
         /// sigqueue's value (sival_int).
         public let value: Int32
-        public var name: String { Signals.name(signal) }
+        public var name: String { SignalMask.name(signal) }
     }
 
     public let signals: [Int32]
@@ -101,8 +101,8 @@ public final class SignalSource: @unchecked Sendable {
     ///   - batch: siginfos read per dispatch (reserved now).
     public init(signals: [Int32], order: Int = 0, batch: Int = 16, handler: @escaping (Info) -> Void) throws(SignalSourceError) {
         for s in signals {
-            guard Signals.isCatchable(s) else { throw .invalidSignal(s) }
-            guard Signals.isBlocked(s) else { throw .notBlocked(signal: s, name: Signals.name(s)) }
+            guard SignalMask.isCatchable(s) else { throw .invalidSignal(s) }
+            guard SignalMask.isBlocked(s) else { throw .notBlocked(signal: s, name: SignalMask.name(s)) }
         }
         do { signalFD = try SignalFD(signals: signals) } catch { throw .system(error) }
         self.signals = signals
@@ -122,7 +122,7 @@ public final class SignalSource: @unchecked Sendable {
     }
 
     /// Adds the source to `loop` in `mode` (the loop's thread only).
-    public func add(to loop: RunLoop, mode: RunLoopMode = .default) throws(SignalSourceError) {
+    public func add(to loop: BoardRunLoop, mode: RunLoopMode = .default) throws(SignalSourceError) {
         do { try loop.add(source, mode: mode) } catch { throw .runLoop(error) }
     }
 

@@ -65,11 +65,11 @@ public enum GPIODebouncing: Sendable, Equatable {
 /// `settings.debounce` is zero unless the backend debounces in the kernel,
 /// and `settings.edgeDetection` is `.both` where the layer debounces in
 /// software.
-package struct DriverLineConfig: Sendable, Equatable {
+package struct GPIODriverLineConfig: Sendable, Equatable {
     package var offset: UInt32
-    package var settings: LineSettings
+    package var settings: GPIOLineSettings
 
-    package init(offset: UInt32, settings: LineSettings) {
+    package init(offset: UInt32, settings: GPIOLineSettings) {
         self.offset = offset
         self.settings = settings
     }
@@ -113,7 +113,7 @@ package protocol GPIOChipDriver: AnyObject {
     /// The offset of the line called `name`, or nil.
     func findLine(named name: String) throws(GPIOError) -> UInt32?
     /// Requests lines; `eventBufferCapacity` events are reserved for reads.
-    func requestLines(_ lines: [DriverLineConfig], consumer: String, eventBufferCapacity: Int) throws(GPIOError)
+    func requestLines(_ lines: [GPIODriverLineConfig], consumer: String, eventBufferCapacity: Int) throws(GPIOError)
         -> any GPIORequestDriver
     /// Closes the caller's handle (requests keep what they need).
     func close()
@@ -129,9 +129,9 @@ package protocol GPIORequestDriver: AnyObject {
     /// Sets logical values of the given lines.
     func setValues(offsets: UnsafeBufferPointer<UInt32>, values: UnsafeBufferPointer<Int32>) throws(GPIOError)
     /// New settings for the same lines, same order.
-    func reconfigure(_ lines: [DriverLineConfig]) throws(GPIOError)
+    func reconfigure(_ lines: [GPIODriverLineConfig]) throws(GPIOError)
     /// Reads waiting events without blocking.
-    func readEvents(into events: UnsafeMutableBufferPointer<EdgeEvent>, fullOffsets: UnsafeMutableBufferPointer<UInt32>)
+    func readEvents(into events: UnsafeMutableBufferPointer<GPIOEdgeEvent>, fullOffsets: UnsafeMutableBufferPointer<UInt32>)
         throws(GPIOError) -> GPIOReadStatus
     /// Releases the lines. Idempotent.
     func release()

@@ -55,7 +55,7 @@ public final class GPIOChip {
     public var lineCount: Int { driver.info.lineCount }
 
     /// The offset of a line given by offset or name.
-    public func offset(of line: LineSelector) throws(GPIOError) -> UInt32 {
+    public func offset(of line: GPIOLineSelector) throws(GPIOError) -> UInt32 {
         switch line {
         case let .offset(o):
             guard o < UInt32(lineCount) else {
@@ -69,7 +69,7 @@ public final class GPIOChip {
     }
 
     /// What the kernel says about a line (name, consumer, direction, ...).
-    public func lineInfo(_ line: LineSelector) throws(GPIOError) -> GPIOLineInfo {
+    public func lineInfo(_ line: GPIOLineSelector) throws(GPIOError) -> GPIOLineInfo {
         try driver.lineInfo(offset: offset(of: line))
     }
 
@@ -83,14 +83,14 @@ public final class GPIOChip {
 
     /// Requests `lines`, all with the same settings.
     public func request(
-        _ lines: [LineSelector], _ settings: LineSettings, consumer: String? = nil, eventBufferCapacity: Int = 64
+        _ lines: [GPIOLineSelector], _ settings: GPIOLineSettings, consumer: String? = nil, eventBufferCapacity: Int = 64
     ) throws(GPIOError) -> GPIOLineRequest {
         try request(lines.map { ($0, settings) }, consumer: consumer, eventBufferCapacity: eventBufferCapacity)
     }
 
     /// Requests one line.
     public func request(
-        _ line: LineSelector, _ settings: LineSettings, consumer: String? = nil, eventBufferCapacity: Int = 64
+        _ line: GPIOLineSelector, _ settings: GPIOLineSettings, consumer: String? = nil, eventBufferCapacity: Int = 64
     ) throws(GPIOError) -> GPIOLineRequest {
         try request([(line, settings)], consumer: consumer, eventBufferCapacity: eventBufferCapacity)
     }
@@ -101,7 +101,7 @@ public final class GPIOChip {
     /// how many events one dispatch can read; it is reserved now, so
     /// dispatching events allocates nothing.
     public func request(
-        _ lines: [(LineSelector, LineSettings)], consumer: String? = nil, eventBufferCapacity: Int = 64
+        _ lines: [(GPIOLineSelector, GPIOLineSettings)], consumer: String? = nil, eventBufferCapacity: Int = 64
     ) throws(GPIOError) -> GPIOLineRequest {
         guard !lines.isEmpty else { throw .invalidConfiguration(nil, reason: "no lines to request") }
         guard lines.count <= 64 else { throw .capacityExceeded(what: "lines in one request", limit: 64) }
@@ -121,7 +121,7 @@ public final class GPIOChip {
         }
         let caps = backend.capabilities
         let driverLines = zip(offsets, lines).map { offset, line in
-            DriverLineConfig(offset: offset, settings: GPIOLineRequest.driverSettings(line.1, capabilities: caps))
+            GPIODriverLineConfig(offset: offset, settings: GPIOLineRequest.driverSettings(line.1, capabilities: caps))
         }
         let consumerName = ProgramName.truncatedConsumer(consumer ?? ProgramName.current)
         let requestDriver = try driver.requestLines(

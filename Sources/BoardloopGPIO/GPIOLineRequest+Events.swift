@@ -4,7 +4,7 @@ import Boardloop
 /// where boardloop hands over to user code.
 @inline(never)
 func __BOARDLOOP_GPIO_IS_CALLING_OUT_TO_AN_EDGE_EVENT_HANDLER__(
-    _ handler: (EdgeEventBatch) -> Void, _ batch: EdgeEventBatch
+    _ handler: (GPIOEdgeEventBatch) -> Void, _ batch: GPIOEdgeEventBatch
 ) {
     handler(batch)
 }
@@ -22,8 +22,8 @@ extension GPIOLineRequest {
     /// alive; `unschedule()` or `release()` ends that. Call on the loop's
     /// thread.
     public func schedule(
-        on loop: RunLoop, mode: RunLoopMode = .default, order: Int = 0,
-        handler: @escaping (EdgeEventBatch) -> Void
+        on loop: BoardRunLoop, mode: RunLoopMode = .default, order: Int = 0,
+        handler: @escaping (GPIOEdgeEventBatch) -> Void
     ) throws(GPIOError) {
         try checkUsable("schedule")
         guard self.loop == nil else {
@@ -200,7 +200,7 @@ extension GPIOLineRequest {
 
     /// Loss detection and debouncing for one raw event; whether it is to be
     /// delivered as it is (the caller puts it in the batch).
-    func process(_ e: EdgeEvent, entry: MonotonicInstant, into batch: inout BatchBuilder) -> Bool {
+    func process(_ e: GPIOEdgeEvent, entry: MonotonicInstant, into batch: inout BatchBuilder) -> Bool {
         statistics.read &+= 1
         guard let i = lineIndex(e.offset) else { return false }
         let level: Int8 = e.edge == .rising ? 1 : 0
@@ -247,7 +247,7 @@ extension GPIOLineRequest {
                 lines[i].lastLevel = current
                 if lines[i].softwareDebounceNs > 0 {
                     debounceFeed(
-                        i, EdgeEvent(offset: lines[i].offset, edge: GPIOEdge(to: current == 1), timestamp: entry),
+                        i, GPIOEdgeEvent(offset: lines[i].offset, edge: GPIOEdge(to: current == 1), timestamp: entry),
                         into: &batch)
                 }
             }
@@ -268,8 +268,8 @@ extension GPIOLineRequest {
             }
             k += 1
         }
-        let view = EdgeEventBatch(
-            base: UnsafePointer(batch.out), count: batch.count, handlerEntry: entry, lostEvents: batch.lost,
+        let view = GPIOEdgeEventBatch(
+            base: UnsafePointer(batch.out), count: batch.count, handlerEntryTime: entry, lostEvents: batch.lost,
             overflowSuspected: batch.overflow, fault: fault)
         batch.count = 0
         batch.lost = 0
@@ -279,7 +279,7 @@ extension GPIOLineRequest {
 
     // MARK: Software debounce
 
-    func debounceFeed(_ i: Int, _ e: EdgeEvent, into batch: inout BatchBuilder) {
+    func debounceFeed(_ i: Int, _ e: GPIOEdgeEvent, into batch: inout BatchBuilder) {
         let period = lines[i].softwareDebounceNs
         if lines[i].pending && e.timestamp.nanoseconds >= lines[i].candidate.timestamp.nanoseconds &+ period {
             // The pending level held for the period before this edge came.
@@ -350,7 +350,7 @@ extension GPIOLineRequest {
                 if actual == lines[i].stable {
                     lines[i].pending = false
                 } else {
-                    lines[i].candidate = EdgeEvent(offset: lines[i].offset, edge: GPIOEdge(to: actual), timestamp: entry)
+                    lines[i].candidate = GPIOEdgeEvent(offset: lines[i].offset, edge: GPIOEdge(to: actual), timestamp: entry)
                 }
             } else {
                 confirm(i, into: &batch)

@@ -82,7 +82,7 @@ final class MockChipDriver: GPIOChipDriver {
             let holder = chip.holders[o]
             return GPIOLineInfo(
                 offset: offset, name: chip.names[o], consumer: holder ?? "", used: holder != nil, direction: .input,
-                activeLow: false, bias: .asIs, drive: .pushPull, edgeDetection: EdgeDetection.none, debounce: .zero)
+                activeLow: false, bias: .asIs, drive: .pushPull, edgeDetection: GPIOEdgeDetection.none, debounce: .zero)
         }
     }
 
@@ -91,7 +91,7 @@ final class MockChipDriver: GPIOChipDriver {
         return chip.names.firstIndex(of: name).map { UInt32($0) }
     }
 
-    func requestLines(_ lines: [DriverLineConfig], consumer: String, eventBufferCapacity: Int) throws(GPIOError)
+    func requestLines(_ lines: [GPIODriverLineConfig], consumer: String, eventBufferCapacity: Int) throws(GPIOError)
         -> any GPIORequestDriver
     {
         let request = try MockRequest(chip: chip, consumer: consumer, lines: lines)

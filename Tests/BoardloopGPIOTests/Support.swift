@@ -6,19 +6,17 @@ import BoardloopXCTestSupport
 import Glibc
 import XCTest
 
-/// XCTest brings Foundation, whose RunLoop would shadow ours.
-typealias RunLoop = Boardloop.RunLoop
 
 /// What a handler saw, copied out of the borrowed batches.
 final class EventLog {
-    var events: [EdgeEvent] = []
+    var events: [GPIOEdgeEvent] = []
     var batchSizes: [Int] = []
     var lost: UInt64 = 0
     var overflowSuspected = 0
     var faults: [GPIOError] = []
     var latencies: [Duration] = []
 
-    func record(_ batch: EdgeEventBatch) {
+    func record(_ batch: GPIOEdgeEventBatch) {
         batchSizes.append(batch.count)
         lost += batch.lostEvents
         if batch.overflowSuspected { overflowSuspected += 1 }
@@ -38,7 +36,7 @@ final class EventLog {
 /// clock (so debounce periods and timestamps are exact, no sleeping).
 struct ManualRig {
     let clock = ManualClock()
-    let loop: RunLoop
+    let loop: BoardRunLoop
     let chip: MockChip
     let board: MockGPIO
     let gpio: GPIOChip

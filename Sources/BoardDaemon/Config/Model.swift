@@ -128,7 +128,7 @@ public struct LineConfig: Sendable, Equatable {
     public var address: LineAddress
     /// How the line is requested from the GPIO layer (direction, edges,
     /// bias, drive, active-low, debounce, initial output value).
-    public var settings: LineSettings
+    public var settings: GPIOLineSettings
     /// Inputs: the filters after the (kernel or software) debounce.
     public var filters: InputFilters
     /// Outputs: the value set on shutdown, if any (`nil`: left as it is).
@@ -235,7 +235,7 @@ public struct ReactionConfig: Sendable, Equatable {
 
 public enum Trigger: Sendable, Equatable {
     /// A logical edge (after active-low and filters).
-    case edge(EdgeDetection)
+    case edge(GPIOEdgeDetection)
     /// The line became active (logical rising edge).
     case press
     /// The line became inactive (logical falling edge).
@@ -346,7 +346,7 @@ public struct LoopPlan: Sendable, Equatable {
 }
 
 /// The engine capacities a loop needs, one for one with
-/// `RunLoop.Capacities` (see `docs/config.md`, "Capacities", for how each
+/// `BoardRunLoop.Capacities` (see `docs/config.md`, "Capacities", for how each
 /// is computed).
 public struct LoopCapacities: Sendable, Equatable {
     public var sources: Int
@@ -358,8 +358,8 @@ public struct LoopCapacities: Sendable, Equatable {
     public var nestingDepth: Int
 
     /// The engine's own type.
-    public var engine: RunLoop.Capacities {
-        RunLoop.Capacities(
+    public var engine: BoardRunLoop.Capacities {
+        BoardRunLoop.Capacities(
             sources: sources, timers: timers, observers: observers, modes: modes, pendingPerforms: pendingPerforms,
             eventsPerWait: eventsPerWait, nestingDepth: nestingDepth)
     }

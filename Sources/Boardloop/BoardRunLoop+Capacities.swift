@@ -1,4 +1,4 @@
-extension RunLoop {
+extension BoardRunLoop {
     /// The fixed sizes a loop is made with. All storage is reserved at creation.
     public struct Capacities: Sendable, Equatable {
         /// Custom and port sources together.

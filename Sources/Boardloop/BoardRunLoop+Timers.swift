@@ -1,4 +1,4 @@
-extension RunLoop {
+extension BoardRunLoop {
     /// After a timer's fire date changed: its key and its place in each heap.
     func timerMoved(_ timer: RunLoopTimer) {
         let slot = Int(timer.item.slot)

@@ -1,7 +1,7 @@
 import CLinux
 import Glibc
 
-extension RunLoop {
+extension BoardRunLoop {
     // MARK: Changes from other threads
 
     /// Queues `x` for the owner; `itemBindingLock` is held by the caller.
@@ -73,8 +73,8 @@ extension RunLoop {
     /// on — a standalone loop whose handlers refer to it would otherwise
     /// keep itself alive. Owner thread only; not from inside a run call.
     public func end() throws(RunLoopError) {
-        try checkOwner("RunLoop.end")
-        if runDepth > 0 { throw .invalidArgument("RunLoop.end() inside a run call of the same loop; end it after the run returns") }
+        try checkOwner("BoardRunLoop.end")
+        if runDepth > 0 { throw .invalidArgument("BoardRunLoop.end() inside a run call of the same loop; end it after the run returns") }
         endOnOwnerThread()
     }
 
@@ -103,7 +103,7 @@ extension RunLoop {
 }
 
 extension CustomSource: LoopItem {
-    func applyRemote(_ ops: UInt32, on loop: RunLoop) {
+    func applyRemote(_ ops: UInt32, on loop: BoardRunLoop) {
         if ops & RemoteRequests.invalidate != 0 { loop.invalidateItem(self) }
     }
 
@@ -113,7 +113,7 @@ extension CustomSource: LoopItem {
 }
 
 extension PortSource: LoopItem {
-    func applyRemote(_ ops: UInt32, on loop: RunLoop) {
+    func applyRemote(_ ops: UInt32, on loop: BoardRunLoop) {
         if ops & RemoteRequests.invalidate != 0 {
             loop.invalidateItem(self)
             return
@@ -131,7 +131,7 @@ extension PortSource: LoopItem {
 }
 
 extension RunLoopTimer: LoopItem {
-    func applyRemote(_ ops: UInt32, on loop: RunLoop) {
+    func applyRemote(_ ops: UInt32, on loop: BoardRunLoop) {
         if ops & RemoteRequests.invalidate != 0 {
             loop.invalidateItem(self)
             return
@@ -151,7 +151,7 @@ extension RunLoopTimer: LoopItem {
 }
 
 extension RunLoopObserver: LoopItem {
-    func applyRemote(_ ops: UInt32, on loop: RunLoop) {
+    func applyRemote(_ ops: UInt32, on loop: BoardRunLoop) {
         if ops & RemoteRequests.invalidate != 0 { loop.invalidateItem(self) }
     }
 

@@ -1,7 +1,7 @@
 import CLinux
 import Glibc
 
-extension RunLoop {
+extension BoardRunLoop {
     // MARK: Run calls
 
     /// Runs the default mode until `stop()` is called or the mode has no
@@ -16,7 +16,7 @@ extension RunLoop {
     /// Runs the default mode until `deadline` passes, `stop()` is called or the
     /// mode is empty; returns why it ended. Owner thread only.
     @discardableResult
-    public func run(until deadline: MonotonicInstant) throws(RunLoopError) -> RunLoopRunResult {
+    public func run(until deadline: MonotonicInstant) throws(RunLoopError) -> RunResult {
         while true {
             let remaining = deadline - now
             let r = try run(mode: .default, timeout: remaining, returnAfterSourceHandled: false)
@@ -31,8 +31,8 @@ extension RunLoop {
     /// `returnAfterSourceHandled` — a source was handled (`.handledSource`).
     /// A timeout of zero or less makes exactly one pass without sleeping.
     /// Timer fires never end a run. Calls may nest, in any mode. Owner thread only.
-    public func run(mode: RunLoopMode, timeout: Duration, returnAfterSourceHandled: Bool = false) throws(RunLoopError) -> RunLoopRunResult {
-        try checkOwner("RunLoop.run(mode:timeout:returnAfterSourceHandled:)")
+    public func run(mode: RunLoopMode, timeout: Duration, returnAfterSourceHandled: Bool = false) throws(RunLoopError) -> RunResult {
+        try checkOwner("BoardRunLoop.run(mode:timeout:returnAfterSourceHandled:)")
         // A mode nothing was ever added to exists once a perform request
         // names it (as in CF, which creates the mode when the request is made).
         var found = modeState(named: mode)
@@ -83,7 +83,7 @@ extension RunLoop {
 
     /// The guide's sequence, pass after pass until a run result is reached
     /// (steps 1 and 10, `entry` and `exit`, are notified by the caller):
-    private func runPasses(_ ms: ModeState, deadline: UInt64, stopAfterHandle: Bool) -> RunLoopRunResult {
+    private func runPasses(_ ms: ModeState, deadline: UInt64, stopAfterHandle: Bool) -> RunResult {
         if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
         let pollOnly = deadline == 0
         while true {
@@ -192,7 +192,7 @@ extension RunLoop {
     /// Why the run ends after this pass, checked in CF's order, or nil to
     /// go on with another pass.
     @inline(__always)
-    private func exitReason(_ ms: ModeState, handled: Bool, stopAfterHandle: Bool, deadline: UInt64) -> RunLoopRunResult? {
+    private func exitReason(_ ms: ModeState, handled: Bool, stopAfterHandle: Bool, deadline: UInt64) -> RunResult? {
         if handled && stopAfterHandle { return .handledSource }
         if deadline == 0 || (deadline != .max && nowNanoseconds >= deadline) { return .timedOut }
         if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }

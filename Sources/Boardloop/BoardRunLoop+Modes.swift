@@ -1,6 +1,6 @@
 import CLinux
 
-extension RunLoop {
+extension BoardRunLoop {
     // MARK: Modes
 
     func modeState(named mode: RunLoopMode) -> ModeState? {
@@ -27,7 +27,7 @@ extension RunLoop {
     /// Adds `mode` to the loop's common set: every item added to `.common`
     /// joins it (CF's `CFRunLoopAddCommonMode`). Owner thread only.
     public func addCommonMode(_ mode: RunLoopMode) throws(RunLoopError) {
-        try checkOwner("RunLoop.addCommonMode")
+        try checkOwner("BoardRunLoop.addCommonMode")
         let ms = try modeState(creating: mode)
         if ms.isCommon { return }
         ms.isCommon = true

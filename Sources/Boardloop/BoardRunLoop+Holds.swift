@@ -1,6 +1,6 @@
 import CLinux
 
-extension RunLoop {
+extension BoardRunLoop {
     // A port's interest: the events its registrations in every mode ask for.
 
     func portInterestChanged(_ source: PortSource) {

@@ -24,7 +24,7 @@ import Synchronization
 /// Everything the loop needs while running is reserved when it is made, from
 /// its `Capacities`; exceeding a capacity is a typed error at add/post time.
 /// While it runs, the loop makes no heap allocations.
-public final class RunLoop: @unchecked Sendable {
+public final class BoardRunLoop: @unchecked Sendable {
     public let capacities: Capacities
     /// The kernel thread id of the owning thread.
     public let ownerThread: Int32
@@ -106,7 +106,7 @@ public final class RunLoop: @unchecked Sendable {
     init(capacities c: Capacities, clock: RunLoopClock, owner: Int32) throws(RunLoopError) {
         func check(_ value: Int, _ name: String, max: Int) throws(RunLoopError) {
             guard value >= 1 && value <= max else {
-                throw .invalidArgument("RunLoop.Capacities.\(name) is \(value); it must be between 1 and \(max)")
+                throw .invalidArgument("BoardRunLoop.Capacities.\(name) is \(value); it must be between 1 and \(max)")
             }
         }
         let m = Capacities.maxima
@@ -119,7 +119,7 @@ public final class RunLoop: @unchecked Sendable {
         try check(c.nestingDepth, "nestingDepth", max: m.nestingDepth)
         guard c.reservedBytes <= m.bytes else {
             throw .invalidArgument(
-                "RunLoop.Capacities reserve about \(c.reservedBytes >> 20) MiB; a loop may reserve at most \(m.bytes >> 20) MiB (lower sources, timers, pendingPerforms or nestingDepth)")
+                "BoardRunLoop.Capacities reserve about \(c.reservedBytes >> 20) MiB; a loop may reserve at most \(m.bytes >> 20) MiB (lower sources, timers, pendingPerforms or nestingDepth)")
         }
 
         do { poller = try Poller(modes: c.modes, eventsPerWait: c.eventsPerWait) } catch { throw .system(error) }
@@ -236,7 +236,7 @@ public final class RunLoop: @unchecked Sendable {
     /// Adds a custom source to `mode` (or to every common mode for `.common`);
     /// its `schedule` callback runs for each mode it joins. Owner thread only.
     public func add(_ source: CustomSource, mode: RunLoopMode) throws(RunLoopError) {
-        try addItem(source, mode: mode, operation: "RunLoop.add(CustomSource)")
+        try addItem(source, mode: mode, operation: "BoardRunLoop.add(CustomSource)")
     }
 
     /// Adds a port source to `mode` (or every common mode): its fd joins the
@@ -244,37 +244,37 @@ public final class RunLoop: @unchecked Sendable {
     /// is a `.system` error naming epoll_ctl; nothing is changed then. Owner
     /// thread only.
     public func add(_ source: PortSource, mode: RunLoopMode) throws(RunLoopError) {
-        try addItem(source, mode: mode, operation: "RunLoop.add(PortSource)")
+        try addItem(source, mode: mode, operation: "BoardRunLoop.add(PortSource)")
     }
 
     /// Adds a timer to `mode` (or every common mode). Owner thread only.
     public func add(_ timer: RunLoopTimer, mode: RunLoopMode) throws(RunLoopError) {
-        try addItem(timer, mode: mode, operation: "RunLoop.add(RunLoopTimer)")
+        try addItem(timer, mode: mode, operation: "BoardRunLoop.add(RunLoopTimer)")
     }
 
     /// Adds an observer to `mode` (or every common mode). Owner thread only.
     public func add(_ observer: RunLoopObserver, mode: RunLoopMode) throws(RunLoopError) {
-        try addItem(observer, mode: mode, operation: "RunLoop.add(RunLoopObserver)")
+        try addItem(observer, mode: mode, operation: "BoardRunLoop.add(RunLoopObserver)")
     }
 
     /// Removes a custom source from `mode` (its `cancel` callback runs). Owner thread only.
     public func remove(_ source: CustomSource, mode: RunLoopMode) throws(RunLoopError) {
-        try removeItem(source, mode: mode, operation: "RunLoop.remove(CustomSource)")
+        try removeItem(source, mode: mode, operation: "BoardRunLoop.remove(CustomSource)")
     }
 
     /// Removes a port source from `mode`. Owner thread only.
     public func remove(_ source: PortSource, mode: RunLoopMode) throws(RunLoopError) {
-        try removeItem(source, mode: mode, operation: "RunLoop.remove(PortSource)")
+        try removeItem(source, mode: mode, operation: "BoardRunLoop.remove(PortSource)")
     }
 
     /// Removes a timer from `mode`. Owner thread only.
     public func remove(_ timer: RunLoopTimer, mode: RunLoopMode) throws(RunLoopError) {
-        try removeItem(timer, mode: mode, operation: "RunLoop.remove(RunLoopTimer)")
+        try removeItem(timer, mode: mode, operation: "BoardRunLoop.remove(RunLoopTimer)")
     }
 
     /// Removes an observer from `mode`. Owner thread only.
     public func remove(_ observer: RunLoopObserver, mode: RunLoopMode) throws(RunLoopError) {
-        try removeItem(observer, mode: mode, operation: "RunLoop.remove(RunLoopObserver)")
+        try removeItem(observer, mode: mode, operation: "BoardRunLoop.remove(RunLoopObserver)")
     }
 
     public func contains(_ source: CustomSource, mode: RunLoopMode) -> Bool { containsItem(source, mode: mode) }

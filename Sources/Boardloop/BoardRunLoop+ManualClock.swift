@@ -1,4 +1,4 @@
-extension RunLoop {
+extension BoardRunLoop {
     // MARK: Manual clock
 
     /// Moves the loop's manual clock forward by `duration`, stopping at every
@@ -8,7 +8,7 @@ extension RunLoop {
     /// clock moves on. Deterministic: no sleeping, no real time involved.
     /// Owner thread only; the loop must have been made on a `ManualClock`.
     public func advanceManualClock(by duration: Duration, mode: RunLoopMode = .default) throws(RunLoopError) {
-        try checkOwner("RunLoop.advanceManualClock")
+        try checkOwner("BoardRunLoop.advanceManualClock")
         guard let clock = manualClock else {
             throw .invalidArgument("advanceManualClock needs a loop made with RunLoopClock.manual")
         }
