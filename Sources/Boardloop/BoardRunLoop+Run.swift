@@ -341,10 +341,15 @@ extension BoardRunLoop {
     // MARK: Step 4: custom sources
 
     /// Performs the mode's signalled sources in (order, signal time) order —
-    /// sources of equal order in the order they were signalled, as in CF.
+    /// sources of equal order in the order they were signalled, as in CF. A
+    /// mode without custom sources costs one comparison here.
+    @inline(__always)
     private func fireSignalledCustomSources(_ ms: ModeState, stopAfterHandle: Bool) -> Bool {
+        ms.customs.count > 0 && performSignalledCustomSources(ms, stopAfterHandle: stopAfterHandle)
+    }
+
+    private func performSignalledCustomSources(_ ms: ModeState, stopAfterHandle: Bool) -> Bool {
         let count = ms.customs.count
-        if count == 0 { return false }
         var any = false
         for i in 0..<count where customs[ms.customs[i]]!.signalStamp.load(ordering: .acquiring) != 0 {
             any = true
