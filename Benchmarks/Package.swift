@@ -8,7 +8,7 @@
 //                     `swift package --disable-sandbox benchmark` here.
 //   boardloop-bench   the side-by-side driver: boardloop against raw
 //                     epoll/eventfd/timerfd (CBenchRaw) and Foundation's
-//                     RunLoop, in the same run; `scripts/bench.sh`.
+//                     BoardRunLoop, in the same run; `scripts/bench.sh`.
 //   boardd-bench      the daemon's in-process scenarios (reaction latency
 //                     through boardd's config path vs a hand-written loop, a
 //                     1 kHz critical task under a 20k edges/s flood);

@@ -1,7 +1,7 @@
 import Synchronization
 
 /// A custom input source (CF's version-0 `CFRunLoopSource`): another thread
-/// hands it work, calls `signal()`, and wakes the loop with `RunLoop.wakeUp()`;
+/// hands it work, calls `signal()`, and wakes the loop with `BoardRunLoop.wakeUp()`;
 /// on the loop's next pass its `perform` callback runs.
 ///
 /// `signal()` is safe from any thread (an atomic flag). As in CF it does not
@@ -10,8 +10,8 @@ import Synchronization
 public final class CustomSource: @unchecked Sendable {
     /// Lower orders perform first among sources ready in the same pass.
     public let order: Int
-    let scheduleCallback: ((RunLoop, RunLoopMode) -> Void)?
-    let cancelCallback: ((RunLoop, RunLoopMode) -> Void)?
+    let scheduleCallback: ((BoardRunLoop, RunLoopMode) -> Void)?
+    let cancelCallback: ((BoardRunLoop, RunLoopMode) -> Void)?
     let performCallback: () -> Void
     /// 0 while not signalled; otherwise when it was signalled, as a stamp from
     /// a process-wide counter, so that sources of equal order perform in the
@@ -29,8 +29,8 @@ public final class CustomSource: @unchecked Sendable {
     ///   - perform: called on the loop's thread when the source is signalled and its mode runs.
     public init(
         order: Int = 0,
-        schedule: ((RunLoop, RunLoopMode) -> Void)? = nil,
-        cancel: ((RunLoop, RunLoopMode) -> Void)? = nil,
+        schedule: ((BoardRunLoop, RunLoopMode) -> Void)? = nil,
+        cancel: ((BoardRunLoop, RunLoopMode) -> Void)? = nil,
         perform: @escaping () -> Void
     ) {
         self.order = order
@@ -61,7 +61,7 @@ public final class CustomSource: @unchecked Sendable {
     public var isValid: Bool { !item.invalidated && !remote.invalidationRequested }
 
     /// The loop the source is scheduled on, if any.
-    public var runLoop: RunLoop? { item.loop }
+    public var runLoop: BoardRunLoop? { item.loop }
 
     /// At most `count` performs per interval; a signalled source over its limit
     /// stays signalled and performs in the next interval. Owner thread only.
@@ -77,8 +77,31 @@ public final class CustomSource: @unchecked Sendable {
     /// loop's thread) and makes it unusable. Safe from any thread: from
     /// another thread, `perform` is not started again once this returns, and
     /// the loop removes the source at the start of its next pass.
-    public func invalidate() { invalidateFromAnyThread { $0.invalidateSource(self) } }
+    public func invalidate() { invalidateFromAnyThread { $0.invalidateItem(self) } }
 }
 
 /// Stamps for `CustomSource.signal()`: a process-wide order of signals.
 let customSignalClock = Atomic<UInt64>(0)
+
+extension CustomSource: RegisteredItem {
+    static var kindName: String { "CustomSource" }
+    static var capacity: RunLoopCapacity { .sources }
+
+    func takeSlot(in loop: BoardRunLoop) -> (slot: Int32, generation: UInt32)? {
+        loop.sourceCount >= loop.capacities.sources ? nil : loop.customs.insert(self)
+    }
+
+    func freeSlot(in loop: BoardRunLoop) { loop.customs.remove(item.slot) }
+
+    func enter(_ ms: ModeState, of loop: BoardRunLoop) throws(RunLoopError) {
+        item.modeMask |= ms.bit
+        let order = self.order
+        ms.customs.insert(item.slot) { other in loop.customs[other]!.order > order }
+        scheduleCallback?(loop, ms.mode!)
+    }
+
+    func leave(_ ms: ModeState, of loop: BoardRunLoop) {
+        ms.customs.remove(item.slot)
+        cancelCallback?(loop, ms.mode!)
+    }
+}

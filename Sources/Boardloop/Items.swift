@@ -5,7 +5,7 @@ import Synchronization
 /// `invalidated` change under `itemBindingLock` as well, so any thread can ask
 /// which loop an item is on (see `RemoteRequests`).
 struct ItemState {
-    unowned(unsafe) var loop: RunLoop?
+    unowned(unsafe) var loop: BoardRunLoop?
     var slot: Int32 = -1
     var generation: UInt32 = 0
     /// Bit i set: the item is in the loop's mode i.
@@ -119,7 +119,7 @@ protocol LoopItem: AnyObject, Sendable {
     var item: ItemState { get set }
     var remote: RemoteRequests { get }
     /// Applies what `remote` asks for, on the owner thread of `loop`.
-    func applyRemote(_ ops: UInt32, on loop: RunLoop)
+    func applyRemote(_ ops: UInt32, on loop: BoardRunLoop)
     /// Applies it to an item that left its loop before the owner got to it
     /// (under `itemBindingLock`; the item is on no loop, so nobody else owns it).
     func applyUnscheduled(_ ops: UInt32)
@@ -131,8 +131,8 @@ extension LoopItem {
     /// records `op` for the owner (see `RemoteRequests`), wakes it, and
     /// returns nil. For an item on no loop, runs `unscheduled` (under the
     /// binding lock) and returns nil.
-    func routeChange(_ op: UInt32, unscheduled: () -> Void = {}) -> RunLoop? {
-        itemBindingLock.withLock { () -> RunLoop? in
+    func routeChange(_ op: UInt32, unscheduled: () -> Void = {}) -> BoardRunLoop? {
+        itemBindingLock.withLock { () -> BoardRunLoop? in
             guard let loop = item.loop else {
                 unscheduled()
                 return nil
@@ -145,7 +145,7 @@ extension LoopItem {
     }
 
     /// `invalidate()` for every item kind.
-    func invalidateFromAnyThread(_ ownerPath: (RunLoop) -> Void) {
+    func invalidateFromAnyThread(_ ownerPath: (BoardRunLoop) -> Void) {
         let owner = routeChange(RemoteRequests.invalidate) { item.invalidated = true }
         if let owner { ownerPath(owner) }
     }

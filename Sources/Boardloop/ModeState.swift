@@ -5,8 +5,9 @@ final class ModeState {
     let index: Int
     /// nil while the mode slot is unused.
     @exclusivity(unchecked) var mode: RunLoopMode?
-    /// The mode's epoll instance: the loop's wake-up eventfd, its timerfd and
-    /// the fds of the mode's port sources. -1 until the mode is first used.
+    /// The mode's epoll set (owned by the loop's `Poller`): the loop's
+    /// wake-up eventfd, its timerfd and the fds of the mode's port sources.
+    /// -1 until the mode is first used.
     @exclusivity(unchecked) var epfd: Int32 = -1
     /// In the loop's common-modes set.
     @exclusivity(unchecked) var isCommon = false
@@ -36,7 +37,6 @@ final class ModeState {
     }
 
     deinit {
-        if epfd >= 0 { Kernel.close(epfd) }
         customBuffer.deallocate()
         observerBuffer.deallocate()
         heapBuffer.deallocate()

@@ -2,7 +2,7 @@ import CLinux
 import Glibc
 import Synchronization
 
-/// Names one posted perform request, for `RunLoop.cancel(_:)`.
+/// Names one posted perform request, for `BoardRunLoop.cancel(_:)`.
 public struct PerformToken: Hashable, Sendable {
     let slot: Int32
     let generation: UInt32
@@ -21,7 +21,7 @@ public final class PerformWorkItem: Sendable {
     }
 }
 
-extension RunLoop {
+extension BoardRunLoop {
     /// Queues `block` to run on this loop's thread, in FIFO order with other
     /// requests, during the loop's next pass in one of `modes` (`.common`
     /// matches every common mode), and wakes the loop. Every queued request
@@ -66,17 +66,17 @@ extension RunLoop {
         if isOwnedByCurrentThread {
             guard let ms = runningMode, PerformQueue.matches(modes, ms) else {
                 throw .wouldDeadlock(
-                    operation: "RunLoop.performAndWait", mode: modes.map(\.name).joined(separator: ", "),
+                    operation: "BoardRunLoop.performAndWait", mode: modes.map(\.name).joined(separator: ", "),
                     running: runningMode?.mode?.name)
             }
             block()
             return
         }
         let token = try post(block, modes, delay: .zero, waited: true)
-        let deadline = timeout.map { bl_monotonic_ns() &+ UInt64(max($0.nanosecondsClamped, 0)) }
+        let deadline = timeout.map { MonotonicClock.nanoseconds &+ UInt64(max($0.nanosecondsClamped, 0)) }
         switch performs.waitUntilDone(token, deadline: deadline) {
         case .done: return
-        case .timedOut: throw .waitTimedOut(operation: "RunLoop.performAndWait")
+        case .timedOut: throw .waitTimedOut(operation: "BoardRunLoop.performAndWait")
         case .loopEnded: throw .loopEnded(thread: ownerThread)
         }
     }
@@ -195,10 +195,10 @@ final class PerformQueue: @unchecked Sendable {
 
     var mayHavePending: Bool { pendingCount.load(ordering: .acquiring) > 0 }
 
-    @inline(__always) private func state(_ slot: Int32) -> UInt32 { bl_atomic_load_u32(states + Int(slot)) & 7 }
-    @inline(__always) private func generation(_ slot: Int32) -> UInt32 { bl_atomic_load_u32(states + Int(slot)) >> 3 }
+    @inline(__always) private func state(_ slot: Int32) -> UInt32 { Futex.load(states + Int(slot)) & 7 }
+    @inline(__always) private func generation(_ slot: Int32) -> UInt32 { Futex.load(states + Int(slot)) >> 3 }
     @inline(__always) private func setState(_ slot: Int32, _ s: UInt32) {
-        bl_atomic_store_u32(states + Int(slot), (bl_atomic_load_u32(states + Int(slot)) & ~7) | s)
+        Futex.store(states + Int(slot), (Futex.load(states + Int(slot)) & ~7) | s)
     }
 
     static func matches(_ modes: [RunLoopMode], _ ms: ModeState) -> Bool {
@@ -223,7 +223,7 @@ final class PerformQueue: @unchecked Sendable {
             let slot = freeList[freeCount]
             let i = Int(slot)
             let gen = ((states[i] >> 3) &+ 1) & 0x1FFF_FFFF
-            bl_atomic_store_u32(states + i, gen << 3 | Self.posted)
+            Futex.store(states + i, gen << 3 | Self.posted)
             blocks[i] = Block(run: block)
             modes[i] = m
             due[i] = d
@@ -251,7 +251,7 @@ final class PerformQueue: @unchecked Sendable {
                 pendingCount.subtract(1, ordering: .releasing)
                 if waited[i] {
                     setState(slot, Self.refused)
-                    bl_futex_wake(states + i, Int32.max)
+                    Futex.wakeAll(states + i)
                 } else {
                     release(slot)
                 }
@@ -318,10 +318,16 @@ final class PerformQueue: @unchecked Sendable {
         }
     }
 
+    /// Calls the block of a taken request (see `Callouts.swift`).
+    @inline(__always)
+    func runBlock(_ slot: Int32) {
+        blocks[Int(slot)]!.run()
+    }
+
     /// Runs a taken request, then frees its slot (or hands it to its waiter).
     func run(_ slot: Int32) {
         let i = Int(slot)
-        blocks[i]!.run()
+        __BOARDLOOP_IS_CALLING_OUT_TO_A_PERFORM_REQUEST__(self, slot)
         let (block, m) = lock.withLock { () in
             let b = blocks[i]
             let m = modes[i]
@@ -330,7 +336,7 @@ final class PerformQueue: @unchecked Sendable {
             pendingCount.subtract(1, ordering: .releasing)
             if waited[i] {
                 setState(slot, Self.done)
-                bl_futex_wake(states + i, Int32.max)
+                Futex.wakeAll(states + i)
             } else {
                 setState(slot, Self.free)
                 freeList[freeCount] = slot
@@ -356,7 +362,7 @@ final class PerformQueue: @unchecked Sendable {
             pendingCount.subtract(1, ordering: .releasing)
             if waited[i] {
                 setState(token.slot, Self.cancelled)
-                bl_futex_wake(states + i, Int32.max)
+                Futex.wakeAll(states + i)
             } else {
                 release(token.slot)
             }
@@ -371,7 +377,7 @@ final class PerformQueue: @unchecked Sendable {
     func waitUntilDone(_ token: PerformToken, deadline: UInt64?) -> WaitResult {
         let p = states + Int(token.slot)
         while true {
-            let word = bl_atomic_load_u32(p)
+            let word = Futex.load(p)
             switch word & 7 {
             case Self.done:
                 lock.withLock { () in release(token.slot) }
@@ -384,7 +390,7 @@ final class PerformQueue: @unchecked Sendable {
                 return .loopEnded
             case Self.posted:
                 if let deadline {
-                    let now = bl_monotonic_ns()
+                    let now = MonotonicClock.nanoseconds
                     if now >= deadline {
                         let withdrawn = lock.withLock { () -> Bool in
                             guard state(token.slot) == Self.posted else { return false }
@@ -398,13 +404,13 @@ final class PerformQueue: @unchecked Sendable {
                         if withdrawn { return .timedOut }
                         continue
                     }
-                    _ = bl_futex_wait(p, word, Int64(deadline - now))
+                    Futex.wait(p, whileEqualTo: word, timeoutNanoseconds: Int64(deadline - now))
                 } else {
-                    _ = bl_futex_wait(p, word, -1)
+                    Futex.wait(p, whileEqualTo: word)
                 }
             default:
                 // Running: it will finish; wait without a deadline.
-                _ = bl_futex_wait(p, word, -1)
+                Futex.wait(p, whileEqualTo: word)
             }
         }
     }

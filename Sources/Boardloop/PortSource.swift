@@ -154,13 +154,13 @@ public final class PortSource: @unchecked Sendable {
     public var rateLimitHolds: UInt64 { limiter.holds }
 
     public var isValid: Bool { !item.invalidated && !remote.invalidationRequested }
-    public var runLoop: RunLoop? { item.loop }
+    public var runLoop: BoardRunLoop? { item.loop }
 
     /// Removes the source from every mode's epoll set and makes it unusable.
     /// Does not close the fd. Safe from any thread: from another thread, the
     /// handler is not started again once this returns, and the loop removes
     /// the fd at the start of its next pass.
-    public func invalidate() { invalidateFromAnyThread { $0.invalidatePort(self) } }
+    public func invalidate() { invalidateFromAnyThread { $0.invalidateItem(self) } }
 
     /// Keeps the source after a dispatch that reported `.hangup` or `.error`
     /// (call it from that handler; anywhere else it has no effect). Use it
@@ -173,13 +173,10 @@ public final class PortSource: @unchecked Sendable {
         // The source of a message port or signal source that is gone has
         // nothing left to call.
         if hasLifetimeOwner && lifetimeOwner == nil { throw .invalidated(item: "PortSource") }
-        let d = bl_dup_cloexec(fd)
-        guard d >= 0 else {
-            let e = errno
-            if e == EBADF { throw .invalidArgument("fd \(fd) is not an open file descriptor; a port source needs an open fd") }
-            throw .system(SystemError(call: "fcntl(F_DUPFD_CLOEXEC)", errno: e, fd: fd))
+        do { registeredFD = try Kernel.duplicate(fd) } catch {
+            if error.code == .badFileDescriptor { throw .invalidArgument("fd \(fd) is not an open file descriptor; a port source needs an open fd") }
+            throw .system(error)
         }
-        registeredFD = d
         retainedOwner = lifetimeOwner
     }
 
@@ -191,5 +188,56 @@ public final class PortSource: @unchecked Sendable {
         registeredFD = -1
         defer { retainedOwner = nil }
         return retainedOwner
+    }
+}
+
+extension PortSource: RegisteredItem {
+    static var kindName: String { "PortSource" }
+    static var capacity: RunLoopCapacity { .sources }
+
+    func takeSlot(in loop: BoardRunLoop) -> (slot: Int32, generation: UInt32)? {
+        loop.sourceCount >= loop.capacities.sources ? nil : loop.ports.insert(self)
+    }
+
+    func freeSlot(in loop: BoardRunLoop) { loop.ports.remove(item.slot) }
+
+    /// The loop watches its own duplicate of `fd` (see `openRegisteredFD`).
+    func joined(_ loop: BoardRunLoop) throws(RunLoopError) { try openRegisteredFD() }
+
+    func enter(_ ms: ModeState, of loop: BoardRunLoop) throws(RunLoopError) {
+        let token = Poller.portToken(slot: item.slot, generation: item.generation)
+        do {
+            try loop.poller.register(registeredFD, in: ms.epfd, events: heldInKernel ? 0 : interestBits, token: token, userFD: fd)
+        } catch {
+            if error.code == .operationNotPermitted {
+                throw .invalidArgument(
+                    "fd \(fd) is a regular file or directory: such files are always ready, so epoll cannot watch them and they cannot be port sources (read them directly, or watch a pipe, socket or device instead)")
+            }
+            throw .system(error)
+        }
+        item.modeMask |= ms.bit
+        ms.portCount += 1
+    }
+
+    func leave(_ ms: ModeState, of loop: BoardRunLoop) {
+        ms.portCount -= 1
+        // The loop's own duplicate of the fd: removing it can never touch a
+        // registration of another source, even if the user closed `fd` and
+        // the number was reused.
+        loop.poller.unregister(registeredFD, from: ms.epfd)
+    }
+
+    func leaving(_ loop: BoardRunLoop) -> AnyObject? {
+        if heldInKernel { loop.dropHeld(item.slot) }
+        heldInKernel = false
+        return closeRegisteredFD()
+    }
+
+    /// Tells what the source belongs to (a message port, say) that it is gone.
+    func invalidated(on loop: BoardRunLoop) {
+        if let hook = invalidationHandler {
+            invalidationHandler = nil
+            hook()
+        }
     }
 }

@@ -21,7 +21,7 @@ public enum RunLoopError: Error, Equatable, Sendable, CustomStringConvertible {
     /// cancelled before it ran.
     case waitTimedOut(operation: String)
     /// The loop's owner thread has exited: the loop ended and accepts no more
-    /// work (see `RunLoop.hasEnded`).
+    /// work (see `BoardRunLoop.hasEnded`).
     case loopEnded(thread: Int32)
     /// A system call failed.
     case system(SystemError)
@@ -29,7 +29,7 @@ public enum RunLoopError: Error, Equatable, Sendable, CustomStringConvertible {
     public var description: String {
         switch self {
         case let .capacityExceeded(capacity, limit):
-            "run loop capacity exceeded: \(capacity) is limited to \(limit) (raise RunLoop.Capacities.\(capacity.fieldName) when creating the loop)"
+            "run loop capacity exceeded: \(capacity) is limited to \(limit) (raise BoardRunLoop.Capacities.\(capacity.fieldName) when creating the loop)"
         case let .notOwner(operation, owner, caller):
             "\(operation) must be called on the run loop's own thread (tid \(owner)), not from tid \(caller)"
         case let .belongsToAnotherLoop(item):
@@ -52,7 +52,7 @@ public enum RunLoopError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// The capacities a loop is created with; see `RunLoop.Capacities`.
+/// The capacities a loop is created with; see `BoardRunLoop.Capacities`.
 public enum RunLoopCapacity: String, Sendable, CustomStringConvertible {
     case sources, timers, observers, modes, pendingPerforms, eventsPerWait
 

@@ -19,7 +19,7 @@ public struct RunLoopMode: Hashable, Sendable, ExpressibleByStringLiteral, Custo
 }
 
 /// What a run call reports when it returns (CF's `CFRunLoopRunResult`).
-public enum RunLoopRunResult: Int32, Sendable, CustomStringConvertible {
+public enum RunResult: Int32, Sendable, CustomStringConvertible {
     /// The mode has no sources or timers (nothing could ever wake it).
     case finished = 1
     /// `stop()` was called.

@@ -49,9 +49,39 @@ public final class RunLoopObserver: @unchecked Sendable {
     }
 
     public var isValid: Bool { !item.invalidated && !remote.invalidationRequested }
-    public var runLoop: RunLoop? { item.loop }
+    public var runLoop: BoardRunLoop? { item.loop }
 
     /// Removes the observer from every mode. Safe from any thread: from
     /// another thread, the observer is not called again once this returns.
-    public func invalidate() { invalidateFromAnyThread { $0.invalidateObserver(self) } }
+    public func invalidate() { invalidateFromAnyThread { $0.invalidateItem(self) } }
+}
+
+extension BoardRunLoop {
+    /// The union of the activities of the mode's observers (`notify` checks it first).
+    func recomputeObserverMask(_ ms: ModeState) {
+        var mask: UInt32 = 0
+        for i in 0..<ms.observers.count { mask |= observers[ms.observers[i]]!.activities.rawValue }
+        ms.observerMask = mask
+    }
+}
+
+extension RunLoopObserver: RegisteredItem {
+    static var kindName: String { "RunLoopObserver" }
+    static var capacity: RunLoopCapacity { .observers }
+
+    func takeSlot(in loop: BoardRunLoop) -> (slot: Int32, generation: UInt32)? { loop.observers.insert(self) }
+
+    func freeSlot(in loop: BoardRunLoop) { loop.observers.remove(item.slot) }
+
+    func enter(_ ms: ModeState, of loop: BoardRunLoop) throws(RunLoopError) {
+        item.modeMask |= ms.bit
+        let order = self.order
+        ms.observers.insert(item.slot) { other in loop.observers[other]!.order > order }
+        loop.recomputeObserverMask(ms)
+    }
+
+    func leave(_ ms: ModeState, of loop: BoardRunLoop) {
+        ms.observers.remove(item.slot)
+        loop.recomputeObserverMask(ms)
+    }
 }

@@ -65,7 +65,7 @@ public final class RunLoopTimer: @unchecked Sendable {
 
     public var repeats: Bool { intervalNanoseconds > 0 }
     public var isValid: Bool { !item.invalidated && !remote.invalidationRequested }
-    public var runLoop: RunLoop? { item.loop }
+    public var runLoop: BoardRunLoop? { item.loop }
 
     /// The next scheduled fire time. Setting it moves a scheduled timer (in
     /// every mode it is in); the repeating grid restarts from the new date.
@@ -85,7 +85,7 @@ public final class RunLoopTimer: @unchecked Sendable {
     }
 
     /// Moves the timer on its loop (owner thread).
-    func setFireDate(_ ns: UInt64, on loop: RunLoop) {
+    func setFireDate(_ ns: UInt64, on loop: BoardRunLoop) {
         fireNanoseconds = ns
         pendingSkipped = 0
         if isFiring { movedDuringFire = true }
@@ -101,5 +101,27 @@ public final class RunLoopTimer: @unchecked Sendable {
     /// its own handler, and from any thread (from another thread the loop
     /// removes it at the start of its next pass; it does not fire again once
     /// this returns).
-    public func invalidate() { invalidateFromAnyThread { $0.invalidateTimer(self) } }
+    public func invalidate() { invalidateFromAnyThread { $0.invalidateItem(self) } }
+}
+
+extension RunLoopTimer: RegisteredItem {
+    static var kindName: String { "RunLoopTimer" }
+    static var capacity: RunLoopCapacity { .timers }
+
+    func takeSlot(in loop: BoardRunLoop) -> (slot: Int32, generation: UInt32)? { loop.timers.insert(self) }
+
+    func freeSlot(in loop: BoardRunLoop) { loop.timers.remove(item.slot) }
+
+    func joined(_ loop: BoardRunLoop) throws(RunLoopError) {
+        loop.timerKeys[Int(item.slot)] = TimerKey(fire: fireNanoseconds, order: order, seq: item.seq)
+    }
+
+    func enter(_ ms: ModeState, of loop: BoardRunLoop) throws(RunLoopError) {
+        item.modeMask |= ms.bit
+        ms.timers.insert(item.slot, keys: loop.timerKeys)
+    }
+
+    func leave(_ ms: ModeState, of loop: BoardRunLoop) {
+        ms.timers.remove(item.slot, keys: loop.timerKeys)
+    }
 }

@@ -15,7 +15,7 @@ public enum SignalSourceError: Error, Equatable, Sendable, CustomStringConvertib
     public var description: String {
         switch self {
         case let .notBlocked(signal, name):
-            "\(name) (\(signal)) is not blocked in this thread, so signalfd would miss it: call Signals.block([...]) at the start of main, before any other thread starts (threads inherit the mask)"
+            "\(name) (\(signal)) is not blocked in this thread, so signalfd would miss it: call SignalMask.block([...]) at the start of main, before any other thread starts (threads inherit the mask)"
         case let .invalidSignal(s): "\(s) is not a signal a signal source can receive (SIGKILL and SIGSTOP cannot be caught)"
         case let .runLoop(e): e.description
         case let .system(e): e.description
@@ -24,28 +24,27 @@ public enum SignalSourceError: Error, Equatable, Sendable, CustomStringConvertib
 }
 
 /// Process-wide signal set-up for signal sources.
-public enum Signals {
+public enum SignalMask {
     /// Blocks `signals` in the calling thread. Call it at the start of `main`,
     /// before any thread starts: threads inherit the mask, so the signals are
     /// then queued for signalfd instead of running a default action.
     public static func block(_ signals: [Int32]) throws(SignalSourceError) {
         for s in signals where !isCatchable(s) { throw .invalidSignal(s) }
-        let rc = signals.withUnsafeBufferPointer { bl_block_signals($0.baseAddress, Int32($0.count)) }
-        if rc != 0 { throw .system(SystemError(call: "pthread_sigmask", errno: errno)) }
+        do { try SignalMaskCalls.block(signals) } catch { throw .system(error) }
     }
 
     /// Unblocks `signals` in the calling thread.
     public static func unblock(_ signals: [Int32]) {
-        _ = signals.withUnsafeBufferPointer { bl_unblock_signals($0.baseAddress, Int32($0.count)) }
+        SignalMaskCalls.unblock(signals)
     }
 
     /// Whether `signal` is blocked in the calling thread.
-    public static func isBlocked(_ signal: Int32) -> Bool { bl_signal_is_blocked(signal) == 1 }
+    public static func isBlocked(_ signal: Int32) -> Bool { SignalMaskCalls.isBlocked(signal) }
 
     /// The first and last real-time signal numbers (SIGRTMIN, SIGRTMAX).
-    public static var realtimeRange: ClosedRange<Int32> { bl_sigrtmin()...bl_sigrtmax() }
+    public static var realtimeRange: ClosedRange<Int32> { SignalMaskCalls.realtimeMinimum...SignalMaskCalls.realtimeMaximum }
 
-    static func isCatchable(_ s: Int32) -> Bool { s >= 1 && s <= bl_sigrtmax() && s != SIGKILL && s != SIGSTOP }
+    static func isCatchable(_ s: Int32) -> Bool { s >= 1 && s <= SignalMaskCalls.realtimeMaximum && s != SIGKILL && s != SIGSTOP }
 
     /// "SIGUSR1", "SIGRTMIN+3", ...
     public static func name(_ s: Int32) -> String {
@@ -57,8 +56,8 @@ public enum Signals {
             SIGVTALRM: "SIGVTALRM", SIGPROF: "SIGPROF", SIGWINCH: "SIGWINCH", SIGIO: "SIGIO", SIGPWR: "SIGPWR", SIGSYS: "SIGSYS",
         ]
         if let n = names[s] { return n }
-        let lo = bl_sigrtmin()
-        if s >= lo && s <= bl_sigrtmax() { return s == lo ? "SIGRTMIN" : "SIGRTMIN+\(s - lo)" }
+        let lo = SignalMaskCalls.realtimeMinimum
+        if s >= lo && s <= SignalMaskCalls.realtimeMaximum { return s == lo ? "SIGRTMIN" : "SIGRTMIN+\(s - lo)" }
         return "signal \(s)"
     }
 }
@@ -68,10 +67,10 @@ public enum Signals {
 /// loop's thread with the signal's siginfo.
 ///
 /// What is and is not guaranteed: the signals must be blocked in every thread
-/// (`Signals.block` before threads start). A standard signal (SIGUSR1,
+/// (`SignalMask.block` before threads start). A standard signal (SIGUSR1,
 /// SIGHUP, ...) sent again while one is still pending coalesces: two SIGUSR1
 /// before the loop reads may arrive as one. Real-time signals
-/// (`Signals.realtimeRange`) queue: each arrives, in order, with its value.
+/// (`SignalMask.realtimeRange`) queue: each arrives, in order, with its value.
 /// A signal whose source's mode is not running stays pending in the kernel
 /// and is delivered when the mode runs. A signal aimed at one thread
 /// (tgkill) reaches only a signalfd read on that thread: add the source to
@@ -86,13 +85,13 @@ public final class SignalSource: @unchecked Sendable {
         public let senderUID: UInt32
         /// sigqueue's value (sival_int).
         public let value: Int32
-        public var name: String { Signals.name(signal) }
+        public var name: String { SignalMask.name(signal) }
     }
 
     public let signals: [Int32]
     /// The port source on its loop (order, rate limit, dispatch count).
     public private(set) var source: PortSource!
-    private let fd: Int32
+    private let signalFD: SignalFD
     private let buffer: UnsafeMutablePointer<bl_siginfo>
     private let batch: Int
     private let handler: (Info) -> Void
@@ -102,17 +101,15 @@ public final class SignalSource: @unchecked Sendable {
     ///   - batch: siginfos read per dispatch (reserved now).
     public init(signals: [Int32], order: Int = 0, batch: Int = 16, handler: @escaping (Info) -> Void) throws(SignalSourceError) {
         for s in signals {
-            guard Signals.isCatchable(s) else { throw .invalidSignal(s) }
-            guard Signals.isBlocked(s) else { throw .notBlocked(signal: s, name: Signals.name(s)) }
+            guard SignalMask.isCatchable(s) else { throw .invalidSignal(s) }
+            guard SignalMask.isBlocked(s) else { throw .notBlocked(signal: s, name: SignalMask.name(s)) }
         }
-        let fd = signals.withUnsafeBufferPointer { bl_signalfd_create($0.baseAddress, Int32($0.count)) }
-        guard fd >= 0 else { throw .system(SystemError(call: "signalfd", errno: errno)) }
+        do { signalFD = try SignalFD(signals: signals) } catch { throw .system(error) }
         self.signals = signals
-        self.fd = fd
         self.batch = max(1, min(batch, 16))
         buffer = .allocate(capacity: self.batch)
         self.handler = handler
-        source = PortSource(fd: fd, order: order) { [unowned self] _, _ in self.drain() }
+        source = PortSource(fd: signalFD.fd, order: order) { [unowned self] _, _ in self.drain() }
         // While scheduled, the loop keeps the signal source alive (as CF's
         // sources); `invalidate()` or the loop's end lets it go.
         source.lifetimeOwner = self
@@ -120,21 +117,20 @@ public final class SignalSource: @unchecked Sendable {
 
     deinit {
         source.invalidate()
-        Kernel.close(fd)
+        signalFD.close()
         buffer.deallocate()
     }
 
     /// Adds the source to `loop` in `mode` (the loop's thread only).
-    public func add(to loop: RunLoop, mode: RunLoopMode = .default) throws(SignalSourceError) {
+    public func add(to loop: BoardRunLoop, mode: RunLoopMode = .default) throws(SignalSourceError) {
         do { try loop.add(source, mode: mode) } catch { throw .runLoop(error) }
     }
 
     public func invalidate() { source.invalidate() }
 
     private func drain() {
-        let n = bl_signalfd_read(fd, buffer, Int32(batch))
-        guard n > 0 else { return }
-        for i in 0..<Int(n) {
+        let n = signalFD.read(into: buffer, max: batch)
+        for i in 0..<n {
             let s = buffer[i]
             handler(Info(signal: Int32(s.signo), code: s.code, senderPID: Int32(bitPattern: s.pid), senderUID: s.uid, value: s.int_value))
         }

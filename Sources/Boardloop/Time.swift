@@ -9,7 +9,7 @@ public struct MonotonicInstant: Comparable, Hashable, Sendable, CustomStringConv
     public init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
 
     /// The current CLOCK_MONOTONIC time (vDSO: no system call).
-    public static var now: MonotonicInstant { MonotonicInstant(nanoseconds: bl_monotonic_ns()) }
+    public static var now: MonotonicInstant { MonotonicInstant(nanoseconds: MonotonicClock.nanoseconds) }
 
     /// Later than any deadline the engine will meet.
     public static let distantFuture = MonotonicInstant(nanoseconds: UInt64.max / 2)
@@ -62,7 +62,7 @@ extension Duration {
 ///
 /// Loops made on it read their time from it; `advance(by:)` moves time
 /// forward and wakes every such loop, so a loop sleeping until a manual
-/// deadline notices. `RunLoop.advanceManualClock(by:mode:)` steps a loop
+/// deadline notices. `BoardRunLoop.advanceManualClock(by:mode:)` steps a loop
 /// through every deadline in between instead, firing each timer at exactly its
 /// scheduled time.
 public final class ManualClock: Sendable {
@@ -70,7 +70,7 @@ public final class ManualClock: Sendable {
     private let lock = Lock()
     nonisolated(unsafe) private var loops: [Weak] = []
 
-    private struct Weak: @unchecked Sendable { weak var loop: RunLoop? }
+    private struct Weak: @unchecked Sendable { weak var loop: BoardRunLoop? }
 
     /// A manual clock starting at `start` (default: 1 s, so that "earlier than
     /// start" is representable).
@@ -101,7 +101,7 @@ public final class ManualClock: Sendable {
         wakeLoops()
     }
 
-    func attach(_ loop: RunLoop) {
+    func attach(_ loop: BoardRunLoop) {
         lock.withLock {
             loops.removeAll { $0.loop == nil }
             loops.append(Weak(loop: loop))

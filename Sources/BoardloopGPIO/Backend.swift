@@ -65,29 +65,29 @@ public enum GPIODebouncing: Sendable, Equatable {
 /// `settings.debounce` is zero unless the backend debounces in the kernel,
 /// and `settings.edgeDetection` is `.both` where the layer debounces in
 /// software.
-public struct DriverLineConfig: Sendable, Equatable {
-    public var offset: UInt32
-    public var settings: LineSettings
+package struct GPIODriverLineConfig: Sendable, Equatable {
+    package var offset: UInt32
+    package var settings: GPIOLineSettings
 
-    public init(offset: UInt32, settings: LineSettings) {
+    package init(offset: UInt32, settings: GPIOLineSettings) {
         self.offset = offset
         self.settings = settings
     }
 }
 
 /// What one non-blocking bulk read saw besides the events.
-public struct GPIOReadStatus: Sendable, Equatable {
+package struct GPIOReadStatus: Sendable, Equatable {
     /// Events stored in the caller's buffer.
-    public var count: Int = 0
+    package var count: Int = 0
     /// The chip went away.
-    public var vanished = false
+    package var vanished = false
     /// The buffer filled; more events wait (the fd stays readable).
-    public var more = false
+    package var more = false
     /// Lines whose kernel FIFO was found full (1.6 style); the driver wrote
     /// their offsets to the `fullOffsets` buffer given to `readEvents`.
-    public var fullCount: Int = 0
+    package var fullCount: Int = 0
 
-    public init() {}
+    package init() {}
 }
 
 /// A source of chips: the libgpiod backend, or a mock board.
@@ -97,18 +97,23 @@ public protocol GPIOBackend: AnyObject, Sendable {
     var capabilities: GPIOCapabilities { get }
     /// Every chip, in order (gpiochip0 first).
     func listChips() throws(GPIOError) -> [GPIOChipInfo]
+}
+
+/// What the package's backends add to `GPIOBackend`: opening a chip through
+/// the driver protocols, which stay inside the package.
+package protocol GPIOChipOpening: GPIOBackend {
     /// Opens a chip by path, name (`gpiochip0`) or label.
     func openChip(_ chip: String) throws(GPIOError) -> any GPIOChipDriver
 }
 
 /// An open chip of a backend.
-public protocol GPIOChipDriver: AnyObject {
+package protocol GPIOChipDriver: AnyObject {
     var info: GPIOChipInfo { get }
     func lineInfo(offset: UInt32) throws(GPIOError) -> GPIOLineInfo
     /// The offset of the line called `name`, or nil.
     func findLine(named name: String) throws(GPIOError) -> UInt32?
     /// Requests lines; `eventBufferCapacity` events are reserved for reads.
-    func requestLines(_ lines: [DriverLineConfig], consumer: String, eventBufferCapacity: Int) throws(GPIOError)
+    func requestLines(_ lines: [GPIODriverLineConfig], consumer: String, eventBufferCapacity: Int) throws(GPIOError)
         -> any GPIORequestDriver
     /// Closes the caller's handle (requests keep what they need).
     func close()
@@ -116,7 +121,7 @@ public protocol GPIOChipDriver: AnyObject {
 
 /// A live request of a backend. The event path (`readEvents`, `getValues`,
 /// `setValues`) must not allocate.
-public protocol GPIORequestDriver: AnyObject {
+package protocol GPIORequestDriver: AnyObject {
     /// Readable while events wait; -1 when no line detects edges.
     var eventFD: Int32 { get }
     /// Logical values of all lines, in request order.
@@ -124,9 +129,9 @@ public protocol GPIORequestDriver: AnyObject {
     /// Sets logical values of the given lines.
     func setValues(offsets: UnsafeBufferPointer<UInt32>, values: UnsafeBufferPointer<Int32>) throws(GPIOError)
     /// New settings for the same lines, same order.
-    func reconfigure(_ lines: [DriverLineConfig]) throws(GPIOError)
+    func reconfigure(_ lines: [GPIODriverLineConfig]) throws(GPIOError)
     /// Reads waiting events without blocking.
-    func readEvents(into events: UnsafeMutableBufferPointer<EdgeEvent>, fullOffsets: UnsafeMutableBufferPointer<UInt32>)
+    func readEvents(into events: UnsafeMutableBufferPointer<GPIOEdgeEvent>, fullOffsets: UnsafeMutableBufferPointer<UInt32>)
         throws(GPIOError) -> GPIOReadStatus
     /// Releases the lines. Idempotent.
     func release()

@@ -13,15 +13,15 @@ func stringFromCArray<T>(_ tuple: T) -> String {
 
 /// The program's name, for the default consumer label (what `gpioinfo`
 /// shows as the line's user). The kernel keeps 31 bytes of it.
-public enum ProgramName {
-    public static let current: String = {
+package enum ProgramName {
+    package static let current: String = {
         let arg0 = CommandLine.arguments.first ?? "boardloop"
         let base = arg0.split(separator: "/").last.map(String.init) ?? arg0
         return truncatedConsumer(base.isEmpty ? "boardloop" : base)
     }()
 
     /// `name` cut to the 31 bytes the kernel keeps, on a character boundary.
-    public static func truncatedConsumer(_ name: String) -> String {
+    package static func truncatedConsumer(_ name: String) -> String {
         var out = ""
         var bytes = 0
         for ch in name {

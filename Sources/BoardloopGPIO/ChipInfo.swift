@@ -33,7 +33,7 @@ public struct GPIOLineInfo: Sendable, Equatable, CustomStringConvertible {
     public var bias: GPIOBias
     public var drive: GPIODrive
     /// nil when the library cannot tell (libgpiod 1.6).
-    public var edgeDetection: EdgeDetection?
+    public var edgeDetection: GPIOEdgeDetection?
     /// The kernel's debounce period (zero under 1.6, which has none).
     public var debounce: Duration
     /// The clock of the line's edge event timestamps; nil when the library
@@ -43,7 +43,7 @@ public struct GPIOLineInfo: Sendable, Equatable, CustomStringConvertible {
 
     public init(
         offset: UInt32, name: String, consumer: String, used: Bool, direction: GPIODirection, activeLow: Bool,
-        bias: GPIOBias, drive: GPIODrive, edgeDetection: EdgeDetection?, debounce: Duration,
+        bias: GPIOBias, drive: GPIODrive, edgeDetection: GPIOEdgeDetection?, debounce: Duration,
         eventClock: GPIOEventClock? = nil
     ) {
         self.eventClock = eventClock

@@ -11,15 +11,15 @@ final class EventStorage {
     /// Deliverable events per region: a read's events plus one confirmed
     /// debounce candidate per line.
     let outCapacity: Int
-    let raw: UnsafeMutablePointer<EdgeEvent>
-    let out: UnsafeMutablePointer<EdgeEvent>
+    let raw: UnsafeMutablePointer<GPIOEdgeEvent>
+    let out: UnsafeMutablePointer<GPIOEdgeEvent>
     let full: UnsafeMutablePointer<UInt32>
     static let fullCapacity = 64
 
     init(capacity: Int, lines: Int) {
         self.capacity = capacity
         outCapacity = capacity + lines
-        let zero = EdgeEvent(offset: 0, edge: .rising, timestamp: MonotonicInstant(nanoseconds: 0))
+        let zero = GPIOEdgeEvent(offset: 0, edge: .rising, timestamp: MonotonicInstant(nanoseconds: 0))
         raw = .allocate(capacity: capacity * Self.maxDepth)
         raw.initialize(repeating: zero, count: capacity * Self.maxDepth)
         out = .allocate(capacity: outCapacity * Self.maxDepth)
@@ -34,7 +34,7 @@ final class EventStorage {
         full.deallocate()
     }
 
-    func rawRegion(_ depth: Int) -> UnsafeMutableBufferPointer<EdgeEvent> {
+    func rawRegion(_ depth: Int) -> UnsafeMutableBufferPointer<GPIOEdgeEvent> {
         UnsafeMutableBufferPointer(start: raw + depth * capacity, count: capacity)
     }
 
@@ -42,28 +42,38 @@ final class EventStorage {
         UnsafeMutableBufferPointer(start: full + depth * Self.fullCapacity, count: Self.fullCapacity)
     }
 
-    func outRegion(_ depth: Int) -> UnsafeMutablePointer<EdgeEvent> { out + depth * outCapacity }
+    func outRegion(_ depth: Int) -> UnsafeMutablePointer<GPIOEdgeEvent> { out + depth * outCapacity }
 }
 
 /// What one delivery collects before the handler is called.
 struct BatchBuilder {
-    let out: UnsafeMutablePointer<EdgeEvent>
+    let out: UnsafeMutablePointer<GPIOEdgeEvent>
     let capacity: Int
     var count = 0
     var lost: UInt64 = 0
     var overflow = false
 
-    init(out: UnsafeMutablePointer<EdgeEvent>, capacity: Int) {
+    init(out: UnsafeMutablePointer<GPIOEdgeEvent>, capacity: Int) {
         self.out = out
         self.capacity = capacity
     }
 
     @inline(__always)
-    mutating func append(_ event: EdgeEvent) {
+    mutating func append(_ event: GPIOEdgeEvent) {
         // Cannot overflow: one deliverable per raw event, plus one
         // confirmation per line (EventStorage.outCapacity).
         precondition(count < capacity, "boardloop GPIO: batch storage overflow")
         out[count] = event
+        count += 1
+    }
+
+    /// Keeps an event that was read into the batch's own storage at
+    /// `event` (at or after the next slot): it stays where it is unless
+    /// events before it were dropped.
+    @inline(__always)
+    mutating func keep(_ event: UnsafeMutablePointer<GPIOEdgeEvent>) {
+        precondition(count < capacity, "boardloop GPIO: batch storage overflow")
+        if event != out + count { out[count] = event.pointee }
         count += 1
     }
 
@@ -74,9 +84,9 @@ struct BatchBuilder {
 struct LineEventState {
     let offset: UInt32
     /// Which edges the user asked for (`.none` for outputs).
-    let report: EdgeDetection
+    let report: GPIOEdgeDetection
     /// Which edges the driver reports (`.both` under software debounce).
-    let kernelEdges: EdgeDetection
+    let kernelEdges: GPIOEdgeDetection
     /// Software debounce period, 0 when none.
     let softwareDebounceNs: UInt64
     /// Level after the last raw edge: -1 unknown, 0 low, 1 high.
@@ -90,9 +100,9 @@ struct LineEventState {
     /// Debounce: a level change is waiting out its period.
     var pending = false
     /// Debounce: the edge that began the pending level.
-    var candidate = EdgeEvent(offset: 0, edge: .rising, timestamp: MonotonicInstant(nanoseconds: 0))
+    var candidate = GPIOEdgeEvent(offset: 0, edge: .rising, timestamp: MonotonicInstant(nanoseconds: 0))
 
-    init(offset: UInt32, settings: LineSettings, capabilities: GPIOCapabilities) {
+    init(offset: UInt32, settings: GPIOLineSettings, capabilities: GPIOCapabilities) {
         self.offset = offset
         let isInput = settings.direction == .input
         report = isInput ? settings.edgeDetection : .none

@@ -11,7 +11,7 @@ public final class GPIOChip {
     /// Opens a chip by path, name or label.
     public init(_ chip: String, backend: any GPIOBackend = LibgpiodBackend.shared) throws(GPIOError) {
         self.backend = backend
-        driver = try backend.openChip(chip)
+        driver = try Self.openDriver(chip, backend: backend)
     }
 
     /// Opens a chip by path, name or label.
@@ -19,6 +19,16 @@ public final class GPIOChip {
         -> GPIOChip
     {
         try GPIOChip(chip, backend: backend)
+    }
+
+    /// Opens a chip through one of the package's backends (the driver
+    /// protocols stay inside the package).
+    static func openDriver(_ chip: String, backend: any GPIOBackend) throws(GPIOError) -> any GPIOChipDriver {
+        guard let opening = backend as? any GPIOChipOpening else {
+            throw .invalidConfiguration(
+                nil, reason: "the backend '\(backend.backendName)' cannot open chips: chips open through the package's backends (LibgpiodBackend, MockGPIO)")
+        }
+        return try opening.openChip(chip)
     }
 
     /// Every chip of the backend: name, label, path, line count.
@@ -31,7 +41,7 @@ public final class GPIOChip {
         throws(GPIOError) -> (chip: GPIOChipInfo, offset: UInt32)
     {
         for info in try backend.listChips() {
-            let chip = try backend.openChip(info.path)
+            let chip = try openDriver(info.path, backend: backend)
             defer { chip.close() }
             if let offset = try chip.findLine(named: name) { return (chip.info, offset) }
         }
@@ -45,7 +55,7 @@ public final class GPIOChip {
     public var lineCount: Int { driver.info.lineCount }
 
     /// The offset of a line given by offset or name.
-    public func offset(of line: LineSelector) throws(GPIOError) -> UInt32 {
+    public func offset(of line: GPIOLineSelector) throws(GPIOError) -> UInt32 {
         switch line {
         case let .offset(o):
             guard o < UInt32(lineCount) else {
@@ -59,7 +69,7 @@ public final class GPIOChip {
     }
 
     /// What the kernel says about a line (name, consumer, direction, ...).
-    public func lineInfo(_ line: LineSelector) throws(GPIOError) -> GPIOLineInfo {
+    public func lineInfo(_ line: GPIOLineSelector) throws(GPIOError) -> GPIOLineInfo {
         try driver.lineInfo(offset: offset(of: line))
     }
 
@@ -73,14 +83,14 @@ public final class GPIOChip {
 
     /// Requests `lines`, all with the same settings.
     public func request(
-        _ lines: [LineSelector], _ settings: LineSettings, consumer: String? = nil, eventBufferCapacity: Int = 64
+        _ lines: [GPIOLineSelector], _ settings: GPIOLineSettings, consumer: String? = nil, eventBufferCapacity: Int = 64
     ) throws(GPIOError) -> GPIOLineRequest {
         try request(lines.map { ($0, settings) }, consumer: consumer, eventBufferCapacity: eventBufferCapacity)
     }
 
     /// Requests one line.
     public func request(
-        _ line: LineSelector, _ settings: LineSettings, consumer: String? = nil, eventBufferCapacity: Int = 64
+        _ line: GPIOLineSelector, _ settings: GPIOLineSettings, consumer: String? = nil, eventBufferCapacity: Int = 64
     ) throws(GPIOError) -> GPIOLineRequest {
         try request([(line, settings)], consumer: consumer, eventBufferCapacity: eventBufferCapacity)
     }
@@ -91,7 +101,7 @@ public final class GPIOChip {
     /// how many events one dispatch can read; it is reserved now, so
     /// dispatching events allocates nothing.
     public func request(
-        _ lines: [(LineSelector, LineSettings)], consumer: String? = nil, eventBufferCapacity: Int = 64
+        _ lines: [(GPIOLineSelector, GPIOLineSettings)], consumer: String? = nil, eventBufferCapacity: Int = 64
     ) throws(GPIOError) -> GPIOLineRequest {
         guard !lines.isEmpty else { throw .invalidConfiguration(nil, reason: "no lines to request") }
         guard lines.count <= 64 else { throw .capacityExceeded(what: "lines in one request", limit: 64) }
@@ -111,7 +121,7 @@ public final class GPIOChip {
         }
         let caps = backend.capabilities
         let driverLines = zip(offsets, lines).map { offset, line in
-            DriverLineConfig(offset: offset, settings: GPIOLineRequest.driverSettings(line.1, capabilities: caps))
+            GPIODriverLineConfig(offset: offset, settings: GPIOLineRequest.driverSettings(line.1, capabilities: caps))
         }
         let consumerName = ProgramName.truncatedConsumer(consumer ?? ProgramName.current)
         let requestDriver = try driver.requestLines(

@@ -4,7 +4,7 @@ import Boardloop
 /// where boardloop hands over to user code.
 @inline(never)
 func __BOARDLOOP_GPIO_IS_CALLING_OUT_TO_AN_EDGE_EVENT_HANDLER__(
-    _ handler: (EdgeEventBatch) -> Void, _ batch: EdgeEventBatch
+    _ handler: (GPIOEdgeEventBatch) -> Void, _ batch: GPIOEdgeEventBatch
 ) {
     handler(batch)
 }
@@ -22,8 +22,8 @@ extension GPIOLineRequest {
     /// alive; `unschedule()` or `release()` ends that. Call on the loop's
     /// thread.
     public func schedule(
-        on loop: RunLoop, mode: RunLoopMode = .default, order: Int = 0,
-        handler: @escaping (EdgeEventBatch) -> Void
+        on loop: BoardRunLoop, mode: RunLoopMode = .default, order: Int = 0,
+        handler: @escaping (GPIOEdgeEventBatch) -> Void
     ) throws(GPIOError) {
         try checkUsable("schedule")
         guard self.loop == nil else {
@@ -155,10 +155,19 @@ extension GPIOLineRequest {
 
     /// One read of the driver, processed into `batch`. Returns the read's
     /// status, or a failure to report.
+    ///
+    /// Without software debounce the events are read straight into the
+    /// batch and stay where they landed (an event filtered out is squeezed
+    /// out by moving the rest): one copy out of the driver's buffer. With it,
+    /// they are read aside and the debouncer decides what reaches the batch.
     func readOnce(depth d: Int, entry: MonotonicInstant, into batch: inout BatchBuilder) -> (GPIOReadStatus, GPIOError?) {
+        let inPlace = !hasSoftwareDebounce
+        let target = inPlace
+            ? UnsafeMutableBufferPointer(start: batch.out + batch.count, count: min(events.capacity, batch.capacity - batch.count))
+            : events.rawRegion(d)
         let status: GPIOReadStatus
         do {
-            status = try driver.readEvents(into: events.rawRegion(d), fullOffsets: events.fullRegion(d))
+            status = try driver.readEvents(into: target, fullOffsets: events.fullRegion(d))
         } catch {
             if case .chipVanished = error {
                 var s = GPIOReadStatus()
@@ -167,10 +176,12 @@ extension GPIOLineRequest {
             }
             return (GPIOReadStatus(), error)
         }
-        let raw = events.raw + d * events.capacity
+        let read = target.baseAddress!
         var k = 0
         while k < status.count {
-            process(raw[k], entry: entry, into: &batch)
+            if process(read[k], entry: entry, into: &batch) {
+                if inPlace { batch.keep(read + k) } else { batch.append(read[k]) }
+            }
             k += 1
         }
         if status.fullCount > 0 { fifoWasFull(depth: d, count: status.fullCount, entry: entry, into: &batch) }
@@ -187,9 +198,11 @@ extension GPIOLineRequest {
         return nil
     }
 
-    func process(_ e: EdgeEvent, entry: MonotonicInstant, into batch: inout BatchBuilder) {
+    /// Loss detection and debouncing for one raw event; whether it is to be
+    /// delivered as it is (the caller puts it in the batch).
+    func process(_ e: GPIOEdgeEvent, entry: MonotonicInstant, into batch: inout BatchBuilder) -> Bool {
         statistics.read &+= 1
-        guard let i = lineIndex(e.offset) else { return }
+        guard let i = lineIndex(e.offset) else { return false }
         let level: Int8 = e.edge == .rising ? 1 : 0
         if capabilities.contains(.sequenceNumbers) && e.globalSequence != 0 {
             // Sequence numbers start at 1: a first event numbered higher means
@@ -212,9 +225,9 @@ extension GPIOLineRequest {
         lines[i].lastLevel = level
         if lines[i].softwareDebounceNs > 0 {
             debounceFeed(i, e, into: &batch)
-        } else if lines[i].report.includes(e.edge) {
-            batch.append(e)
+            return false
         }
+        return lines[i].report.includes(e.edge)
     }
 
     /// 1.6: lines whose kernel FIFO was full. Later edges may be gone: the
@@ -234,7 +247,7 @@ extension GPIOLineRequest {
                 lines[i].lastLevel = current
                 if lines[i].softwareDebounceNs > 0 {
                     debounceFeed(
-                        i, EdgeEvent(offset: lines[i].offset, edge: GPIOEdge(to: current == 1), timestamp: entry),
+                        i, GPIOEdgeEvent(offset: lines[i].offset, edge: GPIOEdge(to: current == 1), timestamp: entry),
                         into: &batch)
                 }
             }
@@ -255,8 +268,8 @@ extension GPIOLineRequest {
             }
             k += 1
         }
-        let view = EdgeEventBatch(
-            base: UnsafePointer(batch.out), count: batch.count, handlerEntry: entry, lostEvents: batch.lost,
+        let view = GPIOEdgeEventBatch(
+            base: UnsafePointer(batch.out), count: batch.count, handlerEntryTime: entry, lostEvents: batch.lost,
             overflowSuspected: batch.overflow, fault: fault)
         batch.count = 0
         batch.lost = 0
@@ -266,7 +279,7 @@ extension GPIOLineRequest {
 
     // MARK: Software debounce
 
-    func debounceFeed(_ i: Int, _ e: EdgeEvent, into batch: inout BatchBuilder) {
+    func debounceFeed(_ i: Int, _ e: GPIOEdgeEvent, into batch: inout BatchBuilder) {
         let period = lines[i].softwareDebounceNs
         if lines[i].pending && e.timestamp.nanoseconds >= lines[i].candidate.timestamp.nanoseconds &+ period {
             // The pending level held for the period before this edge came.
@@ -337,7 +350,7 @@ extension GPIOLineRequest {
                 if actual == lines[i].stable {
                     lines[i].pending = false
                 } else {
-                    lines[i].candidate = EdgeEvent(offset: lines[i].offset, edge: GPIOEdge(to: actual), timestamp: entry)
+                    lines[i].candidate = GPIOEdgeEvent(offset: lines[i].offset, edge: GPIOEdge(to: actual), timestamp: entry)
                 }
             } else {
                 confirm(i, into: &batch)

@@ -25,7 +25,7 @@ public final class GPIOLineRequest {
     /// The lines' names ("" when unnamed), in request order.
     public let lineNames: [String]
     /// The settings each line was requested (or last reconfigured) with.
-    public internal(set) var settings: [LineSettings]
+    public internal(set) var settings: [GPIOLineSettings]
     /// What the backend can do (sequence numbers, kernel debounce, ...).
     public let capabilities: GPIOCapabilities
     public internal(set) var state: State = .active
@@ -42,14 +42,16 @@ public final class GPIOLineRequest {
     let events: EventStorage
     /// Per-line event state (loss detection, software debounce).
     let lines: UnsafeMutablePointer<LineEventState>
+    /// Some line is debounced in software (its events are read aside first).
+    var hasSoftwareDebounce = false
 
     // Scheduling (see GPIOLineRequest+Events.swift).
-    var loop: RunLoop?
+    var loop: BoardRunLoop?
     var modes: [RunLoopMode] = []
     var portSource: PortSource?
     var debounceTimers: [RunLoopTimer?] = []
     var vanishTimer: RunLoopTimer?
-    var handler: ((EdgeEventBatch) -> Void)?
+    var handler: ((GPIOEdgeEventBatch) -> Void)?
     var lastGlobalSequence: UInt64 = 0
     var depth = 0
 
@@ -60,7 +62,7 @@ public final class GPIOLineRequest {
 
     init(
         chip: GPIOChipInfo, capabilities: GPIOCapabilities, driver: any GPIORequestDriver, offsets: [UInt32],
-        names: [String], settings: [LineSettings], consumer: String, eventCapacity: Int
+        names: [String], settings: [GPIOLineSettings], consumer: String, eventCapacity: Int
     ) {
         self.chip = chip
         self.capabilities = capabilities
@@ -80,6 +82,7 @@ public final class GPIOLineRequest {
         lines = .allocate(capacity: offsets.count)
         for i in 0..<offsets.count {
             (lines + i).initialize(to: LineEventState(offset: offsets[i], settings: settings[i], capabilities: capabilities))
+            if lines[i].softwareDebounceNs > 0 { hasSoftwareDebounce = true }
         }
         vanishCheckInterval = capabilities.contains(.vanishWakesPoller) ? nil : .seconds(1)
     }
@@ -96,7 +99,7 @@ public final class GPIOLineRequest {
     /// The settings a driver gets for `settings`: debounce goes to the
     /// kernel only where it can do it; otherwise the layer debounces in
     /// software and needs both edges to follow the level.
-    static func driverSettings(_ settings: LineSettings, capabilities: GPIOCapabilities) -> LineSettings {
+    static func driverSettings(_ settings: GPIOLineSettings, capabilities: GPIOCapabilities) -> GPIOLineSettings {
         var s = settings
         if s.direction == .input && s.debounce > .zero && !capabilities.contains(.kernelDebounce) {
             s.debounce = .zero
@@ -112,7 +115,7 @@ public final class GPIOLineRequest {
     }
 
     /// The request-order index of a line, by offset or name.
-    func index(of line: LineSelector) throws(GPIOError) -> Int {
+    func index(of line: GPIOLineSelector) throws(GPIOError) -> Int {
         switch line {
         case let .offset(o):
             var i = 0
@@ -152,7 +155,7 @@ public final class GPIOLineRequest {
     /// `statistics.lostEvents`, comes from the request-wide numbers and is
     /// exact up to the last event read of any line. Without them (1.6) the
     /// count is a lower bound (see `GPIOLossCounting.lowerBound`).
-    public func lostEvents(_ line: LineSelector) throws(GPIOError) -> UInt64 {
+    public func lostEvents(_ line: GPIOLineSelector) throws(GPIOError) -> UInt64 {
         lines[try index(of: line)].lost
     }
 
@@ -163,7 +166,7 @@ public final class GPIOLineRequest {
     // MARK: Values
 
     /// The logical value of one line (active-low applied).
-    public func value(_ line: LineSelector) throws(GPIOError) -> Bool {
+    public func value(_ line: GPIOLineSelector) throws(GPIOError) -> Bool {
         try checkUsable("value")
         let i = try index(of: line)
         do { try driver.getValues(into: values) } catch { throw noteFailure(error) }
@@ -190,7 +193,7 @@ public final class GPIOLineRequest {
     }
 
     /// Sets one output line's logical value.
-    public func setValue(_ value: Bool, _ line: LineSelector) throws(GPIOError) {
+    public func setValue(_ value: Bool, _ line: GPIOLineSelector) throws(GPIOError) {
         try checkUsable("setValue")
         let i = try index(of: line)
         guard settings[i].direction == .output else { throw .notAnOutput(ref(i)) }
@@ -208,7 +211,7 @@ public final class GPIOLineRequest {
 
     /// Sets several output lines at once (in one kernel call where the lines
     /// share a handle).
-    public func setValues(_ changes: [(LineSelector, Bool)]) throws(GPIOError) {
+    public func setValues(_ changes: [(GPIOLineSelector, Bool)]) throws(GPIOError) {
         try checkUsable("setValues")
         guard changes.count <= lineCount else {
             throw .capacityExceeded(what: "values set at once on this request", limit: lineCount)
@@ -233,7 +236,7 @@ public final class GPIOLineRequest {
     /// Applies new settings to one line (the others keep theirs); e.g. turn
     /// an input into an output. With libgpiod 2.x the lines stay requested;
     /// with 1.6 a request that detects edges is released and requested again.
-    public func reconfigure(_ line: LineSelector, _ newSettings: LineSettings) throws(GPIOError) {
+    public func reconfigure(_ line: GPIOLineSelector, _ newSettings: GPIOLineSettings) throws(GPIOError) {
         let i = try index(of: line)
         var all = settings
         all[i] = newSettings
@@ -241,7 +244,7 @@ public final class GPIOLineRequest {
     }
 
     /// Applies new settings to all lines (request order).
-    public func reconfigure(_ newSettings: [LineSettings]) throws(GPIOError) {
+    public func reconfigure(_ newSettings: [GPIOLineSettings]) throws(GPIOError) {
         try checkUsable("reconfigure")
         guard newSettings.count == lineCount else {
             throw .invalidConfiguration(nil, reason: "reconfigure needs settings for all \(lineCount) lines")
@@ -256,16 +259,18 @@ public final class GPIOLineRequest {
         }
         let caps = capabilities
         let driverLines = (0..<lineCount).map {
-            DriverLineConfig(offset: offsets[$0], settings: Self.driverSettings(newSettings[$0], capabilities: caps))
+            GPIODriverLineConfig(offset: offsets[$0], settings: Self.driverSettings(newSettings[$0], capabilities: caps))
         }
         do { try driver.reconfigure(driverLines) } catch { throw noteFailure(error) }
         settings = newSettings
+        hasSoftwareDebounce = false
         for i in 0..<lineCount {
             // The kernel's sequence numbers go on (2.x reconfigures in place).
             var state = LineEventState(offset: offsets[i], settings: newSettings[i], capabilities: caps)
             state.lastLineSequence = lines[i].lastLineSequence
             state.lost = lines[i].lost
             lines[i] = state
+            if state.softwareDebounceNs > 0 { hasSoftwareDebounce = true }
         }
         try resyncAfterReconfigure()
     }

@@ -4,7 +4,7 @@ import Glibc
 
 /// The real backend: libgpiod through the CGPIOD shim (1.6 or 2.x, chosen
 /// when the package is built), on the kernel's GPIO character devices.
-public final class LibgpiodBackend: GPIOBackend {
+public final class LibgpiodBackend: GPIOChipOpening {
     /// The backend over `/dev`.
     public static let shared = LibgpiodBackend()
 
@@ -42,8 +42,8 @@ public final class LibgpiodBackend: GPIOBackend {
     /// then the shim's translation into libgpiod's own objects (2.x: a
     /// `gpiod_line_config`; 1.6: each group's request type and flags), read
     /// back from those objects. Needs no chip: for tests and diagnostics.
-    public func libraryConfig(for lines: [(offset: UInt32, settings: LineSettings)]) throws(GPIOError)
-        -> [DriverLineConfig]
+    package func libraryConfig(for lines: [(offset: UInt32, settings: GPIOLineSettings)]) throws(GPIOError)
+        -> [GPIODriverLineConfig]
     {
         var configs: [bl_gpiod_line_config] = []
         for line in lines {
@@ -51,7 +51,7 @@ public final class LibgpiodBackend: GPIOBackend {
                 throw .invalidConfiguration(GPIOLineRef(chip: "libgpiod", offset: line.offset), reason: reason)
             }
             let adjusted = GPIOLineRequest.driverSettings(line.settings, capabilities: capabilities)
-            configs.append(LibgpiodChip.cConfig(DriverLineConfig(offset: line.offset, settings: adjusted)))
+            configs.append(LibgpiodChip.cConfig(GPIODriverLineConfig(offset: line.offset, settings: adjusted)))
         }
         var out = [bl_gpiod_line_config](repeating: bl_gpiod_line_config(), count: configs.count)
         var err = bl_gpiod_error()
@@ -99,7 +99,7 @@ public final class LibgpiodBackend: GPIOBackend {
         return result
     }
 
-    public func openChip(_ chip: String) throws(GPIOError) -> any GPIOChipDriver {
+    package func openChip(_ chip: String) throws(GPIOError) -> any GPIOChipDriver {
         if chip.contains("/") { return try openPath(chip, requestedAs: chip) }
         if chip.hasPrefix("gpiochip"), Int(chip.dropFirst(8)) != nil {
             let path = "\(deviceDirectory)/\(chip)"
@@ -220,12 +220,12 @@ final class LibgpiodChip: GPIOChipDriver {
         guard bl_gpiod_chip_get_line_info(handle, offset, &li, &err) == 0 else {
             throw gpioError(err, chip: info, lineName: { _ in nil })
         }
-        let edge: EdgeDetection? =
+        let edge: GPIOEdgeDetection? =
             switch li.edge {
             case Int32(BL_GPIOD_EDGE_RISING): .rising
             case Int32(BL_GPIOD_EDGE_FALLING): .falling
             case Int32(BL_GPIOD_EDGE_BOTH): .both
-            case Int32(BL_GPIOD_EDGE_NONE): EdgeDetection.none
+            case Int32(BL_GPIOD_EDGE_NONE): GPIOEdgeDetection.none
             default: nil
             }
         let bias: GPIOBias =
@@ -259,7 +259,7 @@ final class LibgpiodChip: GPIOChipDriver {
         throw gpioError(err, chip: info, lineName: { _ in nil })
     }
 
-    func requestLines(_ lines: [DriverLineConfig], consumer: String, eventBufferCapacity: Int) throws(GPIOError)
+    func requestLines(_ lines: [GPIODriverLineConfig], consumer: String, eventBufferCapacity: Int) throws(GPIOError)
         -> any GPIORequestDriver
     {
         var configs = lines.map(Self.cConfig)
@@ -285,7 +285,7 @@ final class LibgpiodChip: GPIOChipDriver {
 
     /// The shim's config of one line: what requests and reconfigures pass
     /// down (and what `LibgpiodBackend.libraryConfig(for:)` reads back).
-    static func cConfig(_ line: DriverLineConfig) -> bl_gpiod_line_config {
+    static func cConfig(_ line: GPIODriverLineConfig) -> bl_gpiod_line_config {
         let s = line.settings
         // The kernel takes whole microseconds: round up, so a sub-microsecond
         // period still debounces.
@@ -298,13 +298,13 @@ final class LibgpiodChip: GPIOChipDriver {
             output_value: s.outputValue ? 1 : 0, debounce_us: UInt32(clamping: us))
     }
 
-    static func fromC(_ c: bl_gpiod_line_config) -> DriverLineConfig {
-        let edge: EdgeDetection =
+    static func fromC(_ c: bl_gpiod_line_config) -> GPIODriverLineConfig {
+        let edge: GPIOEdgeDetection =
             switch c.edge {
             case Int32(BL_GPIOD_EDGE_RISING): .rising
             case Int32(BL_GPIOD_EDGE_FALLING): .falling
             case Int32(BL_GPIOD_EDGE_BOTH): .both
-            default: EdgeDetection.none
+            default: GPIOEdgeDetection.none
             }
         let bias: GPIOBias =
             switch c.bias {
@@ -319,15 +319,15 @@ final class LibgpiodChip: GPIOChipDriver {
             case Int32(BL_GPIOD_DRIVE_OPEN_SOURCE): .openSource
             default: .pushPull
             }
-        return DriverLineConfig(
+        return GPIODriverLineConfig(
             offset: c.offset,
-            settings: LineSettings(
+            settings: GPIOLineSettings(
                 direction: c.direction == Int32(BL_GPIOD_DIRECTION_OUTPUT) ? .output : .input, edgeDetection: edge,
                 bias: bias, drive: drive, activeLow: c.active_low != 0, debounce: .microseconds(Int64(c.debounce_us)),
                 outputValue: c.output_value != 0))
     }
 
-    static func cEdge(_ e: EdgeDetection) -> Int32 {
+    static func cEdge(_ e: GPIOEdgeDetection) -> Int32 {
         switch e {
         case .none: Int32(BL_GPIOD_EDGE_NONE)
         case .rising: Int32(BL_GPIOD_EDGE_RISING)
@@ -361,7 +361,6 @@ final class LibgpiodRequest: GPIORequestDriver {
     let chip: GPIOChipInfo
     let offsets: [UInt32]
     let names: [UInt32: String]
-    let raw: UnsafeMutablePointer<bl_gpiod_edge_event>
     let rawCapacity: Int
     let status: UnsafeMutablePointer<bl_gpiod_read_status>
     let error: UnsafeMutablePointer<bl_gpiod_error>
@@ -373,8 +372,12 @@ final class LibgpiodRequest: GPIORequestDriver {
         self.offsets = offsets
         self.names = names
         rawCapacity = max(eventCapacity, 1)
-        raw = .allocate(capacity: rawCapacity)
-        raw.initialize(repeating: bl_gpiod_edge_event(), count: rawCapacity)
+        // readEvents has the shim write into GPIOEdgeEvent storage.
+        precondition(
+            MemoryLayout<GPIOEdgeEvent>.size == MemoryLayout<bl_gpiod_edge_event>.size
+                && MemoryLayout<GPIOEdgeEvent>.stride == MemoryLayout<bl_gpiod_edge_event>.stride
+                && MemoryLayout<GPIOEdgeEvent>.alignment == MemoryLayout<bl_gpiod_edge_event>.alignment,
+            "boardloop GPIO: GPIOEdgeEvent must have the layout of bl_gpiod_edge_event")
         status = .allocate(capacity: 1)
         status.initialize(to: bl_gpiod_read_status())
         error = .allocate(capacity: 1)
@@ -384,7 +387,6 @@ final class LibgpiodRequest: GPIORequestDriver {
 
     deinit {
         release()
-        raw.deallocate()
         status.deallocate()
         error.deallocate()
     }
@@ -411,30 +413,25 @@ final class LibgpiodRequest: GPIORequestDriver {
         }
     }
 
-    func reconfigure(_ lines: [DriverLineConfig]) throws(GPIOError) {
+    func reconfigure(_ lines: [GPIODriverLineConfig]) throws(GPIOError) {
         guard let handle else { throw fail("reconfigure") }
         var configs = lines.map(LibgpiodChip.cConfig)
         if bl_gpiod_request_reconfigure(handle, &configs, UInt32(configs.count), error) != 0 { throw mapped() }
     }
 
-    func readEvents(into events: UnsafeMutableBufferPointer<EdgeEvent>, fullOffsets: UnsafeMutableBufferPointer<UInt32>)
+    func readEvents(into events: UnsafeMutableBufferPointer<GPIOEdgeEvent>, fullOffsets: UnsafeMutableBufferPointer<UInt32>)
         throws(GPIOError) -> GPIOReadStatus
     {
         guard let handle else { throw fail("readEvents") }
         let want = min(events.count, rawCapacity)
-        let n = bl_gpiod_request_read_events(handle, raw, UInt32(want), status, error)
+        // An GPIOEdgeEvent is the shim's record and nothing else: the shim writes
+        // the events where the request reads them (one copy out of
+        // libgpiod's buffer, no conversion pass).
+        let n = events.baseAddress!.withMemoryRebound(to: bl_gpiod_edge_event.self, capacity: want) {
+            bl_gpiod_request_read_events(handle, $0, UInt32(want), status, error)
+        }
         if n < 0 { throw mapped() }
         var result = GPIOReadStatus()
-        let out = events.baseAddress!
-        var i = 0
-        while i < Int(n) {
-            let r = raw[i]
-            out[i] = EdgeEvent(
-                offset: r.offset, edge: r.edge == UInt32(BL_GPIOD_EDGE_RISING) ? .rising : .falling,
-                timestamp: MonotonicInstant(nanoseconds: r.timestamp_ns), globalSequence: r.global_seqno,
-                lineSequence: r.line_seqno)
-            i += 1
-        }
         result.count = Int(n)
         let s = status.pointee
         result.vanished = s.flags & UInt32(BL_GPIOD_READ_VANISHED) != 0

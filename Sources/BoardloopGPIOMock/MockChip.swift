@@ -157,7 +157,7 @@ public final class MockChip: @unchecked Sendable {
     /// The offset of a line by offset or name. A line the chip does not have
     /// is a typed error (`offsetOutOfRange`, `lineNotFound`), as on a real
     /// chip: the daemon takes line names from users' config files.
-    public func offset(_ line: LineSelector) throws(GPIOError) -> UInt32 {
+    public func offset(_ line: GPIOLineSelector) throws(GPIOError) -> UInt32 {
         switch line {
         case let .offset(o):
             guard Int(o) < lineCount else {
@@ -176,7 +176,7 @@ public final class MockChip: @unchecked Sendable {
 
     /// The physical level of a line: what the wire carries now (an output's
     /// driven level, or an input's external level or pull).
-    public func level(_ line: LineSelector) throws(GPIOError) -> Bool {
+    public func level(_ line: GPIOLineSelector) throws(GPIOError) -> Bool {
         let o = Int(try offset(line))
         return lock.withLock { physicalLevel(o) }
     }
@@ -198,7 +198,7 @@ public final class MockChip: @unchecked Sendable {
     /// Drives a line's physical level from outside. A change is an edge for
     /// a request watching the line (logical edge: active-low inverts it),
     /// stamped `at` (default: the chip clock's now). Safe from any thread.
-    public func setLevel(_ line: LineSelector, _ high: Bool, at timestamp: MonotonicInstant? = nil) throws(GPIOError) {
+    public func setLevel(_ line: GPIOLineSelector, _ high: Bool, at timestamp: MonotonicInstant? = nil) throws(GPIOError) {
         let o = Int(try offset(line))
         setLevel(offset: o, high, at: timestamp)
     }
@@ -215,7 +215,7 @@ public final class MockChip: @unchecked Sendable {
 
     /// An edge the kernel saw, even if the level already was there (a glitch
     /// too short to sample, say): sets the level and queues the event.
-    public func injectEdge(_ line: LineSelector, _ edge: GPIOEdge, at timestamp: MonotonicInstant? = nil)
+    public func injectEdge(_ line: GPIOLineSelector, _ edge: GPIOEdge, at timestamp: MonotonicInstant? = nil)
         throws(GPIOError)
     {
         let o = Int(try offset(line))
@@ -227,7 +227,7 @@ public final class MockChip: @unchecked Sendable {
     }
 
     /// Two edges `width` apart: to the opposite level and back.
-    public func pulse(_ line: LineSelector, width: Duration, at start: MonotonicInstant? = nil) throws(GPIOError) {
+    public func pulse(_ line: GPIOLineSelector, width: Duration, at start: MonotonicInstant? = nil) throws(GPIOError) {
         let o = Int(try offset(line))
         let t0 = start ?? now
         let original = lock.withLock { physicalLevel(o) }
@@ -238,7 +238,7 @@ public final class MockChip: @unchecked Sendable {
     /// `count` alternating edges `spacing` apart from `start`, beginning with
     /// the edge away from the current level (a bouncing contact, or a
     /// burst larger than the event buffer).
-    public func burst(_ line: LineSelector, edges count: Int, spacing: Duration, from start: MonotonicInstant? = nil)
+    public func burst(_ line: GPIOLineSelector, edges count: Int, spacing: Duration, from start: MonotonicInstant? = nil)
         throws(GPIOError)
     {
         let o = Int(try offset(line))
@@ -278,7 +278,7 @@ public final class MockChip: @unchecked Sendable {
 
     /// Every recorded output change of one line, oldest first (the value a
     /// request set it to when made, then each change).
-    public func outputHistory(_ line: LineSelector) throws(GPIOError) -> [OutputChange] {
+    public func outputHistory(_ line: GPIOLineSelector) throws(GPIOError) -> [OutputChange] {
         let o = try offset(line)
         return allOutputChanges().filter { $0.offset == o }
     }
@@ -301,7 +301,7 @@ public final class MockChip: @unchecked Sendable {
     /// Wires an output of this chip to an input (of this chip or `target`):
     /// each level the output drives is driven onto the input, at the same
     /// timestamp. Set up wiring before the lines are used.
-    public func wire(_ output: LineSelector, to input: LineSelector, on target: MockChip? = nil, inverted: Bool = false)
+    public func wire(_ output: GPIOLineSelector, to input: GPIOLineSelector, on target: MockChip? = nil, inverted: Bool = false)
         throws(GPIOError)
     {
         let chip = target ?? self
@@ -328,13 +328,13 @@ public final class MockChip: @unchecked Sendable {
 
     /// Marks a line as held by another consumer: requesting it fails with
     /// `lineBusy` naming `consumer`, as when another program holds it.
-    public func hold(_ line: LineSelector, consumer: String) throws(GPIOError) {
+    public func hold(_ line: GPIOLineSelector, consumer: String) throws(GPIOError) {
         let o = Int(try offset(line))
         lock.withLock { holders[o] = consumer }
     }
 
     /// Ends a `hold`.
-    public func unhold(_ line: LineSelector) throws(GPIOError) {
+    public func unhold(_ line: GPIOLineSelector) throws(GPIOError) {
         let o = Int(try offset(line))
         lock.withLock { holders[o] = nil }
     }
@@ -375,7 +375,7 @@ public final class MockChip: @unchecked Sendable {
     /// Drops the next `count` events of a line as a kernel buffer overflow
     /// would: with the v2 model their sequence numbers are used up (the gap
     /// shows), with v1 they leave no trace at all.
-    public func dropEvents(_ line: LineSelector, count: Int) throws(GPIOError) {
+    public func dropEvents(_ line: GPIOLineSelector, count: Int) throws(GPIOError) {
         let o = Int(try offset(line))
         lock.withLock {
             guard let r = owner[o] else { return }
@@ -384,7 +384,7 @@ public final class MockChip: @unchecked Sendable {
     }
 
     /// Who holds a line: the request's consumer, a `hold`'s consumer, or nil.
-    public func consumer(_ line: LineSelector) throws(GPIOError) -> String? {
+    public func consumer(_ line: GPIOLineSelector) throws(GPIOError) -> String? {
         let o = Int(try offset(line))
         return lock.withLock { owner[o]?.consumer ?? holders[o] }
     }

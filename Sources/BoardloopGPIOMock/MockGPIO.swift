@@ -4,7 +4,7 @@ import BoardloopGPIO
 /// A mock board: a set of mock chips behind the `GPIOBackend` protocol, so
 /// `GPIOChip("boardloop-mock0", backend: board)` works as it does with
 /// libgpiod, and the same code runs against either.
-public final class MockGPIO: GPIOBackend, @unchecked Sendable {
+public final class MockGPIO: GPIOChipOpening, @unchecked Sendable {
     public let chips: [MockChip]
 
     public init(_ chips: [MockChip]) throws(GPIOError) {
@@ -31,7 +31,7 @@ public final class MockGPIO: GPIOBackend, @unchecked Sendable {
         chips.filter { !$0.vanished }.map(\.info)
     }
 
-    public func openChip(_ spec: String) throws(GPIOError) -> any GPIOChipDriver {
+    package func openChip(_ spec: String) throws(GPIOError) -> any GPIOChipDriver {
         guard let chip = chip(spec), !chip.vanished else {
             throw .chipNotFound(chip: spec, available: try listChips().map(\.description))
         }
@@ -82,7 +82,7 @@ final class MockChipDriver: GPIOChipDriver {
             let holder = chip.holders[o]
             return GPIOLineInfo(
                 offset: offset, name: chip.names[o], consumer: holder ?? "", used: holder != nil, direction: .input,
-                activeLow: false, bias: .asIs, drive: .pushPull, edgeDetection: EdgeDetection.none, debounce: .zero)
+                activeLow: false, bias: .asIs, drive: .pushPull, edgeDetection: GPIOEdgeDetection.none, debounce: .zero)
         }
     }
 
@@ -91,7 +91,7 @@ final class MockChipDriver: GPIOChipDriver {
         return chip.names.firstIndex(of: name).map { UInt32($0) }
     }
 
-    func requestLines(_ lines: [DriverLineConfig], consumer: String, eventBufferCapacity: Int) throws(GPIOError)
+    func requestLines(_ lines: [GPIODriverLineConfig], consumer: String, eventBufferCapacity: Int) throws(GPIOError)
         -> any GPIORequestDriver
     {
         let request = try MockRequest(chip: chip, consumer: consumer, lines: lines)

@@ -10,14 +10,14 @@ import Glibc
 final class MockRequest: GPIORequestDriver {
     let chip: MockChip
     let consumer: String
-    var lines: [DriverLineConfig]
+    var lines: [GPIODriverLineConfig]
     /// Logical output values, per line (outputs only).
     var outputs: [Bool]
     private let fd: Int32
     private var detectsEdges: Bool
 
     // The event ring.
-    private let ring: UnsafeMutablePointer<EdgeEvent>
+    private let ring: UnsafeMutablePointer<GPIOEdgeEvent>
     private let ringCapacity: Int
     private var head = 0
     private var count = 0
@@ -32,7 +32,7 @@ final class MockRequest: GPIORequestDriver {
 
     static let v1FifoEvents = 16
 
-    init(chip: MockChip, consumer: String, lines: [DriverLineConfig]) throws(GPIOError) {
+    init(chip: MockChip, consumer: String, lines: [GPIODriverLineConfig]) throws(GPIOError) {
         self.chip = chip
         self.consumer = consumer
         self.lines = lines
@@ -47,7 +47,7 @@ final class MockRequest: GPIORequestDriver {
         }
         ring = .allocate(capacity: ringCapacity)
         ring.initialize(
-            repeating: EdgeEvent(offset: 0, edge: .rising, timestamp: MonotonicInstant(nanoseconds: 0)), count: ringCapacity)
+            repeating: GPIOEdgeEvent(offset: 0, edge: .rising, timestamp: MonotonicInstant(nanoseconds: 0)), count: ringCapacity)
         perLine = .allocate(capacity: lines.count)
         perLine.initialize(repeating: 0, count: lines.count)
         lineSequence = .allocate(capacity: lines.count)
@@ -83,13 +83,13 @@ final class MockRequest: GPIORequestDriver {
                 head = (head + 1) % ringCapacity
                 count -= 1
             }
-            ring[(head + count) % ringCapacity] = EdgeEvent(
+            ring[(head + count) % ringCapacity] = GPIOEdgeEvent(
                 offset: offset, edge: edge, timestamp: timestamp, globalSequence: globalSequence,
                 lineSequence: lineSequence[i])
         case .v1:
             // The v1 lineevent FIFO keeps 16 per line and drops newer edges.
             guard perLine[i] < Self.v1FifoEvents else { return }
-            ring[(head + count) % ringCapacity] = EdgeEvent(offset: offset, edge: edge, timestamp: timestamp)
+            ring[(head + count) % ringCapacity] = GPIOEdgeEvent(offset: offset, edge: edge, timestamp: timestamp)
         }
         perLine[i] += 1
         count += 1
@@ -173,7 +173,7 @@ final class MockRequest: GPIORequestDriver {
     /// Readable while events wait; -1 when no line detects edges.
     var eventFD: Int32 { chip.lock.withLock { detectsEdges ? fd : -1 } }
 
-    func reconfigure(_ newLines: [DriverLineConfig]) throws(GPIOError) {
+    func reconfigure(_ newLines: [GPIODriverLineConfig]) throws(GPIOError) {
         let t = chip.now
         var changed: [(UInt32, Bool)] = []
         try chip.lock.withLock { () throws(GPIOError) in
@@ -197,7 +197,7 @@ final class MockRequest: GPIORequestDriver {
         for (o, level) in changed { chip.propagate(o, level: level, at: t) }
     }
 
-    func readEvents(into events: UnsafeMutableBufferPointer<EdgeEvent>, fullOffsets: UnsafeMutableBufferPointer<UInt32>)
+    func readEvents(into events: UnsafeMutableBufferPointer<GPIOEdgeEvent>, fullOffsets: UnsafeMutableBufferPointer<UInt32>)
         throws(GPIOError) -> GPIOReadStatus
     {
         chip.lock.withLock {

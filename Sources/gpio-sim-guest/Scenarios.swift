@@ -22,7 +22,7 @@ func require(_ condition: Bool, _ why: @autoclosure () -> String) throws {
 }
 
 /// Runs `loop` in `mode` until `done()` or `timeout`.
-func run(_ loop: RunLoop, _ mode: RunLoopMode = .default, timeout: Duration, until done: () -> Bool) throws {
+func run(_ loop: BoardRunLoop, _ mode: RunLoopMode = .default, timeout: Duration, until done: () -> Bool) throws {
     let deadline = MonotonicInstant.now + timeout
     while !done() && MonotonicInstant.now < deadline {
         _ = try loop.run(mode: mode, timeout: .milliseconds(50), returnAfterSourceHandled: true)
@@ -30,7 +30,7 @@ func run(_ loop: RunLoop, _ mode: RunLoopMode = .default, timeout: Duration, unt
 }
 
 /// Runs `loop` in `mode` for `duration` (whatever comes).
-func run(_ loop: RunLoop, _ mode: RunLoopMode = .default, for duration: Duration) throws {
+func run(_ loop: BoardRunLoop, _ mode: RunLoopMode = .default, for duration: Duration) throws {
     let deadline = MonotonicInstant.now + duration
     while MonotonicInstant.now < deadline {
         _ = try loop.run(mode: mode, timeout: deadline - MonotonicInstant.now)
@@ -67,9 +67,9 @@ enum Scenarios {
         // Edge events from pull toggles on four lines at once.
         let inputs: [UInt32] = [17, 18, 19, 20]
         for o in inputs { sim.pull(o, up: false) }
-        let req = try chip.request(inputs.map { LineSelector.offset($0) }, .input(edges: .both))
-        let loop = try RunLoop()
-        var got: [EdgeEvent] = []
+        let req = try chip.request(inputs.map { GPIOLineSelector.offset($0) }, .input(edges: .both))
+        let loop = try BoardRunLoop()
+        var got: [GPIOEdgeEvent] = []
         var faults: [GPIOError] = []
         try req.schedule(on: loop) { batch in
             if let f = batch.fault { faults.append(f) }
@@ -173,9 +173,9 @@ enum Scenarios {
         // A 16-event buffer: with 2.x the request's kernel buffer (for both
         // lines together); 1.6 keeps 16 per line whatever is asked.
         let capacity = 16
-        let req = try chip.request(lines.map { LineSelector.offset($0) }, .input(edges: .both), eventBufferCapacity: capacity)
-        let loop = try RunLoop()
-        var got: [EdgeEvent] = []
+        let req = try chip.request(lines.map { GPIOLineSelector.offset($0) }, .input(edges: .both), eventBufferCapacity: capacity)
+        let loop = try BoardRunLoop()
+        var got: [GPIOEdgeEvent] = []
         var lostInBatches: UInt64 = 0
         var overflowBatches = 0
         try req.schedule(on: loop, mode: held) { batch in
@@ -246,7 +246,7 @@ enum Scenarios {
         var figures: [String] = []
         for capacity in [48, 2] {
             let req = try chip.request(.offset(line), .input(edges: .both), eventBufferCapacity: capacity)
-            let loop = try RunLoop()
+            let loop = try BoardRunLoop()
             var delivered = 0
             try req.schedule(on: loop, mode: held) { delivered += $0.count }
             let edges = 80
@@ -280,7 +280,7 @@ enum Scenarios {
         let req = try chip.request([0, 1], .input(edges: .both))
         req.vanishCheckInterval = .milliseconds(100)
         let out = try chip.request(2, .output(true))
-        let loop = try RunLoop()
+        let loop = try BoardRunLoop()
         var events = 0
         var fault: GPIOError?
         var faultAt = MonotonicInstant.now
@@ -345,9 +345,9 @@ enum Scenarios {
         let lines: [UInt32] = [24, 25]
         for o in lines { sim.pull(o, up: false) }
         let critical: RunLoopMode = "gpio-sim.critical"
-        let req = try chip.request(lines.map { LineSelector.offset($0) }, .input(edges: .both))
-        let loop = try RunLoop()
-        var got: [EdgeEvent] = []
+        let req = try chip.request(lines.map { GPIOLineSelector.offset($0) }, .input(edges: .both))
+        let loop = try BoardRunLoop()
+        var got: [GPIOEdgeEvent] = []
         try req.schedule(on: loop, mode: critical) { batch in
             for e in batch { got.append(e) }
         }
@@ -390,13 +390,13 @@ enum Scenarios {
         } else {
             try require(info.debounce == .zero, "line info says kernel debounce \(info.debounce) under 1.6")
         }
-        let loop = try RunLoop()
-        var got: [EdgeEvent] = []
+        let loop = try BoardRunLoop()
+        var got: [GPIOEdgeEvent] = []
         var entries: [MonotonicInstant] = []
         try req.schedule(on: loop) { batch in
             for e in batch {
                 got.append(e)
-                entries.append(batch.handlerEntry)
+                entries.append(batch.handlerEntryTime)
             }
         }
         let presses = 3
@@ -470,8 +470,8 @@ enum Scenarios {
             try require(info.edgeDetection == nil && info.debounce == .zero && info.eventClock == nil, "1.6 info \(info)")
         }
         // The event clock: timestamps are CLOCK_MONOTONIC, between readings taken around the edge.
-        let loop = try RunLoop()
-        var got: [EdgeEvent] = []
+        let loop = try BoardRunLoop()
+        var got: [GPIOEdgeEvent] = []
         try req.schedule(on: loop) { for e in $0 { got.append(e) } }
         sim.pull(17, up: false) // active-low: a falling wire is a rising logical edge, not reported
         try run(loop, for: .milliseconds(30)) // longer than the debounce period
@@ -510,8 +510,8 @@ enum Scenarios {
         try require(w1 == 0 && w0 == 1 && w1b == 0, "active-low output: logical 1/0/1 gave wire \(String(describing: w1))/\(String(describing: w0))/\(String(describing: w1b)), expected 0/1/0")
         // Input: a low wire reads 1; pulling it up is a logical falling edge.
         let low = try req.value(.offset(input))
-        let loop = try RunLoop()
-        var got: [EdgeEvent] = []
+        let loop = try BoardRunLoop()
+        var got: [GPIOEdgeEvent] = []
         try req.schedule(on: loop) { for e in $0 { got.append(e) } }
         sim.pull(input, up: true)
         settleKernel()
@@ -537,7 +537,7 @@ enum Scenarios {
         let line: UInt32 = 26
         sim.pull(line, up: false)
         let req = try chip.request(.offset(line), .input(edges: .both))
-        let loop = try RunLoop()
+        let loop = try BoardRunLoop()
         let samples = UnsafeMutablePointer<Int64>.allocate(capacity: count)
         defer { samples.deallocate() }
         let handled = HandledCounter()

@@ -84,7 +84,7 @@ import Testing
         let engine = c.loops[1].capacities.engine
         #expect(engine.sources == 4 && engine.timers == 3 && engine.modes == 2 && engine.pendingPerforms == 40)
         // The engine accepts them.
-        _ = try RunLoop(capacities: engine)
+        _ = try BoardRunLoop(capacities: engine)
     }
 
     @Test func gesturesConditionsAndPoliciesOfTheDemo() throws {

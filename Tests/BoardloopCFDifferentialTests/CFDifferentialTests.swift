@@ -7,7 +7,6 @@ import Glibc
 import Synchronization
 import XCTest
 
-typealias RunLoop = Boardloop.RunLoop
 
 /// The same scenarios run on swift-corelibs CoreFoundation's CFRunLoop and on
 /// boardloop's engine; the observer activity sequences and run results must
@@ -27,16 +26,9 @@ final class CFDifferentialTests: XCTestCase {
         let sleeps = Atomic<Int>(0)
     }
 
+    /// CF's activity by the engine's name for it (the bit values are CF's).
     static func name(_ a: CFRunLoopActivity) -> String {
-        switch a {
-        case .entry: "entry"
-        case .beforeTimers: "beforeTimers"
-        case .beforeSources: "beforeSources"
-        case .beforeWaiting: "beforeWaiting"
-        case .afterWaiting: "afterWaiting"
-        case .exit: "exit"
-        default: "activity \(a.rawValue)"
-        }
+        RunLoopActivity(rawValue: UInt32(truncatingIfNeeded: a.rawValue)).description
     }
 
     /// Runs `body` on a fresh thread (its own CFRunLoop, never the main one)
@@ -61,7 +53,7 @@ final class CFDifferentialTests: XCTestCase {
     }
 
     /// Runs `body` with a fresh engine loop on this thread, recording activities.
-    func onEngine(_ body: (Box, RunLoop) throws -> RunLoopRunResult) throws -> (log: [String], result: Int32) {
+    func onEngine(_ body: (Box, BoardRunLoop) throws -> RunResult) throws -> (log: [String], result: Int32) {
         let box = Box()
         let loop = try makeLoop()
         try loop.add(RunLoopObserver(activities: .allActivities) { _, a in box.log.append(a.description) }, mode: .default)

@@ -9,7 +9,7 @@ import XCTest
 final class DebounceTests: XCTestCase {
     let period: Duration = .milliseconds(10)
 
-    func makeButton(_ rig: ManualRig, edges: EdgeDetection = .both, activeLow: Bool = false) throws
+    func makeButton(_ rig: ManualRig, edges: GPIOEdgeDetection = .both, activeLow: Bool = false) throws
         -> (GPIOLineRequest, EventLog)
     {
         let req = try rig.gpio.request(17, .input(edges: edges, activeLow: activeLow, debounce: period))

@@ -54,7 +54,7 @@ final class ErrorTests: XCTestCase {
     func testALineRequestedOnAWorkerIsFreeAgainOnceTheWorkerEnded() throws {
         let chip = try MockChip(label: "restart", lineCount: 32)
         for round in 1...3 {
-            let worker = try Worker.start(name: "worker-round-\(round)") { loop in
+            let worker = try LoopThread.start(name: "worker-round-\(round)") { loop in
                 let gpio = try chip.open()
                 let request = try gpio.request(17, .input(edges: .both), consumer: "worker-round-\(round)")
                 try request.schedule(on: loop) { _ in }
@@ -105,10 +105,10 @@ final class ErrorTests: XCTestCase {
 
     func testInvalidCombinationsAreRejectedBeforeTheKernel() throws {
         let rig = try ManualRig()
-        let cases: [(LineSettings, String)] = [
-            (LineSettings(direction: .output, edgeDetection: .both), "edge detection (both) on an output"),
-            (LineSettings(direction: .output, debounce: .milliseconds(5)), "debounce on an output"),
-            (LineSettings(direction: .input, drive: .openDrain), "open-drain drive on an input"),
+        let cases: [(GPIOLineSettings, String)] = [
+            (GPIOLineSettings(direction: .output, edgeDetection: .both), "edge detection (both) on an output"),
+            (GPIOLineSettings(direction: .output, debounce: .milliseconds(5)), "debounce on an output"),
+            (GPIOLineSettings(direction: .input, drive: .openDrain), "open-drain drive on an input"),
             (.input(debounce: .zero - .milliseconds(1)), "negative debounce"),
         ]
         for (settings, reason) in cases {
@@ -122,11 +122,11 @@ final class ErrorTests: XCTestCase {
             guard case .invalidConfiguration(let line?, let reason) = error else { return false }
             return line.offset == 3 && reason.contains("named twice")
         }
-        assertGPIOError(try rig.gpio.request([LineSelector](), .input())) {
+        assertGPIOError(try rig.gpio.request([GPIOLineSelector](), .input())) {
             if case .invalidConfiguration(nil, _) = $0 { return true }
             return false
         }
-        assertGPIOError(try rig.gpio.request((0..<32).map { LineSelector.offset(UInt32($0)) } + ["BUTTON"], .input())) {
+        assertGPIOError(try rig.gpio.request((0..<32).map { GPIOLineSelector.offset(UInt32($0)) } + ["BUTTON"], .input())) {
             if case .invalidConfiguration(let line?, _) = $0 { return line.offset == 17 }
             return false
         }
@@ -162,10 +162,10 @@ final class ErrorTests: XCTestCase {
         nonisolated(unsafe) var caught: GPIOError?
         nonisolated(unsafe) let r = req
         let loop = rig.loop
-        let t = BoundedThread {
+        let t = JoinableThread {
             do throws(GPIOError) { try r.schedule(on: loop) { _ in } } catch { caught = error }
         }
-        guard t.join(within: .seconds(5)) else { return }
+        guard t.join(within: .seconds(5)) else { return XCTFail("the thread was still running after 5 s") }
         guard case .runLoop(.notOwner)? = caught else { return XCTFail("got \(String(describing: caught))") }
     }
 

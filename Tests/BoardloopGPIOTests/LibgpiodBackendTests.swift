@@ -119,7 +119,7 @@ final class LibgpiodBackendTests: XCTestCase {
 
     func testBackendLineConfigKeepsActiveLowOnInputsAndOutputs() throws {
         let backend = LibgpiodBackend.shared
-        let asked: [(offset: UInt32, settings: LineSettings)] = [
+        let asked: [(offset: UInt32, settings: GPIOLineSettings)] = [
             (17, .input(edges: .both, bias: .pullUp, activeLow: true)),
             (18, .input(edges: .rising, bias: .pullDown, activeLow: true, debounce: .milliseconds(5))),
             (19, .input(edges: .falling)),

@@ -160,13 +160,13 @@ final class LossAndLimitTests: XCTestCase {
 
     func testDebounceAboveTheLimitSaysTheLimit() throws {
         let rig = try ManualRig()
-        let tooLong = LineSettings.maximumDebounce + .seconds(1)
+        let tooLong = GPIOLineSettings.maximumDebounce + .seconds(1)
         assertGPIOError(try rig.gpio.request(17, .input(edges: .both, debounce: tooLong))) { e in
             guard case .invalidConfiguration(let line?, let reason) = e, line.offset == 17 else { return false }
             return reason.contains("\(tooLong)") && reason.contains("limit of 4000.0 seconds")
-                && reason.contains("LineSettings.maximumDebounce")
+                && reason.contains("GPIOLineSettings.maximumDebounce")
         }
         // The limit itself is accepted.
-        XCTAssertNoThrow(try rig.gpio.request(17, .input(edges: .both, debounce: LineSettings.maximumDebounce)))
+        XCTAssertNoThrow(try rig.gpio.request(17, .input(edges: .both, debounce: GPIOLineSettings.maximumDebounce)))
     }
 }

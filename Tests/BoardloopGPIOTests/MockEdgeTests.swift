@@ -130,7 +130,7 @@ final class MockEdgeTests: XCTestCase {
             log.record(batch)
             if log.events.count >= 10 { loop.stop() }
         }
-        let driver = BoundedThread {
+        let driver = JoinableThread {
             for i in 0..<10 {
                 do { try chip.setLevel(1, i % 2 == 0) } catch { XCTFail("setLevel: \(error)") }
                 usleep(200)
@@ -138,7 +138,7 @@ final class MockEdgeTests: XCTestCase {
         }
         // Deadlines: a broken wake-up fails in seconds, never hangs.
         let result = try loop.run(mode: .default, timeout: .seconds(5))
-        driver.join(within: .seconds(5))
+        XCTAssertTrue(driver.join(within: .seconds(5)), "the driver thread was still running after 5 s")
         XCTAssertEqual(result, .stopped)
         XCTAssertEqual(log.edges, (0..<10).map { $0 % 2 == 0 ? .rising : .falling })
         XCTAssertTrue(zip(log.timestamps, log.timestamps.dropFirst()).allSatisfy { $0 <= $1 })

@@ -6,19 +6,17 @@ import BoardloopXCTestSupport
 import Glibc
 import XCTest
 
-/// XCTest brings Foundation, whose RunLoop would shadow ours.
-typealias RunLoop = Boardloop.RunLoop
 
 /// What a handler saw, copied out of the borrowed batches.
 final class EventLog {
-    var events: [EdgeEvent] = []
+    var events: [GPIOEdgeEvent] = []
     var batchSizes: [Int] = []
     var lost: UInt64 = 0
     var overflowSuspected = 0
     var faults: [GPIOError] = []
     var latencies: [Duration] = []
 
-    func record(_ batch: EdgeEventBatch) {
+    func record(_ batch: GPIOEdgeEventBatch) {
         batchSizes.append(batch.count)
         lost += batch.lostEvents
         if batch.overflowSuspected { overflowSuspected += 1 }
@@ -38,7 +36,7 @@ final class EventLog {
 /// clock (so debounce periods and timestamps are exact, no sleeping).
 struct ManualRig {
     let clock = ManualClock()
-    let loop: RunLoop
+    let loop: BoardRunLoop
     let chip: MockChip
     let board: MockGPIO
     let gpio: GPIOChip
@@ -77,53 +75,5 @@ func assertGPIOError<T>(
         XCTFail("expected a GPIOError", file: file, line: line)
     } catch {
         XCTAssertTrue(check(error), "unexpected error: \(error)", file: file, line: line)
-    }
-}
-
-
-/// A thread whose end is awaited with a deadline: a body that hangs (a
-/// deadlocked mock, a loop that never returns) fails the test in seconds
-/// instead of hanging the suite. Its flag is guarded by a pthread mutex, as
-/// the project's Lock (visible to ThreadSanitizer).
-final class BoundedThread: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var finished = false
-    private var thread: JoinableThread?
-
-    init(_ body: @escaping @Sendable () -> Void) {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-        thread = JoinableThread { [self] in
-            body()
-            pthread_mutex_lock(mutex)
-            finished = true
-            pthread_mutex_unlock(mutex)
-        }
-    }
-
-    deinit {
-        // A thread left running (its test failed) keeps `self` alive through its closure.
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    var isFinished: Bool {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return finished
-    }
-
-    /// Joins the thread if it ends within `limit`; otherwise fails the test
-    /// and leaves it running (it cannot be joined).
-    @discardableResult
-    func join(within limit: Duration, file: StaticString = #filePath, line: UInt = #line) -> Bool {
-        guard waitUntil(timeout: limit, { isFinished }) else {
-            XCTFail("the thread was still running after \(limit)", file: file, line: line)
-            return false
-        }
-        thread?.join()
-        thread = nil // the thread's closure holds self: break the cycle once it is done
-        return true
     }
 }

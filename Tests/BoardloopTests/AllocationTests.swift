@@ -59,7 +59,9 @@ final class AllocationTests: XCTestCase {
             tick += 1
             _ = bl_eventfd_write(efd, 1)
             moved.fireDate = loop.now + .seconds(3600) // reschedule another timer
-            if tick % 4 == 0 { try! loop.perform(work) }
+            // The poker thread posts too: on a loaded machine it can fill
+            // the queue before the loop runs it, and a refusal is no failure.
+            if tick % 4 == 0 { _ = try? loop.perform(work) }
             if tick % 16 == 0 {
                 // A nested run in another mode, and back.
                 _ = try! loop.run(mode: other, timeout: .zero)

@@ -21,7 +21,7 @@ final class CapacityTests: XCTestCase {
             try loop.add(CustomSource {}, mode: .default)
             XCTFail("over capacity")
         } catch {
-            XCTAssertEqual(error.description, "run loop capacity exceeded: sources (custom and port sources) is limited to 2 (raise RunLoop.Capacities.sources when creating the loop)")
+            XCTAssertEqual(error.description, "run loop capacity exceeded: sources (custom and port sources) is limited to 2 (raise BoardRunLoop.Capacities.sources when creating the loop)")
         }
     }
 
@@ -85,10 +85,10 @@ final class CapacityTests: XCTestCase {
     }
 
     func testInvalidCapacities() {
-        XCTAssertThrows(.invalidArgument("RunLoop.Capacities.sources is 0; it must be between 1 and 1048576")) {
+        XCTAssertThrows(.invalidArgument("BoardRunLoop.Capacities.sources is 0; it must be between 1 and 1048576")) {
             () throws(RunLoopError) in try makeLoop(capacities: .init(sources: 0))
         }
-        XCTAssertThrows(.invalidArgument("RunLoop.Capacities.modes is 65; it must be between 1 and 64")) {
+        XCTAssertThrows(.invalidArgument("BoardRunLoop.Capacities.modes is 65; it must be between 1 and 64")) {
             () throws(RunLoopError) in try makeLoop(capacities: .init(modes: 65))
         }
     }

@@ -74,13 +74,13 @@ final class HardeningTests: XCTestCase {
 
     func testDroppingAScheduledMessagePortOnAnotherThreadKeepsItAliveUntilInvalidated() throws {
         let loop = try makeLoop()
-        let weakPort = WeakRef<MessagePort>()
+        let weakPort = WeakRef<BoardMessagePort>()
         var got: [Int32] = []
         do {
-            let port = try MessagePort(label: "dropped", slots: 4, slotSize: 8) { m in got.append(m.id) }
+            let port = try BoardMessagePort(label: "dropped", slots: 4, slotSize: 8) { m in got.append(m.id) }
             try port.schedule(on: loop)
             weakPort.value = port
-            let box = Locked<MessagePort?>(port)
+            let box = Locked<BoardMessagePort?>(port)
             // The last reference besides the loop's goes on another thread.
             JoinableThread {
                 try? box.withLock { $0 }?.send(id: 7)
@@ -113,8 +113,8 @@ final class HardeningTests: XCTestCase {
     }
 
     func testPerformToALoopWhoseThreadExitedIsRefusedWithLoopEnded() throws {
-        let box = Locked<RunLoop?>(nil)
-        JoinableThread { box.withLock { $0 = RunLoop.current } }.join()
+        let box = Locked<BoardRunLoop?>(nil)
+        JoinableThread { box.withLock { $0 = BoardRunLoop.current } }.join()
         let loop = try XCTUnwrap(box.withLock { $0 })
         XCTAssertTrue(loop.hasEnded)
         XCTAssertThrows(.loopEnded(thread: loop.ownerThread)) { () throws(RunLoopError) in try loop.perform {} }
@@ -125,9 +125,9 @@ final class HardeningTests: XCTestCase {
     }
 
     func testPerformAndWaitIsReleasedWhenTheTargetLoopsThreadExits() throws {
-        let box = Locked<RunLoop?>(nil)
+        let box = Locked<BoardRunLoop?>(nil)
         let target = JoinableThread {
-            let loop = RunLoop.current
+            let loop = BoardRunLoop.current
             box.withLock { $0 = loop }
             // Exits, without ever running its loop, once a request is queued.
             _ = waitUntil { loop.performs.mayHavePending }
@@ -242,7 +242,7 @@ final class HardeningTests: XCTestCase {
         let pipe = Pipe()
         let port = PortSource(fd: pipe.readEnd) { _, _ in }
         try loop.add(port, mode: .default)
-        for fd in [loop.wakeFD, loop.timerFD, loop.modeStates[0].epfd, port.registeredFD] {
+        for fd in [loop.poller.wake.fd, loop.poller.timer.fd, loop.modeStates[0].epfd, port.registeredFD] {
             XCTAssertGreaterThanOrEqual(fd, 0)
             XCTAssertNotEqual(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0, "fd \(fd) would leak into an exec'd child")
         }
@@ -255,7 +255,7 @@ final class HardeningTests: XCTestCase {
         let fdsBefore = openFDCount()
         let held = WeakRef<Holder>()
         do {
-            let worker = try Worker.start(name: "cycle") { loop in
+            let worker = try LoopThread.start(name: "cycle") { loop in
                 // The handler holds an object that holds the loop: the cycle
                 // that kept a GPIO request (and its line) alive after its worker ended.
                 let holder = Holder(loop: loop)
@@ -270,7 +270,7 @@ final class HardeningTests: XCTestCase {
     }
 
     func testAStandaloneLoopEndsWhenItsThreadExits() throws {
-        let box = Locked<(RunLoop, PortSource)?>(nil)
+        let box = Locked<(BoardRunLoop, PortSource)?>(nil)
         let pipe = Pipe()
         let fd = pipe.readEnd
         JoinableThread {
@@ -297,7 +297,7 @@ final class HardeningTests: XCTestCase {
             do throws(RunLoopError) { try loop.end() } catch { inside = error }
         }, mode: .default)
         XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .finished)
-        XCTAssertEqual(inside, .invalidArgument("RunLoop.end() inside a run call of the same loop; end it after the run returns"))
+        XCTAssertEqual(inside, .invalidArgument("BoardRunLoop.end() inside a run call of the same loop; end it after the run returns"))
         let timer = farTimer()
         try loop.add(timer, mode: .default)
         try loop.end()
@@ -308,8 +308,8 @@ final class HardeningTests: XCTestCase {
 
     func testAWorkersSetupPortStaysAliveAndAnswersByName() throws {
         // The README's example: the port is made in `setup` and not kept.
-        let worker = try Worker.start(name: "sampler") { loop in
-            let port = try MessagePort(label: "sampler", slots: 8, slotSize: 16) { message in
+        let worker = try LoopThread.start(name: "sampler") { loop in
+            let port = try BoardMessagePort(label: "sampler", slots: 8, slotSize: 16) { message in
                 if let reading = try? message.load(as: Double.self) {
                     try? message.replyPort?.send(id: 2, value: reading * 2)
                 }
@@ -319,43 +319,43 @@ final class HardeningTests: XCTestCase {
         }
         let loop = try makeLoop()
         var answer: Double?
-        let replies = try MessagePort(label: "replies", slots: 4, slotSize: 16) { m in answer = try? m.load(as: Double.self) }
+        let replies = try BoardMessagePort(label: "replies", slots: 4, slotSize: 16) { m in answer = try? m.load(as: Double.self) }
         try replies.schedule(on: loop)
-        let sampler = try XCTUnwrap(MessagePortRegistry.lookup("hardening.sampler"), "the port outlived setup")
+        let sampler = try XCTUnwrap(BoardMessagePortRegistry.lookup("hardening.sampler"), "the port outlived setup")
         try sampler.send(id: 1, value: 21.0, replyPort: replies, timeout: testDeadline)
         XCTAssertTrue(try runUntil(loop, until: { answer != nil }))
         XCTAssertEqual(answer, 42.0)
         worker.stopAndJoin()
-        XCTAssertNil(MessagePortRegistry.lookup("hardening.sampler"), "its loop ended and released it, and its name")
+        XCTAssertNil(BoardMessagePortRegistry.lookup("hardening.sampler"), "its loop ended and released it, and its name")
         XCTAssertFalse(sampler.isValid)
-        XCTAssertThrowsError(try sampler.send(id: 1)) { e in XCTAssertEqual(e as? MessagePortError, .invalidated(port: "sampler")) }
+        XCTAssertThrowsError(try sampler.send(id: 1)) { e in XCTAssertEqual(e as? BoardMessagePortError, .invalidated(port: "sampler")) }
         replies.invalidate()
     }
 
     func testAPortRegisteredUnderTwoNamesReleasesBothOnInvalidate() throws {
-        let port = try MessagePort(slots: 1, slotSize: 0) { _ in }
+        let port = try BoardMessagePort(slots: 1, slotSize: 0) { _ in }
         try port.register(name: "hardening.a")
         try port.register(name: "hardening.b")
-        XCTAssertTrue(MessagePortRegistry.lookup("hardening.b") === port)
+        XCTAssertTrue(BoardMessagePortRegistry.lookup("hardening.b") === port)
         port.invalidate()
-        XCTAssertNil(MessagePortRegistry.lookup("hardening.a"))
-        XCTAssertNil(MessagePortRegistry.lookup("hardening.b"))
+        XCTAssertNil(BoardMessagePortRegistry.lookup("hardening.a"))
+        XCTAssertNil(BoardMessagePortRegistry.lookup("hardening.b"))
     }
 
     func testAnInvalidatedPortCannotRegisterAName() throws {
-        let port = try MessagePort(label: "gone", slots: 1, slotSize: 0) { _ in }
+        let port = try BoardMessagePort(label: "gone", slots: 1, slotSize: 0) { _ in }
         port.invalidate()
         XCTAssertThrowsError(try port.register(name: "hardening.gone")) { e in
-            XCTAssertEqual(e as? MessagePortError, .invalidated(port: "gone"))
+            XCTAssertEqual(e as? BoardMessagePortError, .invalidated(port: "gone"))
         }
-        XCTAssertNil(MessagePortRegistry.lookup("hardening.gone"))
+        XCTAssertNil(BoardMessagePortRegistry.lookup("hardening.gone"))
     }
 
     func testAWorkerStoppedButNeverJoinedReclaimsItsThreadStack() throws {
         let tasksBefore = taskCount()
         let before = threadStackMappings()
         for i in 0..<24 {
-            let w = try Worker.start(name: "unjoined-\(i)")
+            let w = try LoopThread.start(name: "unjoined-\(i)")
             w.stop()
         }
         XCTAssertTrue(waitUntil { taskCount() <= tasksBefore }, "the workers' threads exited")
@@ -371,11 +371,11 @@ final class HardeningTests: XCTestCase {
     func testAMessagePortDroppedInsideAnotherPortsHandlerWhileItsMessageIsReadyDoesNotCrash() throws {
         let loop = try makeLoop()
         var log: [String] = []
-        var b: MessagePort? = try MessagePort(label: "b", slots: 1, slotSize: 0, order: 1) { _ in log.append("b") }
-        var c: MessagePort? = try MessagePort(label: "c", slots: 1, slotSize: 0, order: 2) { _ in log.append("c") }
-        let weakC = WeakRef<MessagePort>()
+        var b: BoardMessagePort? = try BoardMessagePort(label: "b", slots: 1, slotSize: 0, order: 1) { _ in log.append("b") }
+        var c: BoardMessagePort? = try BoardMessagePort(label: "c", slots: 1, slotSize: 0, order: 2) { _ in log.append("c") }
+        let weakC = WeakRef<BoardMessagePort>()
         weakC.value = c
-        let a = try MessagePort(label: "a", slots: 1, slotSize: 0, order: 0) { _ in
+        let a = try BoardMessagePort(label: "a", slots: 1, slotSize: 0, order: 0) { _ in
             log.append("a")
             b = nil // the last reference but the loop's: b stays scheduled
             c?.invalidate() // c leaves the loop before its ready message is handled
@@ -394,9 +394,9 @@ final class HardeningTests: XCTestCase {
 
     func testAZeroByteMessageLoadedAsADoubleThrowsInsteadOfTrapping() throws {
         let loop = try makeLoop()
-        var errors: [MessagePortError] = []
-        let port = try MessagePort(label: "p", slots: 1, slotSize: 8) { m in
-            do throws(MessagePortError) { _ = try m.load(as: Double.self) } catch { errors.append(error) }
+        var errors: [BoardMessagePortError] = []
+        let port = try BoardMessagePort(label: "p", slots: 1, slotSize: 8) { m in
+            do throws(BoardMessagePortError) { _ = try m.load(as: Double.self) } catch { errors.append(error) }
         }
         try port.schedule(on: loop)
         try port.send(id: 1)
@@ -406,19 +406,19 @@ final class HardeningTests: XCTestCase {
     }
 
     func testCapacitiesAtTheirOldMaximaAreRefusedNamingTheCapacity() {
-        XCTAssertThrows(.invalidArgument("RunLoop.Capacities.sources is 16777216; it must be between 1 and 1048576")) {
+        XCTAssertThrows(.invalidArgument("BoardRunLoop.Capacities.sources is 16777216; it must be between 1 and 1048576")) {
             () throws(RunLoopError) in try makeLoop(capacities: .init(sources: 1 << 24))
         }
         XCTAssertThrows(.invalidArgument(
-            "RunLoop.Capacities reserve about 288 MiB; a loop may reserve at most 256 MiB (lower sources, timers, pendingPerforms or nestingDepth)")) {
+            "BoardRunLoop.Capacities reserve about 288 MiB; a loop may reserve at most 256 MiB (lower sources, timers, pendingPerforms or nestingDepth)")) {
             () throws(RunLoopError) in try makeLoop(capacities: .init(sources: 1 << 20, timers: 1 << 20, pendingPerforms: 1 << 20, nestingDepth: 1))
         }
-        XCTAssertThrowsError(try MessagePort(slots: 1 << 20, slotSize: 1 << 20) { _ in }) { e in
-            XCTAssertEqual(e as? MessagePortError, .runLoop(.invalidArgument("MessagePort 'message port': 1048576 slots; the limit is 65536")))
+        XCTAssertThrowsError(try BoardMessagePort(slots: 1 << 20, slotSize: 1 << 20) { _ in }) { e in
+            XCTAssertEqual(e as? BoardMessagePortError, .runLoop(.invalidArgument("BoardMessagePort 'message port': 1048576 slots; the limit is 65536")))
         }
-        XCTAssertThrowsError(try MessagePort(slots: 1 << 16, slotSize: 1 << 20) { _ in }) { e in
-            XCTAssertEqual(e as? MessagePortError, .runLoop(.invalidArgument(
-                "MessagePort 'message port': 65536 slots of 1048576 bytes need 131072 MiB (message and reply rings); the limit is 64 MiB")))
+        XCTAssertThrowsError(try BoardMessagePort(slots: 1 << 16, slotSize: 1 << 20) { _ in }) { e in
+            XCTAssertEqual(e as? BoardMessagePortError, .runLoop(.invalidArgument(
+                "BoardMessagePort 'message port': 65536 slots of 1048576 bytes need 131072 MiB (message and reply rings); the limit is 64 MiB")))
         }
     }
 
@@ -443,11 +443,11 @@ final class HardeningTests: XCTestCase {
     }
 
     func testAWorkerStartedTwiceThrowsAndItsLoopIsNilBeforeStart() throws {
-        let w = Worker(name: "twice")
+        let w = LoopThread(name: "twice")
         XCTAssertNil(w.loop, "no loop before start (it used to trap)")
         try w.start()
         XCTAssertNotNil(w.loop)
-        XCTAssertThrowsError(try w.start()) { e in XCTAssertEqual(e as? WorkerError, .alreadyStarted(worker: "twice")) }
+        XCTAssertThrowsError(try w.start()) { e in XCTAssertEqual(e as? LoopThreadError, .alreadyStarted(worker: "twice")) }
         w.stopAndJoin()
     }
 
@@ -504,7 +504,7 @@ final class HardeningTests: XCTestCase {
 
     func testAStopInsideANestedRunDoesNotStopTheOuterRun() throws {
         let loop = try makeLoop()
-        var inner: RunLoopRunResult?
+        var inner: RunResult?
         try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(1)) { _ in loop.stop() }, mode: "inner")
         try loop.add(farTimer(), mode: "inner")
         try loop.add(RunLoopTimer(fireAt: loop.now) { _ in
@@ -553,9 +553,9 @@ final class WeakRef<T: AnyObject>: @unchecked Sendable {
 }
 
 final class Holder: @unchecked Sendable {
-    let loop: RunLoop
+    let loop: BoardRunLoop
     let pipe = Pipe()
-    init(loop: RunLoop) { self.loop = loop }
+    init(loop: BoardRunLoop) { self.loop = loop }
 }
 
 func rawPipe() -> (read: Int32, write: Int32) {

@@ -17,11 +17,11 @@ final class MessagePortTests: XCTestCase {
         let countAllocations = AllocationCounter.isActive
         AllocationCounter.reset()
 
-        let portB = Locked<MessagePort?>(nil)
-        let portA = Locked<MessagePort?>(nil)
-        let a = try Worker.start(name: "ping") { loop in
+        let portB = Locked<BoardMessagePort?>(nil)
+        let portA = Locked<BoardMessagePort?>(nil)
+        let a = try LoopThread.start(name: "ping") { loop in
             var expected: Int64 = 0
-            let p = try MessagePort(label: "ping", slots: 4, slotSize: 16) { m in
+            let p = try BoardMessagePort(label: "ping", slots: 4, slotSize: 16) { m in
                 if m.id == 9 { return }
                 let k = (try! m.load(as: Int64.self))
                 if k != expected { errors.add(1, ordering: .relaxed) }
@@ -39,9 +39,9 @@ final class MessagePortTests: XCTestCase {
             try p.schedule(on: loop)
             portA.withLock { $0 = p }
         }
-        let b = try Worker.start(name: "pong") { loop in
+        let b = try LoopThread.start(name: "pong") { loop in
             var expected: Int64 = 1
-            let p = try MessagePort(label: "pong", slots: 4, slotSize: 16) { m in
+            let p = try BoardMessagePort(label: "pong", slots: 4, slotSize: 16) { m in
                 if m.id == 9 {
                     if countAllocations { AllocationCounter.endCountingOnThisThread() }
                     doneB.store(true, ordering: .releasing)
@@ -77,9 +77,9 @@ final class MessagePortTests: XCTestCase {
     func testFloodEveryAcceptedArrivesOnceEveryRefusedIsTyped() throws {
         let senders = 4, perSender = 3_000
         let seen = Locked<[[Int32]]>(Array(repeating: [], count: senders))
-        let port = Locked<MessagePort?>(nil)
-        let worker = try Worker.start(name: "flooded") { loop in
-            let p = try MessagePort(label: "flooded", slots: 8, slotSize: 8) { m in
+        let port = Locked<BoardMessagePort?>(nil)
+        let worker = try LoopThread.start(name: "flooded") { loop in
+            let p = try BoardMessagePort(label: "flooded", slots: 8, slotSize: 8) { m in
                 let v = (try! m.load(as: Int32.self))
                 seen.withLock { $0[Int(m.id)].append(v) }
             }
@@ -94,7 +94,7 @@ final class MessagePortTests: XCTestCase {
             threads.append(JoinableThread {
                 var mine: [Int32] = []
                 for i in 0..<Int32(perSender) {
-                    do throws(MessagePortError) {
+                    do throws(BoardMessagePortError) {
                         try p.send(id: Int32(s), value: i)
                         mine.append(i)
                     } catch {
@@ -116,10 +116,10 @@ final class MessagePortTests: XCTestCase {
 
     /// With a timeout, senders wait for room instead: nothing is refused.
     func testSendersWaitForRoomWithinTimeout() throws {
-        let port = Locked<MessagePort?>(nil)
+        let port = Locked<BoardMessagePort?>(nil)
         let got = Atomic<Int>(0)
-        let worker = try Worker.start(name: "slow") { loop in
-            let p = try MessagePort(label: "slow", slots: 2, slotSize: 4) { _ in got.add(1, ordering: .relaxed) }
+        let worker = try LoopThread.start(name: "slow") { loop in
+            let p = try BoardMessagePort(label: "slow", slots: 2, slotSize: 4) { _ in got.add(1, ordering: .relaxed) }
             try p.schedule(on: loop)
             port.withLock { $0 = p }
         }
@@ -140,36 +140,36 @@ final class MessagePortTests: XCTestCase {
     func testErrorsAreTypedAndSendNothing() throws {
         let loop = try makeLoop()
         var got: [Int32] = []
-        let p = try MessagePort(label: "small", slots: 1, slotSize: 4) { m in got.append(m.id) }
+        let p = try BoardMessagePort(label: "small", slots: 1, slotSize: 4) { m in got.append(m.id) }
         try p.schedule(on: loop)
         let big = [UInt8](repeating: 0, count: 5)
-        XCTAssertThrowsPort(.payloadTooLarge(port: "small", size: 5, slotSize: 4)) { () throws(MessagePortError) in
+        XCTAssertThrowsPort(.payloadTooLarge(port: "small", size: 5, slotSize: 4)) { () throws(BoardMessagePortError) in
             try p.send(id: 1, value: (UInt32(1), UInt8(2)) as (UInt32, UInt8))
         }
         _ = big
         try p.send(id: 2)
         let start = MonotonicInstant.now
-        XCTAssertThrowsPort(.full(port: "small", slots: 1, waited: .milliseconds(20))) { () throws(MessagePortError) in
+        XCTAssertThrowsPort(.full(port: "small", slots: 1, waited: .milliseconds(20))) { () throws(BoardMessagePortError) in
             try p.send(id: 3, timeout: .milliseconds(20))
         }
         XCTAssertGreaterThanOrEqual(MonotonicInstant.now - start, .milliseconds(20), "waited the timeout out")
         _ = try loop.run(mode: .default, timeout: .zero)
         XCTAssertEqual(got, [2])
         p.invalidate()
-        XCTAssertThrowsPort(.invalidated(port: "small")) { () throws(MessagePortError) in try p.send(id: 4) }
+        XCTAssertThrowsPort(.invalidated(port: "small")) { () throws(BoardMessagePortError) in try p.send(id: 4) }
         XCTAssertFalse(p.isValid)
     }
 
     func testRegistryNamesAreUnique() throws {
-        let a = try MessagePort(label: "a", slots: 1, slotSize: 0) { _ in }
-        let b = try MessagePort(label: "b", slots: 1, slotSize: 0) { _ in }
+        let a = try BoardMessagePort(label: "a", slots: 1, slotSize: 0) { _ in }
+        let b = try BoardMessagePort(label: "b", slots: 1, slotSize: 0) { _ in }
         try a.register(name: "boardloop.test.unique")
-        XCTAssertThrowsPort(.nameInUse("boardloop.test.unique")) { () throws(MessagePortError) in try b.register(name: "boardloop.test.unique") }
-        XCTAssertTrue(MessagePortRegistry.lookup("boardloop.test.unique") === a)
+        XCTAssertThrowsPort(.nameInUse("boardloop.test.unique")) { () throws(BoardMessagePortError) in try b.register(name: "boardloop.test.unique") }
+        XCTAssertTrue(BoardMessagePortRegistry.lookup("boardloop.test.unique") === a)
         a.invalidate()
-        XCTAssertNil(MessagePortRegistry.lookup("boardloop.test.unique"))
+        XCTAssertNil(BoardMessagePortRegistry.lookup("boardloop.test.unique"))
         try b.register(name: "boardloop.test.unique")
-        XCTAssertTrue(MessagePortRegistry.lookup("boardloop.test.unique") === b)
+        XCTAssertTrue(BoardMessagePortRegistry.lookup("boardloop.test.unique") === b)
         b.invalidate()
     }
 
@@ -179,8 +179,8 @@ final class MessagePortTests: XCTestCase {
     func testCheckInHandshake() throws {
         let loop = try makeLoop()
         let log = Log()
-        var workerPort: MessagePort?
-        let mainPort = try MessagePort(label: "main", slots: 8, slotSize: 16) { m in
+        var workerPort: BoardMessagePort?
+        let mainPort = try BoardMessagePort(label: "main", slots: 8, slotSize: 16) { m in
             switch m.id {
             case 1:
                 workerPort = m.replyPort
@@ -194,12 +194,12 @@ final class MessagePortTests: XCTestCase {
         }
         try mainPort.schedule(on: loop)
         try mainPort.register(name: "boardloop.test.checkin")
-        let worker = try Worker.start(name: "checkin") { wl in
-            let mine = try MessagePort(label: "worker", slots: 8, slotSize: 16) { m in
-                if m.id == 10 { try? MessagePortRegistry.lookup("boardloop.test.checkin")!.send(id: 11, value: (try! m.load(as: Int64.self)) * 3) }
+        let worker = try LoopThread.start(name: "checkin") { wl in
+            let mine = try BoardMessagePort(label: "worker", slots: 8, slotSize: 16) { m in
+                if m.id == 10 { try? BoardMessagePortRegistry.lookup("boardloop.test.checkin")!.send(id: 11, value: (try! m.load(as: Int64.self)) * 3) }
             }
             try mine.schedule(on: wl)
-            try MessagePortRegistry.lookup("boardloop.test.checkin")!.send(id: 1, replyPort: mine)
+            try BoardMessagePortRegistry.lookup("boardloop.test.checkin")!.send(id: 1, replyPort: mine)
         }
         XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
         worker.stopAndJoin()
@@ -208,18 +208,18 @@ final class MessagePortTests: XCTestCase {
     }
 
     func testRequestReplyTimeoutAndLateReply() throws {
-        let lateReply = Locked<MessagePortError?>(nil)
-        let port = Locked<MessagePort?>(nil)
+        let lateReply = Locked<BoardMessagePortError?>(nil)
+        let port = Locked<BoardMessagePort?>(nil)
         let release = Atomic<Bool>(false)
-        let worker = try Worker.start(name: "replier") { loop in
-            let p = try MessagePort(label: "replier", slots: 2, slotSize: 8) { m in
+        let worker = try LoopThread.start(name: "replier") { loop in
+            let p = try BoardMessagePort(label: "replier", slots: 2, slotSize: 8) { m in
                 switch m.id {
                 case 1: try? m.reply(id: 100, value: (try! m.load(as: Int64.self)) * 2)
                 case 2: break // never replies
                 case 3:
                     // Replies only after the requester gave up.
                     while !release.load(ordering: .acquiring) { usleep(1000) }
-                    do throws(MessagePortError) { try m.reply(id: 300, value: Int64(0)) } catch { lateReply.withLock { $0 = error } }
+                    do throws(BoardMessagePortError) { try m.reply(id: 300, value: Int64(0)) } catch { lateReply.withLock { $0 = error } }
                 default: break
                 }
             }
@@ -235,11 +235,11 @@ final class MessagePortTests: XCTestCase {
         // A reply that never comes times out cleanly, many times over a
         // port with only two reply slots: the slots are not leaked.
         for _ in 0..<5 {
-            XCTAssertThrowsPort(.replyTimedOut(port: "replier", waited: .milliseconds(10))) { () throws(MessagePortError) in
+            XCTAssertThrowsPort(.replyTimedOut(port: "replier", waited: .milliseconds(10))) { () throws(BoardMessagePortError) in
                 _ = try request(p, id: 2, value: 0, timeout: .milliseconds(10))
             }
         }
-        XCTAssertThrowsPort(.replyTimedOut(port: "replier", waited: .milliseconds(10))) { () throws(MessagePortError) in
+        XCTAssertThrowsPort(.replyTimedOut(port: "replier", waited: .milliseconds(10))) { () throws(BoardMessagePortError) in
             _ = try request(p, id: 3, value: 0, timeout: .milliseconds(10))
         }
         release.store(true, ordering: .releasing)
@@ -251,15 +251,15 @@ final class MessagePortTests: XCTestCase {
 
     func testRequestFromOwnerThreadIsRefused() throws {
         let loop = try makeLoop()
-        let p = try MessagePort(label: "own", slots: 1, slotSize: 0) { _ in }
+        let p = try BoardMessagePort(label: "own", slots: 1, slotSize: 0) { _ in }
         try p.schedule(on: loop)
-        XCTAssertThrowsPort(.requestFromOwnerThread(port: "own")) { () throws(MessagePortError) in
+        XCTAssertThrowsPort(.requestFromOwnerThread(port: "own")) { () throws(BoardMessagePortError) in
             _ = try request(p, id: 1, value: 0, timeout: .seconds(1))
         }
     }
 }
 
-func XCTAssertThrowsPort<T>(_ expected: MessagePortError, file: StaticString = #filePath, line: UInt = #line, _ body: () throws(MessagePortError) -> T) {
+func XCTAssertThrowsPort<T>(_ expected: BoardMessagePortError, file: StaticString = #filePath, line: UInt = #line, _ body: () throws(BoardMessagePortError) -> T) {
     do {
         _ = try body()
         XCTFail("expected \(expected), nothing was thrown", file: file, line: line)
@@ -269,7 +269,7 @@ func XCTAssertThrowsPort<T>(_ expected: MessagePortError, file: StaticString = #
 }
 
 /// sendRequest with an Int64 payload and reply.
-func request(_ p: MessagePort, id: Int32, value: Int64, timeout: Duration) throws(MessagePortError) -> (id: Int32, length: Int, value: Int64) {
+func request(_ p: BoardMessagePort, id: Int32, value: Int64, timeout: Duration) throws(BoardMessagePortError) -> (id: Int32, length: Int, value: Int64) {
     let req = UnsafeMutableRawBufferPointer.allocate(byteCount: 8, alignment: 8)
     let out = UnsafeMutableRawBufferPointer.allocate(byteCount: 8, alignment: 8)
     defer { req.deallocate(); out.deallocate() }

@@ -11,9 +11,7 @@ import XCTest
 /// pending), so the lists hold on a loaded machine.
 final class ObserverSequenceTests: XCTestCase {
     func testTimerPass() throws {
-        let loop = try makeLoop()
-        let log = Log()
-        try recordActivities(loop, into: log)
+        let (loop, log) = try observedLoop()
         let timer = RunLoopTimer(fireAt: loop.now + .milliseconds(5)) { _ in
             log.add("timer")
             loop.stop()
@@ -26,9 +24,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testCustomSourcePass() throws {
-        let loop = try makeLoop()
-        let log = Log()
-        try recordActivities(loop, into: log)
+        let (loop, log) = try observedLoop()
         let source = CustomSource { log.add("source") }
         try loop.add(source, mode: .default)
         source.signal()
@@ -39,9 +35,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testPortPassReadyBeforeSleep() throws {
-        let loop = try makeLoop()
-        let log = Log()
-        try recordActivities(loop, into: log)
+        let (loop, log) = try observedLoop()
         let pipe = Pipe()
         let port = PortSource(fd: pipe.readEnd) { _, events in
             log.add("port \(events)")
@@ -56,9 +50,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testPortPassDuringSleep() throws {
-        let loop = try makeLoop()
-        let log = Log()
-        try recordActivities(loop, into: log)
+        let (loop, log) = try observedLoop()
         let pipe = Pipe()
         let port = PortSource(fd: pipe.readEnd) { _, _ in
             log.add("port")
@@ -77,9 +69,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testWakeUpPass() throws {
-        let loop = try makeLoop()
-        let log = Log()
-        try recordActivities(loop, into: log)
+        let (loop, log) = try observedLoop()
         try loop.add(farTimer(), mode: .default)
         let sleeps = Atomic<Int>(0)
         try loop.add(RunLoopObserver(activities: .beforeWaiting, order: 100) { _, _ in sleeps.add(1, ordering: .relaxed) }, mode: .default)
@@ -100,9 +90,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testTimeout() throws {
-        let loop = try makeLoop()
-        let log = Log()
-        try recordActivities(loop, into: log)
+        let (loop, log) = try observedLoop()
         try loop.add(farTimer(), mode: .default)
         let start = loop.now
         let result = try loop.run(mode: .default, timeout: .milliseconds(20))
@@ -112,18 +100,14 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testZeroTimeoutPolls() throws {
-        let loop = try makeLoop()
-        let log = Log()
-        try recordActivities(loop, into: log)
+        let (loop, log) = try observedLoop()
         try loop.add(farTimer(), mode: .default)
         XCTAssertEqual(try loop.run(mode: .default, timeout: .zero), .timedOut)
         XCTAssertEqual(log.entries, ["entry", "beforeTimers", "beforeSources", "exit"])
     }
 
     func testStopFromEntryObserver() throws {
-        let loop = try makeLoop()
-        let log = Log()
-        try recordActivities(loop, into: log)
+        let (loop, log) = try observedLoop()
         try loop.add(farTimer(), mode: .default)
         try loop.add(RunLoopObserver(activities: .entry, order: 1) { _, _ in loop.stop() }, mode: .default)
         XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
@@ -131,9 +115,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testStopWhileNotRunningIsForgottenAsInCF() throws {
-        let loop = try makeLoop()
-        let log = Log()
-        try recordActivities(loop, into: log)
+        let (loop, log) = try observedLoop()
         try loop.add(farTimer(), mode: .default)
         loop.stop()
         XCTAssertEqual(try loop.run(mode: .default, timeout: .zero), .timedOut)
@@ -151,9 +133,7 @@ final class ObserverSequenceTests: XCTestCase {
     }
 
     func testModeEmptiedByOneShotTimerFinishes() throws {
-        let loop = try makeLoop()
-        let log = Log()
-        try recordActivities(loop, into: log)
+        let (loop, log) = try observedLoop()
         let timer = RunLoopTimer(fireAt: loop.now + .milliseconds(2)) { _ in log.add("timer") }
         try loop.add(timer, mode: .default)
         XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .finished)

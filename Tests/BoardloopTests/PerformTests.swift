@@ -149,7 +149,7 @@ final class PerformTests: XCTestCase {
                     try loop.performAndWait(timeout: .milliseconds(5)) { ran.add(1, ordering: .relaxed) }
                     XCTFail("the loop is not running: the wait cannot succeed")
                 } catch let error as RunLoopError {
-                    XCTAssertEqual(error, .waitTimedOut(operation: "RunLoop.performAndWait"))
+                    XCTAssertEqual(error, .waitTimedOut(operation: "BoardRunLoop.performAndWait"))
                 } catch {
                     XCTFail("\(error)")
                 }
@@ -166,7 +166,7 @@ final class PerformTests: XCTestCase {
     func testPerformAndWaitOnOwnThread() throws {
         let loop = try makeLoop()
         try loop.add(farTimer(), mode: .default)
-        XCTAssertThrows(.wouldDeadlock(operation: "RunLoop.performAndWait", mode: "kCFRunLoopDefaultMode", running: nil)) {
+        XCTAssertThrows(.wouldDeadlock(operation: "BoardRunLoop.performAndWait", mode: "kCFRunLoopDefaultMode", running: nil)) {
             () throws(RunLoopError) in try loop.performAndWait {}
         }
         let inline = Cell(false)
@@ -179,7 +179,7 @@ final class PerformTests: XCTestCase {
         s2.signal()
         _ = try loop.run(mode: .default, timeout: .zero)
         XCTAssertTrue(inline.value)
-        XCTAssertEqual(error, .wouldDeadlock(operation: "RunLoop.performAndWait", mode: "boardloop.other", running: "kCFRunLoopDefaultMode"))
+        XCTAssertEqual(error, .wouldDeadlock(operation: "BoardRunLoop.performAndWait", mode: "boardloop.other", running: "kCFRunLoopDefaultMode"))
         XCTAssertTrue(error!.description.contains("would wait forever"))
     }
 

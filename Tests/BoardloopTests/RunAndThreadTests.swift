@@ -69,10 +69,10 @@ final class RunAndThreadTests: XCTestCase {
         XCTAssertEqual(owner, bl_gettid())
         let t = JoinableThread {
             let caller = bl_gettid()
-            XCTAssertThrows(.notOwner(operation: "RunLoop.add(RunLoopTimer)", ownerThread: owner, callingThread: caller)) {
+            XCTAssertThrows(.notOwner(operation: "BoardRunLoop.add(RunLoopTimer)", ownerThread: owner, callingThread: caller)) {
                 () throws(RunLoopError) in try loop.add(farTimer(), mode: .default)
             }
-            XCTAssertThrows(.notOwner(operation: "RunLoop.run(mode:timeout:returnAfterSourceHandled:)", ownerThread: owner, callingThread: caller)) {
+            XCTAssertThrows(.notOwner(operation: "BoardRunLoop.run(mode:timeout:returnAfterSourceHandled:)", ownerThread: owner, callingThread: caller)) {
                 () throws(RunLoopError) in try loop.run(mode: .default, timeout: .zero)
             }
             do throws(RunLoopError) {
@@ -87,16 +87,16 @@ final class RunAndThreadTests: XCTestCase {
 
     func testCurrentIsPerThreadAndCreatedOnFirstUse() throws {
         // Keep the loops alive: a freed loop's address (and so its identity) can be reused.
-        let loops = Locked<[RunLoop]>([])
+        let loops = Locked<[BoardRunLoop]>([])
         var threads: [JoinableThread] = []
         for _ in 0..<3 {
             threads.append(JoinableThread {
-                XCTAssertNil(RunLoop.currentIfExists)
-                let a = RunLoop.current
-                let b = RunLoop.current
+                XCTAssertNil(BoardRunLoop.currentIfExists)
+                let a = BoardRunLoop.current
+                let b = BoardRunLoop.current
                 XCTAssertTrue(a === b)
                 XCTAssertTrue(a.isOwnedByCurrentThread)
-                XCTAssertThrows(.currentLoopExists(thread: bl_gettid())) { () throws(RunLoopError) in try RunLoop.makeCurrent() }
+                XCTAssertThrows(.currentLoopExists(thread: bl_gettid())) { () throws(RunLoopError) in try BoardRunLoop.makeCurrent() }
                 loops.withLock { $0.append(a) }
             })
         }
@@ -106,16 +106,16 @@ final class RunAndThreadTests: XCTestCase {
 
     func testMakeCurrentWithCapacitiesAndMain() throws {
         let t = JoinableThread {
-            let loop = try! RunLoop.makeCurrent(capacities: .init(sources: 3))
-            XCTAssertTrue(RunLoop.current === loop)
+            let loop = try! BoardRunLoop.makeCurrent(capacities: .init(sources: 3))
+            XCTAssertTrue(BoardRunLoop.current === loop)
             XCTAssertEqual(loop.capacities.sources, 3)
-            XCTAssertFalse(RunLoop.main.isOwnedByCurrentThread)
-            XCTAssertFalse(RunLoop.main === loop)
+            XCTAssertFalse(BoardRunLoop.main.isOwnedByCurrentThread)
+            XCTAssertFalse(BoardRunLoop.main === loop)
         }
         t.join()
         // XCTest runs tests on the main thread: its current loop is main.
-        XCTAssertTrue(RunLoop.current === RunLoop.main)
-        XCTAssertTrue(RunLoop.main.isOwnedByCurrentThread)
+        XCTAssertTrue(BoardRunLoop.current === BoardRunLoop.main)
+        XCTAssertTrue(BoardRunLoop.main.isOwnedByCurrentThread)
     }
 
     func testPortErrorsAreTypedAndChangeNothing() throws {

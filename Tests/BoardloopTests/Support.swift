@@ -4,8 +4,6 @@ import BoardloopXCTestSupport
 import Glibc
 import XCTest
 
-/// XCTest brings Foundation, whose RunLoop would shadow ours.
-typealias RunLoop = Boardloop.RunLoop
 
 /// An ordered record of what happened, for asserting exact sequences.
 final class Log: @unchecked Sendable {
@@ -15,10 +13,19 @@ final class Log: @unchecked Sendable {
 
 /// An observer of every activity that records each one by name.
 @discardableResult
-func recordActivities(_ loop: RunLoop, mode: RunLoopMode = .default, into log: Log) throws -> RunLoopObserver {
+func recordActivities(_ loop: BoardRunLoop, mode: RunLoopMode = .default, into log: Log) throws -> RunLoopObserver {
     let o = RunLoopObserver(activities: .allActivities) { _, a in log.add(a.description) }
     try loop.add(o, mode: mode)
     return o
+}
+
+/// A fresh loop whose default mode records every activity in the log (the
+/// opening of each observer-sequence test).
+func observedLoop() throws -> (BoardRunLoop, Log) {
+    let loop = try makeLoop()
+    let log = Log()
+    try recordActivities(loop, into: log)
+    return (loop, log)
 }
 
 /// A non-blocking pipe; closed on deinit.
@@ -55,7 +62,7 @@ let testDeadline: Duration = .seconds(10)
 /// Runs `loop` in `mode`, one handled source at a time, until `condition`
 /// holds or the overall `deadline` passes; returns whether it held.
 @discardableResult
-func runUntil(_ loop: RunLoop, mode: RunLoopMode = .default, until condition: () -> Bool, deadline: Duration = testDeadline) throws -> Bool {
+func runUntil(_ loop: BoardRunLoop, mode: RunLoopMode = .default, until condition: () -> Bool, deadline: Duration = testDeadline) throws -> Bool {
     let end = MonotonicInstant.now + deadline
     while !condition() {
         let left = end - MonotonicInstant.now

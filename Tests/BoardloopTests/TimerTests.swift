@@ -5,7 +5,7 @@ import BoardloopXCTestSupport
 import XCTest
 
 final class TimerTests: XCTestCase {
-    func manualLoop() throws -> (RunLoop, ManualClock) {
+    func manualLoop() throws -> (BoardRunLoop, ManualClock) {
         let clock = ManualClock()
         return (try makeLoop(clock: .manual(clock)), clock)
     }

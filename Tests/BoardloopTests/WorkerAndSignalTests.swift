@@ -8,7 +8,7 @@ import XCTest
 
 final class WorkerTests: XCTestCase {
     func testStartReturnsWithLoopRunningAndPerformsReachIt() throws {
-        let worker = try Worker.start(name: "w-perform")
+        let worker = try LoopThread.start(name: "w-perform")
         XCTAssertTrue(waitUntil { worker.loop!.isWaiting }, "the loop is running (asleep) once start returned")
         let ran = Atomic<Int32>(0)
         try worker.loop!.performAndWait { ran.store(bl_gettid(), ordering: .relaxed) }
@@ -17,7 +17,7 @@ final class WorkerTests: XCTestCase {
     }
 
     func testThreadNameIsVisibleInProc() throws {
-        let worker = try Worker.start(name: "gpio-reader-0123456789")
+        let worker = try LoopThread.start(name: "gpio-reader-0123456789")
         let path = "/proc/\(getpid())/task/\(worker.threadID)/comm"
         let f = fopen(path, "r")
         XCTAssertNotNil(f)
@@ -30,7 +30,7 @@ final class WorkerTests: XCTestCase {
 
     func testStopWhileBusyExitsCleanly() throws {
         let fires = Atomic<Int>(0)
-        let worker = try Worker.start(name: "w-busy") { loop in
+        let worker = try LoopThread.start(name: "w-busy") { loop in
             try loop.add(RunLoopTimer(fireAt: loop.now, interval: .milliseconds(1)) { _ in
                 fires.add(1, ordering: .relaxed)
                 let end = MonotonicInstant.now + .milliseconds(20)
@@ -47,7 +47,7 @@ final class WorkerTests: XCTestCase {
 
     func testStopBeforeStartUpFinishedDoesNotHang() throws {
         let inSetup = Atomic<Bool>(false), stopped = Atomic<Bool>(false)
-        let worker = Worker(name: "w-early") { _ in
+        let worker = LoopThread(name: "w-early") { _ in
             inSetup.store(true, ordering: .releasing)
             XCTAssertTrue(waitUntil { stopped.load(ordering: .acquiring) })
         }
@@ -61,7 +61,7 @@ final class WorkerTests: XCTestCase {
         worker.join()
 
         // Stopped before it was even started.
-        let never = Worker(name: "w-never")
+        let never = LoopThread(name: "w-never")
         never.stop()
         try never.start()
         never.join()
@@ -69,14 +69,14 @@ final class WorkerTests: XCTestCase {
 
     func testSetupErrorIsReported() throws {
         struct Boom: Error {}
-        XCTAssertThrowsError(try Worker.start(name: "w-fail") { _ in throw Boom() }) { error in
-            XCTAssertEqual(error as? WorkerError, .setupFailed(worker: "w-fail", error: "Boom()"))
+        XCTAssertThrowsError(try LoopThread.start(name: "w-fail") { _ in throw Boom() }) { error in
+            XCTAssertEqual(error as? LoopThreadError, .setupFailed(worker: "w-fail", error: "Boom()"))
         }
     }
 
     func testRealTimeSettingsApplied() throws {
         let seen = Locked<(affinity: Int32, slack: Int, policy: Int32, priority: Int32)>((0, 0, 0, 0))
-        let worker = try Worker.start(name: "w-rt", settings: .init(cpuAffinity: [0], fifoPriority: 1, timerSlack: .microseconds(10))) { _ in
+        let worker = try LoopThread.start(name: "w-rt", settings: .init(cpuAffinity: [0], fifoPriority: 1, timerSlack: .microseconds(10))) { _ in
             var set = bl_cpuset()
             _ = bl_get_affinity(&set)
             var policy: Int32 = 0
@@ -92,7 +92,7 @@ final class WorkerTests: XCTestCase {
         XCTAssertEqual(s.slack, 0, "the kernel gives real-time threads no timer slack")
 
         let slack = Atomic<Int>(0)
-        let w2 = try Worker.start(name: "w-slack", settings: .init(timerSlack: .microseconds(10))) { _ in
+        let w2 = try LoopThread.start(name: "w-slack", settings: .init(timerSlack: .microseconds(10))) { _ in
             slack.store(bl_get_timer_slack(), ordering: .relaxed)
         }
         w2.stopAndJoin()
@@ -106,15 +106,15 @@ final class WorkerTests: XCTestCase {
     func testRealTimePermissionErrorIsClearAndNothingHalfApplied() throws {
         var limit = rlimit()
         getrlimit(__rlimit_resource_t(14) /* RLIMIT_RTPRIO */, &limit)
-        let result = Locked<WorkerError?>(nil)
+        let result = Locked<LoopThreadError?>(nil)
         let setupRan = Atomic<Bool>(false)
         let t = JoinableThread {
             XCTAssertEqual(bl_drop_effective_capability(23 /* CAP_SYS_NICE */), 0)
             do {
-                _ = try Worker.start(name: "w-noperm", settings: .init(cpuAffinity: [0], fifoPriority: 10, timerSlack: .microseconds(5))) { _ in
+                _ = try LoopThread.start(name: "w-noperm", settings: .init(cpuAffinity: [0], fifoPriority: 10, timerSlack: .microseconds(5))) { _ in
                     setupRan.store(true, ordering: .relaxed)
                 }
-            } catch let e as WorkerError {
+            } catch let e as LoopThreadError {
                 result.withLock { $0 = e }
             } catch {}
         }
@@ -134,23 +134,23 @@ final class WorkerTests: XCTestCase {
     }
 
     func testInvalidSettings() {
-        XCTAssertThrowsError(try Worker.start(name: "w-bad", settings: .init(fifoPriority: 0))) { e in
-            XCTAssertEqual(e as? WorkerError, .invalidSetting(worker: "w-bad", setting: "SCHED_FIFO priority 0", reason: "must be 1...99"))
+        XCTAssertThrowsError(try LoopThread.start(name: "w-bad", settings: .init(fifoPriority: 0))) { e in
+            XCTAssertEqual(e as? LoopThreadError, .invalidSetting(worker: "w-bad", setting: "SCHED_FIFO priority 0", reason: "must be 1...99"))
         }
-        XCTAssertThrowsError(try Worker.start(name: "w-bad", settings: .init(cpuAffinity: [4096]))) { e in
-            guard case .invalidSetting(_, "CPU affinity [4096]", _) = e as? WorkerError else { return XCTFail("\(e)") }
+        XCTAssertThrowsError(try LoopThread.start(name: "w-bad", settings: .init(cpuAffinity: [4096]))) { e in
+            guard case .invalidSetting(_, "CPU affinity [4096]", _) = e as? LoopThreadError else { return XCTFail("\(e)") }
         }
     }
 }
 
 final class SignalSourceTests: XCTestCase {
-    static let rt = Signals.realtimeRange.lowerBound + 2
+    static let rt = SignalMask.realtimeRange.lowerBound + 2
     static let all: [Int32] = [SIGUSR1, SIGUSR2, SIGHUP, rt]
 
     override func setUp() {
         // Thread-directed signals (tgkill, rt_tgsigqueueinfo) to this thread
         // only: other threads of the test process need not block them.
-        XCTAssertNoThrow(try Signals.block(Self.all))
+        XCTAssertNoThrow(try SignalMask.block(Self.all))
     }
 
     override func tearDown() {
@@ -160,7 +160,7 @@ final class SignalSourceTests: XCTestCase {
             _ = try? loop.run(mode: .default, timeout: .zero)
             s.invalidate()
         }
-        Signals.unblock(Self.all)
+        SignalMask.unblock(Self.all)
     }
 
     /// Dropping the last reference to a scheduled signal source on another
@@ -244,7 +244,7 @@ final class SignalSourceTests: XCTestCase {
         let mine = try SignalSource(signals: [SIGUSR1]) { i in mainGot.withLock { $0.append(i.signal) } }
         try mine.add(to: loop)
         // The worker inherits this thread's mask (SIGHUP blocked).
-        let worker = try Worker.start(name: "w-signals") { wl in
+        let worker = try LoopThread.start(name: "w-signals") { wl in
             let s = try SignalSource(signals: [SIGHUP]) { i in workerGot.withLock { $0.append(i.signal) } }
             try s.add(to: wl)
             try wl.add(RunLoopObserver(activities: .exit) { _, _ in withExtendedLifetime(s) {} }, mode: .default)
@@ -258,10 +258,10 @@ final class SignalSourceTests: XCTestCase {
     }
 
     func testUnblockedSignalIsRefusedClearly() throws {
-        Signals.unblock([SIGUSR2])
+        SignalMask.unblock([SIGUSR2])
         XCTAssertThrowsError(try SignalSource(signals: [SIGUSR1, SIGUSR2]) { _ in }) { e in
             XCTAssertEqual(e as? SignalSourceError, .notBlocked(signal: SIGUSR2, name: "SIGUSR2"))
-            XCTAssertTrue("\(e)".contains("Signals.block"))
+            XCTAssertTrue("\(e)".contains("SignalMask.block"))
         }
         XCTAssertThrowsError(try SignalSource(signals: [SIGKILL]) { _ in }) { e in
             XCTAssertEqual(e as? SignalSourceError, .invalidSignal(SIGKILL))

@@ -9,8 +9,8 @@ import XCTest
 /// tests, never exits, so its loops are ended when each test finishes —
 /// otherwise every test would leave a cycle behind, and LeakSanitizer (the
 /// AddressSanitizer run checks for leaks at exit) would report them all.
-public func makeLoop(capacities: Boardloop.RunLoop.Capacities = .init(), clock: RunLoopClock = .monotonic) throws(RunLoopError) -> Boardloop.RunLoop {
-    let loop = try Boardloop.RunLoop(capacities: capacities, clock: clock)
+public func makeLoop(capacities: BoardRunLoop.Capacities = .init(), clock: RunLoopClock = .monotonic) throws(RunLoopError) -> BoardRunLoop {
+    let loop = try BoardRunLoop(capacities: capacities, clock: clock)
     if bl_cached_tid() == bl_main_tid() { LoopJanitor.shared.track(loop) }
     return loop
 }
@@ -24,9 +24,9 @@ private final class LoopJanitor: NSObject, XCTestObservation {
     }()
 
     /// Main thread only (tests and the observer run there).
-    private var loops: [Boardloop.RunLoop] = []
+    private var loops: [BoardRunLoop] = []
 
-    func track(_ loop: Boardloop.RunLoop) { loops.append(loop) }
+    func track(_ loop: BoardRunLoop) { loops.append(loop) }
 
     func testCaseDidFinish(_ testCase: XCTestCase) {
         for loop in loops { try? loop.end() }

@@ -17,8 +17,8 @@ import Glibc
 
 struct Options {
     var chip: String?
-    var button: LineSelector?
-    var led: LineSelector?
+    var button: GPIOLineSelector?
+    var led: GPIOLineSelector?
     var presses: Int?
     var activeLow = true
 }
@@ -26,7 +26,7 @@ struct Options {
 func parseOptions() -> Options {
     var o = Options()
     var args = CommandLine.arguments.dropFirst()
-    func line(_ s: String) -> LineSelector { UInt32(s).map { .offset($0) } ?? .name(s) }
+    func line(_ s: String) -> GPIOLineSelector { UInt32(s).map { .offset($0) } ?? .name(s) }
     while let a = args.popFirst() {
         switch a {
         case "--chip": o.chip = args.popFirst()
@@ -54,8 +54,8 @@ func stamp(_ t: MonotonicInstant, since start: MonotonicInstant) -> String {
 
 func run() throws {
     let options = parseOptions()
-    try Signals.block([SIGINT, SIGTERM])
-    let loop = RunLoop.current
+    try SignalMask.block([SIGINT, SIGTERM])
+    let loop = BoardRunLoop.current
 
     // The chip: the mock demo board unless --chip names a real one.
     let mockBoard: MockGPIO? = options.chip == nil ? MockGPIO.demoBoard() : nil
@@ -70,7 +70,7 @@ func run() throws {
         print("gpio-button-led: \(error)")
         exit(1)
     }
-    func pick(_ given: LineSelector?, name: String, offset: UInt32) -> LineSelector {
+    func pick(_ given: GPIOLineSelector?, name: String, offset: UInt32) -> GPIOLineSelector {
         if let given { return given }
         return (try? chip.offset(of: .name(name))) != nil ? .name(name) : .offset(offset)
     }

@@ -4,7 +4,7 @@
 import Boardloop
 import Glibc
 
-let loop = RunLoop.current
+let loop = BoardRunLoop.current
 var fds: [Int32] = [0, 0]
 guard pipe(&fds) == 0, fcntl(fds[0], F_SETFL, O_NONBLOCK) == 0 else { fatalError("pipe: errno \(errno)") }
 let (readEnd, writeEnd) = (fds[0], fds[1])

@@ -8,12 +8,12 @@ import Glibc
 
 func demo() throws -> Int32 {
     let selfTest = CommandLine.arguments.contains("--self-test")
-    let rt1 = Signals.realtimeRange.lowerBound + 1
+    let rt1 = SignalMask.realtimeRange.lowerBound + 1
     // 1. Block the signals before any thread starts: every thread inherits the
     //    mask, so they are queued for signalfd instead of killing the process.
-    try Signals.block([SIGUSR1, SIGUSR2, SIGHUP, SIGTERM, SIGINT, rt1])
+    try SignalMask.block([SIGUSR1, SIGUSR2, SIGHUP, SIGTERM, SIGINT, rt1])
 
-    let main = RunLoop.current
+    let main = BoardRunLoop.current
     var failures = 0
     func check(_ ok: Bool, _ what: String) {
         print(ok ? "PASS \(what)" : "FAIL \(what)")
@@ -21,9 +21,9 @@ func demo() throws -> Int32 {
     }
 
     // 2. The main thread's port, registered by name for the check-in.
-    var workerPort: MessagePort?
+    var workerPort: BoardMessagePort?
     var replies: [Int32] = []
-    let mainPort = try MessagePort(label: "main", slots: 16, slotSize: 64) { message in
+    let mainPort = try BoardMessagePort(label: "main", slots: 16, slotSize: 64) { message in
         switch message.id {
         case 1: // check-in: the worker's port comes as the reply port
             workerPort = message.replyPort
@@ -36,7 +36,7 @@ func demo() throws -> Int32 {
             print("main: worker answered \(answer)")
         case 4:
             guard let signal = try? message.load(as: Int32.self) else { return }
-            print("main: worker saw \(Signals.name(signal)) on its own loop")
+            print("main: worker saw \(SignalMask.name(signal)) on its own loop")
             replies.append(-signal)
         default: break
         }
@@ -45,19 +45,19 @@ func demo() throws -> Int32 {
     try mainPort.register(name: "demo.main")
 
     // 3. A worker thread with its own loop, port and signal source (SIGHUP).
-    let worker = try Worker.start(name: "demo-worker") { loop in
-        let port = try MessagePort(label: "worker", slots: 16, slotSize: 64) { message in
+    let worker = try LoopThread.start(name: "demo-worker") { loop in
+        let port = try BoardMessagePort(label: "worker", slots: 16, slotSize: 64) { message in
             if message.id == 2, let v = try? message.load(as: Int64.self) {
-                try? MessagePortRegistry.lookup("demo.main")?.send(id: 3, value: v * 2)
+                try? BoardMessagePortRegistry.lookup("demo.main")?.send(id: 3, value: v * 2)
             }
         }
         try port.schedule(on: loop)
         let hup = try SignalSource(signals: [SIGHUP]) { info in
-            try? MessagePortRegistry.lookup("demo.main")?.send(id: 4, value: info.signal)
+            try? BoardMessagePortRegistry.lookup("demo.main")?.send(id: 4, value: info.signal)
         }
         try hup.add(to: loop)
         // Check in: look the main port up by name, hand it our port.
-        guard let mainPort = MessagePortRegistry.lookup("demo.main") else { throw MessagePortError.invalidated(port: "demo.main") }
+        guard let mainPort = BoardMessagePortRegistry.lookup("demo.main") else { throw BoardMessagePortError.invalidated(port: "demo.main") }
         try mainPort.send(id: 1, replyPort: port)
         // No need to keep `port` and `hup`: the loop keeps what is scheduled
         // on it alive, and releases it when the worker's thread ends.

@@ -23,7 +23,7 @@ nonisolated(unsafe) let benchmarks: @Sendable () -> Void = {
         maxIterations: smoke ? 3 : 1_000)
 
     Benchmark("perform work item: post + one pass", configuration: .init(thresholds: engineThresholds)) { benchmark in
-        let loop = try Boardloop.RunLoop()
+        let loop = try BoardRunLoop()
         try loop.add(CustomSource(perform: {}), mode: .default)
         var n = 0
         let counter = Counter()
@@ -40,7 +40,7 @@ nonisolated(unsafe) let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark("port dispatch: pipe write + one pass", configuration: .init(thresholds: engineThresholds)) { benchmark in
-        let loop = try Boardloop.RunLoop()
+        let loop = try BoardRunLoop()
         var fds: [Int32] = [0, 0]
         precondition(pipe(&fds) == 0)
         _ = fcntl(fds[0], F_SETFL, O_NONBLOCK)
@@ -62,7 +62,7 @@ nonisolated(unsafe) let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark("timer: move fire date to now + one pass", configuration: .init(thresholds: engineThresholds)) { benchmark in
-        let loop = try Boardloop.RunLoop()
+        let loop = try BoardRunLoop()
         var fired = 0
         let timer = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(3600)) { _ in fired += 1 }
         try loop.add(timer, mode: .default)
@@ -76,9 +76,9 @@ nonisolated(unsafe) let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark("message port: send 16 bytes + one pass", configuration: .init(thresholds: engineThresholds)) { benchmark in
-        let loop = try Boardloop.RunLoop()
+        let loop = try BoardRunLoop()
         var received = 0
-        let port = try MessagePort(slots: 64, slotSize: 16) { _ in received += 1 }
+        let port = try BoardMessagePort(slots: 64, slotSize: 16) { _ in received += 1 }
         try port.schedule(on: loop)
         struct Payload: BitwiseCopyable { var a: UInt64; var b: UInt64 }
         benchmark.startMeasurement()
@@ -91,7 +91,7 @@ nonisolated(unsafe) let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark("gpio mock: edge + one pass", configuration: .init(thresholds: engineThresholds)) { benchmark in
-        let loop = try Boardloop.RunLoop()
+        let loop = try BoardRunLoop()
         let chip = try MockChip(label: "ops", lineCount: 4)
         let req = try chip.open().request(.offset(1), .input(edges: .both))
         var events = 0

@@ -80,7 +80,7 @@ public enum FdScenario {
         var last: UInt64 = 0
         let latency: SampleBuffer
         let window = AllocationWindow()
-        var loop: Boardloop.RunLoop!
+        var loop: BoardRunLoop!
         var waitsAtWarmup: UInt64 = 0
         var waitsAtEnd: UInt64 = 0
         init(total: Int) {
@@ -118,7 +118,7 @@ public enum FdScenario {
         let readFds = fds
         let consumer = spawn(cpu: pin.b) {
             do {
-                let loop = Boardloop.RunLoop.current
+                let loop = BoardRunLoop.current
                 c.loop = loop
                 var sources: [PortSource] = []
                 for fd in readFds {

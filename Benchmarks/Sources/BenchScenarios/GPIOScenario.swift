@@ -56,7 +56,7 @@ public enum GPIOScenario {
         let failure = Box<String?>(nil)
         let t = spawn(cpu: pin.b) {
             do {
-                let loop = Boardloop.RunLoop.current
+                let loop = BoardRunLoop.current
                 let req = try chip.open().request(.offset(1), .input(edges: .both), eventBufferCapacity: 256)
                 let samples = SampleBuffer(capacity: edges)
                 let window = AllocationWindow()
@@ -131,7 +131,7 @@ public enum GPIOScenario {
         let phaseNs = UInt64(phase.nanosecondsClamped)
         let t = spawn(cpu: pin.b) {
             do {
-                let loop = Boardloop.RunLoop.current
+                let loop = BoardRunLoop.current
                 let req = try chip.open().request(.offset(5), .input(edges: .both), eventBufferCapacity: 256)
                 var delivered = 0
                 try req.schedule(on: loop, mode: .default) { batch in delivered += batch.count }

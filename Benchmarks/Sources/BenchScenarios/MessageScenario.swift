@@ -41,9 +41,9 @@ public enum MessageScenario {
         let allocations = AllocationWindow()
         let phase = Atomic<Int>(0)
         var bCounting = false
-        var portA: MessagePort!
-        var portB: MessagePort!
-        var loopA: Boardloop.RunLoop!
+        var portA: BoardMessagePort!
+        var portB: BoardMessagePort!
+        var loopA: BoardRunLoop!
         var failure: String?
         init(window: Int, warmup: Int, iterations: Int) {
             self.window = window
@@ -70,19 +70,19 @@ public enum MessageScenario {
 
     public static func boardloop(window: Int, warmup: Int, iterations: Int, pin: Pinning) throws -> Measurement {
         let st = State(window: window, warmup: warmup, iterations: iterations)
-        let worker = Worker(name: "bench-msg-b", settings: .init(cpuAffinity: pin.b >= 0 ? [Int(pin.b)] : nil))
+        let worker = LoopThread(name: "bench-msg-b", settings: .init(cpuAffinity: pin.b >= 0 ? [Int(pin.b)] : nil))
         try worker.start()
         // B's port is made and scheduled on B's thread; it echoes every message.
         try worker.loop!.performAndWait { [st] in
             do {
-                let port = try MessagePort(label: "bench-b", slots: 64, slotSize: 16) { [st] msg in
+                let port = try BoardMessagePort(label: "bench-b", slots: 64, slotSize: 16) { [st] msg in
                     if !st.bCounting && st.phase.load(ordering: .acquiring) == 1 {
                         st.bCounting = true
                         st.allocations.begin()
                     }
                     do { try st.portA.send(id: 2, payload: msg.payload) } catch { st.failure = "echo: \(error)" }
                 }
-                try port.schedule(on: Boardloop.RunLoop.current)
+                try port.schedule(on: BoardRunLoop.current)
                 st.portB = port
             } catch {
                 st.failure = "\(error)"
@@ -91,9 +91,9 @@ public enum MessageScenario {
         if let f = st.failure { throw BenchError("boardloop message port: \(f)") }
         let a = spawn(cpu: pin.a) { [st] in
             do {
-                let loop = Boardloop.RunLoop.current
+                let loop = BoardRunLoop.current
                 st.loopA = loop
-                let port = try MessagePort(label: "bench-a", slots: 64, slotSize: 16) { [st] msg in
+                let port = try BoardMessagePort(label: "bench-a", slots: 64, slotSize: 16) { [st] msg in
                     let t = now()
                     let p = try! msg.load(as: State.Payload.self)
                     if st.received >= st.warmup && st.window == 1 { st.samples.record(t - p.sentAt) }

@@ -115,7 +115,7 @@ func spawn(cpu: Int32, _ body: @escaping @Sendable () -> Void) -> JoinableThread
 }
 
 /// A source that is never signalled: keeps a loop's mode from being empty.
-func keepAlive(_ loop: RunLoop, mode: RunLoopMode = .default) throws {
+func keepAlive(_ loop: BoardRunLoop, mode: RunLoopMode = .default) throws {
     try loop.add(CustomSource(perform: {}), mode: mode)
 }
 

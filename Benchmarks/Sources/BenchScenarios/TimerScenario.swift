@@ -97,7 +97,7 @@ public enum TimerScenario {
         let grid = Box<Grid?>(nil)
         let t = spawn(cpu: pin.b) {
             do {
-                let loop = Boardloop.RunLoop.current
+                let loop = BoardRunLoop.current
                 let t0 = now() + periodNs
                 let g = Grid(t0: t0, period: periodNs, warmup: warmup, fires: fires)
                 grid.value = g

@@ -86,8 +86,8 @@ public enum WakeScenario {
     }
 
     final class State: @unchecked Sendable {
-        var loopA: Boardloop.RunLoop!
-        var loopB: Boardloop.RunLoop!
+        var loopA: BoardRunLoop!
+        var loopB: BoardRunLoop!
         var itemA: PerformWorkItem!
         var itemB: PerformWorkItem!
         let trips: RoundTrips
@@ -98,7 +98,7 @@ public enum WakeScenario {
     /// allocation-free way to post; a closure literal allocates its context).
     public static func boardloop(warmup: Int, iterations: Int, pin: Pinning, closures: Bool = false) throws -> Measurement {
         let st = State(warmup: warmup, iterations: iterations)
-        let worker = Worker(name: "bench-wake-b", settings: .init(cpuAffinity: pin.b >= 0 ? [Int(pin.b)] : nil))
+        let worker = LoopThread(name: "bench-wake-b", settings: .init(cpuAffinity: pin.b >= 0 ? [Int(pin.b)] : nil))
         try worker.start()
         st.loopB = worker.loop!
         st.itemB = PerformWorkItem { [st] in atB(st, closures: closures) }
@@ -106,7 +106,7 @@ public enum WakeScenario {
         let failure = Box<String?>(nil)
         let a = spawn(cpu: pin.a) { [st] in
             do {
-                let loop = Boardloop.RunLoop.current
+                let loop = BoardRunLoop.current
                 st.loopA = loop
                 try keepAlive(loop)
                 st.trips.sent = now()

@@ -158,7 +158,7 @@ let pressConfig = """
 /// returns each press's edge-to-LED-write latency in µs.
 func drivePresses(_ chip: MockChip, n: Int, gap: Duration) -> [Double] {
     pinCurrentThread(stimulusCPU)
-    let button = LineSelector.offset(17), led: UInt32 = 27
+    let button = GPIOLineSelector.offset(17), led: UInt32 = 27
     chip.clearOutputHistory()
     var stamps: [MonotonicInstant] = []
     stamps.reserveCapacity(n)
@@ -192,10 +192,10 @@ func latencyDaemon(n: Int) -> [Double] {
 
 func latencyHandWritten(n: Int) -> [Double] {
     let mock = try! Demo.makeChips()
-    let ready = Locked<RunLoop?>(nil)
+    let ready = Locked<BoardRunLoop?>(nil)
     let t = JoinableThread {
         pinCurrentThread(loopCPU)
-        let loop = RunLoop.current
+        let loop = BoardRunLoop.current
         do {
             let chip = try GPIOChip("boardloop-mock0", backend: mock)
             let button = try chip.request(.offset(17), .input(edges: .both, activeLow: true), consumer: "bench")

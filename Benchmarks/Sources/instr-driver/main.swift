@@ -10,7 +10,7 @@
 //     perform-item  boardloop                a perform request re-posting itself on one thread (work item)
 //     perform-closure boardloop              the same with closure literals
 //     timer         boardloop | raw | raw-periodic   fires of a 1 ms repeating timer
-//     message       boardloop                MessagePort ping-pong between two loops
+//     message       boardloop                BoardMessagePort ping-pong between two loops
 //     gpio          boardloop                mock-chip edge -> handler, one edge per pass
 import Boardloop
 import BoardloopGPIO
@@ -44,7 +44,7 @@ struct BouncePipe {
 }
 
 func boardloopFD(_ n: Int) throws {
-    let loop = try Boardloop.RunLoop()
+    let loop = try BoardRunLoop()
     var done = 0
     for _ in 0..<8 {
         let p = BouncePipe()
@@ -59,11 +59,11 @@ func boardloopFD(_ n: Int) throws {
 
 /// Round trips between this thread's loop (A) and a worker's (B).
 func boardloopWake(_ n: Int, workItems: Bool) throws {
-    let a = Boardloop.RunLoop.current
+    let a = BoardRunLoop.current
     // A timer that never fires keeps A's mode from being empty before B's
     // first post arrives (an empty mode's run returns at once).
     try a.add(RunLoopTimer(fireAt: .distantFuture) { _ in }, mode: .default)
-    let worker = try Worker.start(name: "instr-b")
+    let worker = try LoopThread.start(name: "instr-b")
     guard let b = worker.loop else { fatalError("worker without a loop") }
     final class Count: @unchecked Sendable { var value = 0 }
     let count = Count()
@@ -91,7 +91,7 @@ func boardloopWake(_ n: Int, workItems: Bool) throws {
 /// A perform request that posts itself again, on one thread: the queue's
 /// post / take / run path without a cross-thread wake-up.
 func boardloopPerformSelf(_ n: Int, workItems: Bool) throws {
-    let loop = try Boardloop.RunLoop()
+    let loop = try BoardRunLoop()
     try loop.add(RunLoopTimer(fireAt: .distantFuture) { _ in }, mode: .default)
     final class State: @unchecked Sendable { var count = 0; var item: PerformWorkItem? }
     let st = State()
@@ -112,7 +112,7 @@ func boardloopPerformSelf(_ n: Int, workItems: Bool) throws {
 }
 
 func boardloopTimer(_ n: Int) throws {
-    let loop = try Boardloop.RunLoop()
+    let loop = try BoardRunLoop()
     var fires = 0
     try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(1), interval: .milliseconds(1)) { _ in
         fires += 1
@@ -122,19 +122,19 @@ func boardloopTimer(_ n: Int) throws {
 }
 
 func boardloopMessage(_ n: Int) throws {
-    let a = Boardloop.RunLoop.current
+    let a = BoardRunLoop.current
     try a.add(RunLoopTimer(fireAt: .distantFuture) { _ in }, mode: .default)
-    final class Ports: @unchecked Sendable { var a: MessagePort?; var b: MessagePort? }
+    final class Ports: @unchecked Sendable { var a: BoardMessagePort?; var b: BoardMessagePort? }
     let ports = Ports()
     var count = 0
-    let portA = try MessagePort(label: "a", slots: 4, slotSize: 16) { m in
+    let portA = try BoardMessagePort(label: "a", slots: 4, slotSize: 16) { m in
         count += 1
         if count == n { a.stop() } else { try? ports.b!.send(id: 1, value: Int64(count)) }
     }
     try portA.schedule(on: a)
     ports.a = portA
-    let worker = try Worker.start(name: "instr-b") { loop in
-        let portB = try MessagePort(label: "b", slots: 4, slotSize: 16) { m in
+    let worker = try LoopThread.start(name: "instr-b") { loop in
+        let portB = try BoardMessagePort(label: "b", slots: 4, slotSize: 16) { m in
             try? ports.a!.send(id: 2, value: (try? m.load(as: Int64.self)) ?? 0)
         }
         try portB.schedule(on: loop)
@@ -147,7 +147,7 @@ func boardloopMessage(_ n: Int) throws {
 }
 
 func boardloopGPIO(_ n: Int) throws {
-    let loop = try Boardloop.RunLoop()
+    let loop = try BoardRunLoop()
     let chip = try MockChip(label: "instr", lineCount: 8, eventBufferSize: 1024)
     let request = try chip.open().request(.offset(1), .input(edges: .both), eventBufferCapacity: 64)
     var got = 0

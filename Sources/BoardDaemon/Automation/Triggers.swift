@@ -9,7 +9,7 @@ let never: UInt64 = .max
 /// through a sequence) are judged by when they happened.
 struct TriggerState {
     enum Kind {
-        case edge(EdgeDetection)
+        case edge(GPIOEdgeDetection)
         case press, release
         case click(min: UInt64, max: UInt64)
         case multiPress(count: Int, within: UInt64)

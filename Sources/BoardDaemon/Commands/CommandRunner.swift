@@ -260,7 +260,7 @@ final class CommandRunner {
             if code == 0 { logger.info("\(text)") } else { logger.warning("\(text)") }
         } else {
             logger.warning(
-                "\(child.label): killed by \(Signals.name(sig))\(child.termSent ? " (timeout)" : "") after \(took)")
+                "\(child.label): killed by \(SignalMask.name(sig))\(child.termSent ? " (timeout)" : "") after \(took)")
         }
     }
 

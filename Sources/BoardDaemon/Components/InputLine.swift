@@ -119,7 +119,7 @@ final class InputLine {
 
     // MARK: Events
 
-    func handle(_ batch: EdgeEventBatch) {
+    func handle(_ batch: GPIOEdgeEventBatch) {
         if batch.lostEvents > 0 {
             lost &+= batch.lostEvents
             rt.noteLoss(self, batch.lostEvents, exact: true)

@@ -459,7 +459,7 @@ extension ConfigParser {
         }
         // The edges the trigger needs against what the line detects.
         let detects = line.settings.edgeDetection
-        let needs: (EdgeDetection, String)? =
+        let needs: (GPIOEdgeDetection, String)? =
             switch trigger {
             case let .edge(e): e == .both ? (.both, "edge: both") : (e, "edge: \(e)")
             case .press: (.rising, "press")

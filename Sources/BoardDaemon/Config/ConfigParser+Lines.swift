@@ -70,7 +70,7 @@ extension ConfigParser {
         // Direction and settings.
         let inE = entry("input")
         let outE = entry("output")
-        var settings = LineSettings.input(edges: .both)
+        var settings = GPIOLineSettings.input(edges: .both)
         var filters = InputFilters()
         var safe: Bool?
         var held = HeldEvents()
@@ -265,7 +265,7 @@ extension ConfigParser {
     }
 
     func parseInput(
-        _ e: YAMLReader.Entry, _ line: String, _ s: inout LineSettings, _ f: inout InputFilters, _ held: inout HeldEvents
+        _ e: YAMLReader.Entry, _ line: String, _ s: inout GPIOLineSettings, _ f: inout InputFilters, _ held: inout HeldEvents
     ) -> Bool {
         guard
             let entries = settingsEntries(
@@ -298,7 +298,7 @@ extension ConfigParser {
         return ["as-is": .asIs, "disabled": .disabled, "pull-up": .pullUp, "pull-down": .pullDown][v]
     }
 
-    func parseOutput(_ e: YAMLReader.Entry, _ line: String, _ s: inout LineSettings, _ safe: inout Bool?) -> Bool {
+    func parseOutput(_ e: YAMLReader.Entry, _ line: String, _ s: inout GPIOLineSettings, _ safe: inout Bool?) -> Bool {
         guard
             let entries = settingsEntries(
                 e, allowed: Self.outputKeys, other: ["edge", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain"], line: line,

@@ -128,7 +128,7 @@ public struct LineConfig: Sendable, Equatable {
     public var address: LineAddress
     /// How the line is requested from the GPIO layer (direction, edges,
     /// bias, drive, active-low, debounce, initial output value).
-    public var settings: LineSettings
+    public var settings: GPIOLineSettings
     /// Inputs: the filters after the (kernel or software) debounce.
     public var filters: InputFilters
     /// Outputs: the value set on shutdown, if any (`nil`: left as it is).
@@ -144,7 +144,7 @@ public struct LineConfig: Sendable, Equatable {
     public var loop: LoopID
 
     public init(
-        name: String, pin: String?, boardPin: String?, physical: Int?, address: LineAddress, settings: LineSettings,
+        name: String, pin: String?, boardPin: String?, physical: Int?, address: LineAddress, settings: GPIOLineSettings,
         filters: InputFilters, safeValue: Bool?, priority: PriorityID, rateLimit: RateLimit?, gestures: GestureGroup?,
         held: HeldEvents = HeldEvents(), loop: LoopID
     ) {
@@ -281,7 +281,7 @@ public struct ReactionConfig: Sendable, Equatable {
 
 public enum Trigger: Sendable, Equatable {
     /// A logical edge (after active-low and filters).
-    case edge(EdgeDetection)
+    case edge(GPIOEdgeDetection)
     /// The line became active (logical rising edge).
     case press
     /// The line became inactive (logical falling edge).
@@ -392,7 +392,7 @@ public struct LoopPlan: Sendable, Equatable {
 }
 
 /// The engine capacities a loop needs, one for one with
-/// `RunLoop.Capacities` (see `docs/config.md`, "Capacities", for how each
+/// `BoardRunLoop.Capacities` (see `docs/config.md`, "Capacities", for how each
 /// is computed).
 public struct LoopCapacities: Sendable, Equatable {
     public var sources: Int
@@ -404,8 +404,8 @@ public struct LoopCapacities: Sendable, Equatable {
     public var nestingDepth: Int
 
     /// The engine's own type.
-    public var engine: RunLoop.Capacities {
-        RunLoop.Capacities(
+    public var engine: BoardRunLoop.Capacities {
+        BoardRunLoop.Capacities(
             sources: sources, timers: timers, observers: observers, modes: modes, pendingPerforms: pendingPerforms,
             eventsPerWait: eventsPerWait, nestingDepth: nestingDepth)
     }

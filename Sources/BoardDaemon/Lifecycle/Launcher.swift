@@ -32,7 +32,7 @@ public enum Launcher {
     /// Runs the daemon; returns the exit status.
     public static func run(_ s: Settings) -> Int32 {
         do {
-            try Signals.block([SIGTERM, SIGINT, SIGHUP, SIGPIPE])
+            try SignalMask.block([SIGTERM, SIGINT, SIGHUP, SIGPIPE])
         } catch {
             writeError("boardd: \(error)\n")
             return 1

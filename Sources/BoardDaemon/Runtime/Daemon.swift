@@ -9,7 +9,7 @@ import Synchronization
 /// thread before the port is scheduled) and from the main thread.
 final class RuntimeBox: @unchecked Sendable {
     var rt: LoopRuntime?
-    var loop: RunLoop?
+    var loop: BoardRunLoop?
 }
 
 /// The daemon: a config running on the main loop and its workers. Build it
@@ -63,7 +63,7 @@ public final class Daemon: @unchecked Sendable {
     }
 
     public private(set) var config: DaemonConfig
-    public let loop: RunLoop
+    public let loop: BoardRunLoop
     public let gpio: any GPIOBackend
     /// The mock chips, on a mock board.
     public let mock: MockGPIO?
@@ -72,8 +72,8 @@ public final class Daemon: @unchecked Sendable {
     private var generation: Int32 = 1
     let main: LoopRuntime
     private let boxes: [RuntimeBox]
-    private var workers: [Worker] = []
-    private let ports: [MessagePort]
+    private var workers: [LoopThread] = []
+    private let ports: [BoardMessagePort]
     private var commands: CommandRunner?
     private var signalSource: SignalSource?
     private var watchdogTimer: RunLoopTimer?
@@ -107,13 +107,13 @@ public final class Daemon: @unchecked Sendable {
         let boxes = self.boxes
         ports = try config.loops.map { plan in
             let box = boxes[config.loops.firstIndex(of: plan)!]
-            return try MessagePort(label: "boardd.\(plan.name)", slots: 256, slotSize: 48) { m in box.rt?.received(m) }
+            return try BoardMessagePort(label: "boardd.\(plan.name)", slots: 256, slotSize: 48) { m in box.rt?.received(m) }
         }
         var caps = config.loops[0].capacities.engine
         caps.timers += Self.ownTimers + (options.watchdog != nil ? 1 : 0) + options.extraTimers + 1  // + run(for:)
         caps.timers += Self.backendTimers(config, loop: 0, gpio: gpio)
         caps.sources += options.handleSignals ? 1 : 0
-        loop = try RunLoop(capacities: caps, clock: options.clock)
+        loop = try BoardRunLoop(capacities: caps, clock: options.clock)
         main = LoopRuntime(id: .main, loop: loop, program: program, logger: options.logger, driver: options.modeDriver, ports: ports)
         boxes[0].rt = main
         boxes[0].loop = loop
@@ -161,7 +161,7 @@ public final class Daemon: @unchecked Sendable {
         for (i, plan) in config.loops.enumerated().dropFirst() {
             var caps = plan.capacities.engine
             caps.timers += Self.ownTimers + Self.backendTimers(config, loop: i, gpio: gpio)
-            let settings = Worker.Settings(
+            let settings = LoopThread.Settings(
                 capacities: caps, cpuAffinity: plan.cpus.isEmpty ? nil : plan.cpus,
                 fifoPriority: plan.realtimePriority.map { Int32($0) }, timerSlack: plan.timerSlack)
             let box = boxes[i]
@@ -170,7 +170,7 @@ public final class Daemon: @unchecked Sendable {
             let ports = self.ports
             let gpio = self.gpio
             let summary = options.summaryInterval
-            let w = Worker(name: plan.name, settings: settings) { loop in
+            let w = LoopThread(name: plan.name, settings: settings) { loop in
                 let rt = LoopRuntime(id: LoopID(i), loop: loop, program: program, logger: logger, driver: driver, ports: ports)
                 box.rt = rt
                 box.loop = loop
@@ -214,7 +214,7 @@ public final class Daemon: @unchecked Sendable {
                 value = k.value
             } else {
                 let c: GPIOChip
-                let selector: LineSelector
+                let selector: GPIOLineSelector
                 switch line.address {
                 case let .offset(ref, o):
                     c = try chip(ref)
@@ -448,7 +448,7 @@ public final class Daemon: @unchecked Sendable {
 
     /// A worker's loop by its config name, once the worker runs (tests use
     /// it to stall a worker and see the watchdog stop pinging).
-    public func workerLoop(_ name: String) -> RunLoop? {
+    public func workerLoop(_ name: String) -> BoardRunLoop? {
         guard let i = config.loops.firstIndex(where: { $0.name == name }), i > 0, i - 1 < workers.count else { return nil }
         return workers[i - 1].loop
     }

@@ -82,7 +82,7 @@ public enum Demo {
     /// from the main thread; the loops see real edges through its fds).
     public final class Script {
         let chip: MockChip
-        let loop: RunLoop
+        let loop: BoardRunLoop
         let logger: Logger
         var timer: RunLoopTimer?
         var steps: [(at: Duration, what: String?, act: () throws -> Void)] = []
@@ -90,7 +90,7 @@ public enum Demo {
         var cycleStart: MonotonicInstant
         let cycle: Duration = .seconds(12)
 
-        public init(gpio: MockGPIO, loop: RunLoop, logger: Logger) {
+        public init(gpio: MockGPIO, loop: BoardRunLoop, logger: Logger) {
             chip = gpio.chips[0]
             self.loop = loop
             self.logger = logger

@@ -43,12 +43,12 @@ public enum ModeDriver: Sendable {
 final class LoopRuntime: @unchecked Sendable {
     let id: LoopID
     let name: String
-    let loop: RunLoop
+    let loop: BoardRunLoop
     var program: Program
     let logger: Logger
     let driver: ModeDriver
     /// Every loop's port, by loop index (posts across loops).
-    let ports: [MessagePort]
+    let ports: [BoardMessagePort]
     weak var commands: CommandRunner?
 
     var inputs: [InputLine?]
@@ -81,7 +81,7 @@ final class LoopRuntime: @unchecked Sendable {
     var postsStale: UInt64 = 0
     var writeFailures: UInt64 = 0
 
-    init(id: LoopID, loop: RunLoop, program: Program, logger: Logger, driver: ModeDriver, ports: [MessagePort]) {
+    init(id: LoopID, loop: BoardRunLoop, program: Program, logger: Logger, driver: ModeDriver, ports: [BoardMessagePort]) {
         self.id = id
         name = program.config.loops[id.index].name
         self.loop = loop
@@ -244,7 +244,7 @@ final class LoopRuntime: @unchecked Sendable {
     }
 
     /// A message on this loop's port.
-    func received(_ m: MessagePort.Message) {
+    func received(_ m: BoardMessagePort.Message) {
         switch PortMessage(rawValue: m.id) {
         case .action:
             guard m.payload.count >= MemoryLayout<Post>.size else { return }

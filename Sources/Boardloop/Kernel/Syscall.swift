@@ -11,6 +11,9 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The caller's file descriptor the call was about, or -1.
     public let fd: Int32
 
+    /// The errno value by name, for `catch let e where e.code == .wouldBlock`.
+    public var code: Errno { Errno(rawValue: errno) }
+
     public init(call: StaticString, errno: Int32, fd: Int32 = -1) {
         self.call = call
         self.errno = errno
@@ -56,9 +59,53 @@ enum Kernel {
         }
     }
 
+    /// A close-on-exec duplicate of `fd` (`fcntl(F_DUPFD_CLOEXEC)`); the
+    /// caller owns it. A bad `fd` is thrown: it came from the user.
+    static func duplicate(_ fd: Int32) throws(SystemError) -> Int32 {
+        let d = bl_dup_cloexec(fd)
+        guard d >= 0 else { throw SystemError(call: "fcntl(F_DUPFD_CLOEXEC)", errno: Glibc.errno, fd: fd) }
+        return d
+    }
+
     /// Closes a descriptor the engine owns. `close` is never retried (on Linux
     /// the descriptor is released even when close reports EINTR).
     static func close(_ fd: Int32) {
         if fd >= 0 { _ = Glibc.close(fd) }
     }
+}
+
+/// An errno value with a name, as swift-system's `Errno`: errors are caught
+/// by name rather than by number.
+public struct Errno: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+
+    /// EPERM: e.g. epoll refusing a regular file.
+    public static let operationNotPermitted = Errno(rawValue: EPERM)
+    /// ENOENT
+    public static let noSuchFileOrDirectory = Errno(rawValue: ENOENT)
+    /// EINTR
+    public static let interrupted = Errno(rawValue: EINTR)
+    /// EBADF
+    public static let badFileDescriptor = Errno(rawValue: EBADF)
+    /// EAGAIN (EWOULDBLOCK)
+    public static let wouldBlock = Errno(rawValue: EAGAIN)
+    /// ENOMEM
+    public static let noMemory = Errno(rawValue: ENOMEM)
+    /// EACCES
+    public static let permissionDenied = Errno(rawValue: EACCES)
+    /// EBUSY
+    public static let resourceBusy = Errno(rawValue: EBUSY)
+    /// EEXIST
+    public static let fileExists = Errno(rawValue: EEXIST)
+    /// ENODEV
+    public static let noSuchDevice = Errno(rawValue: ENODEV)
+    /// EINVAL
+    public static let invalidArgument = Errno(rawValue: EINVAL)
+    /// EMFILE
+    public static let tooManyOpenFiles = Errno(rawValue: EMFILE)
+    /// ENOSPC
+    public static let noSpace = Errno(rawValue: ENOSPC)
+
+    public var description: String { String(cString: strerror(rawValue)) }
 }

@@ -63,7 +63,7 @@ double bb_raw_fd_consume(const int *fds, int n, long messages, uint64_t *latency
 
 // --- 4. message port: mutex-protected slot ring + eventfd + epoll ------------
 /// Round trips of a 16-byte message between two threads through rings like
-/// boardloop's MessagePort (bounded slots, signalled flag, one eventfd
+/// boardloop's BoardMessagePort (bounded slots, signalled flag, one eventfd
 /// write per empty→non-empty). window == 1: ping-pong, RTT samples (ns) into
 /// `samples` (iterations of them). window > 1: `window` messages in flight;
 /// returns messages per second. `samples` may be NULL then.

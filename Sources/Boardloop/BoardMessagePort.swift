@@ -3,7 +3,7 @@ import Glibc
 import Synchronization
 
 /// Why a message port call failed. Each case names the port.
-public enum MessagePortError: Error, Equatable, Sendable, CustomStringConvertible {
+public enum BoardMessagePortError: Error, Equatable, Sendable, CustomStringConvertible {
     /// Every slot stayed full for the whole timeout; nothing was sent.
     case full(port: String, slots: Int, waited: Duration)
     /// The port was invalidated; nothing was sent.
@@ -60,15 +60,15 @@ public enum MessagePortError: Error, Equatable, Sendable, CustomStringConvertibl
 /// alive while it is scheduled, even with no other reference to it (a worker
 /// can make a port in its setup, register its name and let it go). It is
 /// freed once invalidated, or when its loop ends (the loop's thread exited).
-public final class MessagePort: @unchecked Sendable {
+public final class BoardMessagePort: @unchecked Sendable {
     /// A received message. `payload` points into the port's receive buffer and
     /// is valid only while the handler runs.
     public struct Message {
         public let id: Int32
         public let payload: UnsafeRawBufferPointer
         /// The port the sender asked replies to go to, if any.
-        public let replyPort: MessagePort?
-        let port: MessagePort
+        public let replyPort: BoardMessagePort?
+        let port: BoardMessagePort
         let replyToken: UInt64
 
         /// Whether the sender waits in `sendRequest` for `reply`.
@@ -77,7 +77,7 @@ public final class MessagePort: @unchecked Sendable {
         /// Reads the payload as a value of `T` (unaligned load). A payload
         /// shorter than `T` — whatever a sender sent — throws
         /// `.payloadTooShort` and reads nothing.
-        public func load<T: BitwiseCopyable>(as type: T.Type) throws(MessagePortError) -> T {
+        public func load<T: BitwiseCopyable>(as type: T.Type) throws(BoardMessagePortError) -> T {
             guard payload.count >= MemoryLayout<T>.size else {
                 throw .payloadTooShort(port: port.label, size: payload.count, needed: MemoryLayout<T>.size)
             }
@@ -85,16 +85,16 @@ public final class MessagePort: @unchecked Sendable {
         }
 
         /// Answers a `sendRequest` with the bytes of `value`.
-        public func reply<T: BitwiseCopyable>(id: Int32, value: T) throws(MessagePortError) {
-            var failure: MessagePortError?
+        public func reply<T: BitwiseCopyable>(id: Int32, value: T) throws(BoardMessagePortError) {
+            var failure: BoardMessagePortError?
             withUnsafeBytes(of: value) { p in
-                do throws(MessagePortError) { try reply(id: id, payload: p) } catch { failure = error }
+                do throws(BoardMessagePortError) { try reply(id: id, payload: p) } catch { failure = error }
             }
             if let failure { throw failure }
         }
 
         /// Answers a `sendRequest`: the bytes are copied to the waiting sender.
-        public func reply(id: Int32, payload: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) throws(MessagePortError) {
+        public func reply(id: Int32, payload: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) throws(BoardMessagePortError) {
             try port.deliverReply(token: replyToken, id: id, payload: payload)
         }
     }
@@ -108,12 +108,12 @@ public final class MessagePort: @unchecked Sendable {
 
     private let handler: (Message) -> Void
     private let monitor = Monitor()
-    private let eventFD: Int32
+    private let eventFD: EventFD
     // The ring of queued messages (guarded by monitor).
     private let storage: UnsafeMutableRawPointer
     private let ids: UnsafeMutablePointer<Int32>
     private let lengths: UnsafeMutablePointer<Int>
-    private let replyPorts: UnsafeMutablePointer<MessagePort?>
+    private let replyPorts: UnsafeMutablePointer<BoardMessagePort?>
     private let replyTokens: UnsafeMutablePointer<UInt64>
     @exclusivity(unchecked) private var head = 0
     @exclusivity(unchecked) private var count = 0
@@ -142,28 +142,26 @@ public final class MessagePort: @unchecked Sendable {
     ///   - slotSize: the largest payload in bytes.
     ///   - order: the port source's order on its loop.
     ///   - handler: called on the owner loop's thread for each message, in order.
-    public init(label: String = "message port", slots: Int, slotSize: Int, order: Int = 0, handler: @escaping (Message) -> Void) throws(MessagePortError) {
+    public init(label: String = "message port", slots: Int, slotSize: Int, order: Int = 0, handler: @escaping (Message) -> Void) throws(BoardMessagePortError) {
         guard slots > 0, slotSize >= 0 else {
-            throw .runLoop(.invalidArgument("MessagePort needs at least one slot and a slot size of 0 or more (got \(slots) slots of \(slotSize) bytes)"))
+            throw .runLoop(.invalidArgument("BoardMessagePort needs at least one slot and a slot size of 0 or more (got \(slots) slots of \(slotSize) bytes)"))
         }
         let m = Self.maxima
         guard slots <= m.slots else {
-            throw .runLoop(.invalidArgument("MessagePort '\(label)': \(slots) slots; the limit is \(m.slots)"))
+            throw .runLoop(.invalidArgument("BoardMessagePort '\(label)': \(slots) slots; the limit is \(m.slots)"))
         }
         guard slotSize <= m.slotSize else {
-            throw .runLoop(.invalidArgument("MessagePort '\(label)': slot size \(slotSize) bytes; the limit is \(m.slotSize) bytes"))
+            throw .runLoop(.invalidArgument("BoardMessagePort '\(label)': slot size \(slotSize) bytes; the limit is \(m.slotSize) bytes"))
         }
         guard 2 * slots * slotSize <= m.bytes else {
             throw .runLoop(.invalidArgument(
-                "MessagePort '\(label)': \(slots) slots of \(slotSize) bytes need \(2 * slots * slotSize >> 20) MiB (message and reply rings); the limit is \(m.bytes >> 20) MiB"))
+                "BoardMessagePort '\(label)': \(slots) slots of \(slotSize) bytes need \(2 * slots * slotSize >> 20) MiB (message and reply rings); the limit is \(m.bytes >> 20) MiB"))
         }
-        let fd = bl_eventfd(0, 0)
-        guard fd >= 0 else { throw .system(SystemError(call: "eventfd", errno: errno)) }
+        do { eventFD = try EventFD() } catch { throw .system(error) }
         self.label = label
         slotCount = slots
         self.slotSize = slotSize
         self.handler = handler
-        eventFD = fd
         storage = .allocate(byteCount: max(slots * slotSize, 1), alignment: 16)
         ids = .allocate(capacity: slots)
         lengths = .allocate(capacity: slots)
@@ -179,7 +177,7 @@ public final class MessagePort: @unchecked Sendable {
         replyStates.initialize(repeating: 0, count: slots)
         freeReplies = slots
         receiveBuffer = .allocate(byteCount: max(slotSize, 1), alignment: 16)
-        source = PortSource(fd: fd, interest: .readable, order: order) { [unowned self] _, _ in self.receive() }
+        source = PortSource(fd: eventFD.fd, interest: .readable, order: order) { [unowned self] _, _ in self.receive() }
         // While the source is scheduled, the loop keeps the port alive; when
         // the source is invalidated (its loop ended, say), the port follows.
         source.lifetimeOwner = self
@@ -187,9 +185,9 @@ public final class MessagePort: @unchecked Sendable {
     }
 
     deinit {
-        for name in registeredNames { MessagePortRegistry.remove(name, self) }
+        for name in registeredNames { BoardMessagePortRegistry.remove(name, self) }
         replyPorts.deinitialize(count: slotCount)
-        Kernel.close(eventFD)
+        eventFD.close()
         storage.deallocate()
         ids.deallocate()
         lengths.deallocate()
@@ -205,7 +203,7 @@ public final class MessagePort: @unchecked Sendable {
 
     /// Schedules the port's source on `loop` (the loop's thread only); that
     /// loop becomes the port's owner.
-    public func schedule(on loop: RunLoop, mode: RunLoopMode = .default) throws(MessagePortError) {
+    public func schedule(on loop: BoardRunLoop, mode: RunLoopMode = .default) throws(BoardMessagePortError) {
         do { try loop.add(source, mode: mode) } catch { throw .runLoop(error) }
     }
 
@@ -220,15 +218,15 @@ public final class MessagePort: @unchecked Sendable {
     /// taken (zero: does not wait). Safe from any thread.
     public func send(
         id: Int32, payload: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
-        replyPort: MessagePort? = nil, timeout: Duration = .zero
-    ) throws(MessagePortError) {
+        replyPort: BoardMessagePort? = nil, timeout: Duration = .zero
+    ) throws(BoardMessagePortError) {
         try enqueue(id: id, payload: payload, replyPort: replyPort, token: 0, deadline: deadline(after: timeout), timeout: timeout)
     }
 
     /// Sends the bytes of `value` as the payload.
-    public func send<T: BitwiseCopyable>(id: Int32, value: T, replyPort: MessagePort? = nil, timeout: Duration = .zero) throws(MessagePortError) {
+    public func send<T: BitwiseCopyable>(id: Int32, value: T, replyPort: BoardMessagePort? = nil, timeout: Duration = .zero) throws(BoardMessagePortError) {
         var v = value
-        try withUnsafeBytes(of: &v) { (p) throws(MessagePortError) in
+        try withUnsafeBytes(of: &v) { (p) throws(BoardMessagePortError) in
             try send(id: id, payload: p, replyPort: replyPort, timeout: timeout)
         }
     }
@@ -241,11 +239,11 @@ public final class MessagePort: @unchecked Sendable {
     public func sendRequest(
         id: Int32, payload: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
         timeout: Duration, replyInto replyBuffer: UnsafeMutableRawBufferPointer
-    ) throws(MessagePortError) -> (id: Int32, length: Int) {
+    ) throws(BoardMessagePortError) -> (id: Int32, length: Int) {
         if let loop = source.runLoop, loop.isOwnedByCurrentThread { throw .requestFromOwnerThread(port: label) }
         let deadline = deadline(after: timeout)
         // Reserve a reply slot.
-        let (slot, generation) = try monitor.withLock { () throws(MessagePortError) -> (Int, UInt32) in
+        let (slot, generation) = try monitor.withLock { () throws(BoardMessagePortError) -> (Int, UInt32) in
             while true {
                 guard valid else { throw .invalidated(port: label) }
                 if freeReplies > 0 {
@@ -266,7 +264,7 @@ public final class MessagePort: @unchecked Sendable {
             monitor.withLock { releaseReply(slot) }
             throw error
         }
-        return try monitor.withLock { () throws(MessagePortError) -> (Int32, Int) in
+        return try monitor.withLock { () throws(BoardMessagePortError) -> (Int32, Int) in
             while replyStates[slot] != 2 {
                 guard valid else {
                     releaseReply(slot)
@@ -287,13 +285,13 @@ public final class MessagePort: @unchecked Sendable {
 
     private func deadline(after timeout: Duration) -> UInt64 {
         let ns = timeout.nanosecondsClamped
-        return ns > 0 ? bl_monotonic_ns() &+ UInt64(ns) : 0
+        return ns > 0 ? MonotonicClock.nanoseconds &+ UInt64(ns) : 0
     }
 
     /// With the monitor held: waits until something changes or the deadline
     /// (0: no waiting) passes. False when the time is up.
     private func waitForRoom(_ deadline: UInt64) -> Bool {
-        if deadline == 0 || bl_monotonic_ns() >= deadline { return false }
+        if deadline == 0 || MonotonicClock.nanoseconds >= deadline { return false }
         waitingSenders += 1
         _ = monitor.wait(until: deadline)
         waitingSenders -= 1
@@ -307,9 +305,9 @@ public final class MessagePort: @unchecked Sendable {
         if waitingSenders > 0 { monitor.broadcast() }
     }
 
-    private func enqueue(id: Int32, payload: UnsafeRawBufferPointer, replyPort: MessagePort?, token: UInt64, deadline: UInt64, timeout: Duration) throws(MessagePortError) {
+    private func enqueue(id: Int32, payload: UnsafeRawBufferPointer, replyPort: BoardMessagePort?, token: UInt64, deadline: UInt64, timeout: Duration) throws(BoardMessagePortError) {
         guard payload.count <= slotSize else { throw .payloadTooLarge(port: label, size: payload.count, slotSize: slotSize) }
-        try monitor.withLock { () throws(MessagePortError) in
+        try monitor.withLock { () throws(BoardMessagePortError) in
             while true {
                 guard valid else { throw .invalidated(port: label) }
                 if count < slotCount { break }
@@ -324,7 +322,7 @@ public final class MessagePort: @unchecked Sendable {
             count += 1
             if !signalled {
                 signalled = true
-                while bl_eventfd_write(eventFD, 1) != 0 && errno == EINTR {}
+                eventFD.signal()
             }
         }
     }
@@ -332,8 +330,7 @@ public final class MessagePort: @unchecked Sendable {
     // MARK: Receiving (owner loop thread)
 
     private func receive() {
-        var value: UInt64 = 0
-        _ = bl_eventfd_read(eventFD, &value)
+        eventFD.drain()
         // At most one ring's worth per dispatch, so a flooded port cannot
         // keep its loop from other sources; the rest stay signalled.
         var budget = slotCount
@@ -341,7 +338,7 @@ public final class MessagePort: @unchecked Sendable {
             budget -= 1
             var id: Int32 = 0
             var length = 0
-            var replyPort: MessagePort?
+            var replyPort: BoardMessagePort?
             var token: UInt64 = 0
             let got = monitor.withLock { () -> Bool in
                 guard valid, count > 0 else {
@@ -366,16 +363,16 @@ public final class MessagePort: @unchecked Sendable {
         }
         // Budget used up with messages left: keep the port ready.
         monitor.withLock {
-            if count > 0 { while bl_eventfd_write(eventFD, 1) != 0 && errno == EINTR {} } else { signalled = false }
+            if count > 0 { eventFD.signal() } else { signalled = false }
         }
     }
 
-    fileprivate func deliverReply(token: UInt64, id: Int32, payload: UnsafeRawBufferPointer) throws(MessagePortError) {
+    fileprivate func deliverReply(token: UInt64, id: Int32, payload: UnsafeRawBufferPointer) throws(BoardMessagePortError) {
         guard token != 0 else { throw .noReplyExpected(port: label) }
         guard payload.count <= slotSize else { throw .payloadTooLarge(port: label, size: payload.count, slotSize: slotSize) }
         let slot = Int(token & 0xFFFF_FFFF) - 1
         let generation = UInt32(token >> 32)
-        try monitor.withLock { () throws(MessagePortError) in
+        try monitor.withLock { () throws(BoardMessagePortError) in
             guard replyStates[slot] == 1, replyGenerations[slot] == generation else { throw .replyAbandoned(port: label) }
             if payload.count > 0 { (replyBuffers + slot * slotSize).copyMemory(from: payload.baseAddress!, byteCount: payload.count) }
             replyLengths[slot] = payload.count
@@ -390,10 +387,10 @@ public final class MessagePort: @unchecked Sendable {
     /// Registers the port under a process-wide unique name (a port may have
     /// several; all are released by `invalidate()`). An invalidated port
     /// cannot be registered.
-    public func register(name: String) throws(MessagePortError) {
-        try monitor.withLock { () throws(MessagePortError) in
+    public func register(name: String) throws(BoardMessagePortError) {
+        try monitor.withLock { () throws(BoardMessagePortError) in
             guard valid else { throw .invalidated(port: label) }
-            try MessagePortRegistry.add(name, self)
+            try BoardMessagePortRegistry.add(name, self)
             registeredNames.append(name)
         }
     }
@@ -420,19 +417,19 @@ public final class MessagePort: @unchecked Sendable {
             registeredNames = []
             return (true, n)
         }
-        for name in names { MessagePortRegistry.remove(name, self) }
+        for name in names { BoardMessagePortRegistry.remove(name, self) }
         return wasValid
     }
 }
 
 /// The process-wide registry of named message ports (CF's named local ports),
 /// used for check-in handshakes between threads.
-public enum MessagePortRegistry {
-    private struct Entry { weak var port: MessagePort? }
+public enum BoardMessagePortRegistry {
+    private struct Entry { weak var port: BoardMessagePort? }
     private static let lock = Lock()
     nonisolated(unsafe) private static var entries: [String: Entry] = [:]
 
-    static func add(_ name: String, _ port: MessagePort) throws(MessagePortError) {
+    static func add(_ name: String, _ port: BoardMessagePort) throws(BoardMessagePortError) {
         let ok = lock.withLock { () -> Bool in
             if entries[name]?.port != nil { return false }
             entries[name] = Entry(port: port)
@@ -441,14 +438,14 @@ public enum MessagePortRegistry {
         if !ok { throw .nameInUse(name) }
     }
 
-    static func remove(_ name: String, _ port: MessagePort) {
+    static func remove(_ name: String, _ port: BoardMessagePort) {
         lock.withLock {
             if let e = entries[name], e.port == nil || e.port === port { entries[name] = nil }
         }
     }
 
     /// The port registered under `name`, if it is still valid.
-    public static func lookup(_ name: String) -> MessagePort? {
+    public static func lookup(_ name: String) -> BoardMessagePort? {
         lock.withLock { entries[name]?.port }
     }
 }

@@ -1,7 +1,7 @@
 import CLinux
 import Glibc
 
-extension RunLoop {
+extension BoardRunLoop {
     // MARK: Changes from other threads
 
     /// Queues `x` for the owner; `itemBindingLock` is held by the caller.
@@ -73,8 +73,8 @@ extension RunLoop {
     /// on — a standalone loop whose handlers refer to it would otherwise
     /// keep itself alive. Owner thread only; not from inside a run call.
     public func end() throws(RunLoopError) {
-        try checkOwner("RunLoop.end")
-        if runDepth > 0 { throw .invalidArgument("RunLoop.end() inside a run call of the same loop; end it after the run returns") }
+        try checkOwner("BoardRunLoop.end")
+        if runDepth > 0 { throw .invalidArgument("BoardRunLoop.end() inside a run call of the same loop; end it after the run returns") }
         endOnOwnerThread()
     }
 
@@ -85,26 +85,26 @@ extension RunLoop {
         applyRemoteRequests()
         var slot: Int32 = 0
         while Int(slot) < ports.capacity {
-            if let p = ports[slot] { invalidatePort(p) }
-            if let c = customs[slot] { invalidateSource(c) }
+            if let p = ports[slot] { invalidateItem(p) }
+            if let c = customs[slot] { invalidateItem(c) }
             slot += 1
         }
         slot = 0
         while Int(slot) < timers.capacity {
-            if let t = timers[slot] { invalidateTimer(t) }
+            if let t = timers[slot] { invalidateItem(t) }
             slot += 1
         }
         slot = 0
         while Int(slot) < observers.capacity {
-            if let o = observers[slot] { invalidateObserver(o) }
+            if let o = observers[slot] { invalidateItem(o) }
             slot += 1
         }
     }
 }
 
 extension CustomSource: LoopItem {
-    func applyRemote(_ ops: UInt32, on loop: RunLoop) {
-        if ops & RemoteRequests.invalidate != 0 { loop.invalidateSource(self) }
+    func applyRemote(_ ops: UInt32, on loop: BoardRunLoop) {
+        if ops & RemoteRequests.invalidate != 0 { loop.invalidateItem(self) }
     }
 
     func applyUnscheduled(_ ops: UInt32) {
@@ -113,9 +113,9 @@ extension CustomSource: LoopItem {
 }
 
 extension PortSource: LoopItem {
-    func applyRemote(_ ops: UInt32, on loop: RunLoop) {
+    func applyRemote(_ ops: UInt32, on loop: BoardRunLoop) {
         if ops & RemoteRequests.invalidate != 0 {
-            loop.invalidatePort(self)
+            loop.invalidateItem(self)
             return
         }
         if ops & RemoteRequests.changeInterest != 0 {
@@ -131,9 +131,9 @@ extension PortSource: LoopItem {
 }
 
 extension RunLoopTimer: LoopItem {
-    func applyRemote(_ ops: UInt32, on loop: RunLoop) {
+    func applyRemote(_ ops: UInt32, on loop: BoardRunLoop) {
         if ops & RemoteRequests.invalidate != 0 {
-            loop.invalidateTimer(self)
+            loop.invalidateItem(self)
             return
         }
         if ops & RemoteRequests.moveFireDate != 0 {
@@ -151,8 +151,8 @@ extension RunLoopTimer: LoopItem {
 }
 
 extension RunLoopObserver: LoopItem {
-    func applyRemote(_ ops: UInt32, on loop: RunLoop) {
-        if ops & RemoteRequests.invalidate != 0 { loop.invalidateObserver(self) }
+    func applyRemote(_ ops: UInt32, on loop: BoardRunLoop) {
+        if ops & RemoteRequests.invalidate != 0 { loop.invalidateItem(self) }
     }
 
     func applyUnscheduled(_ ops: UInt32) {

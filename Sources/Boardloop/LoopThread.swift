@@ -3,7 +3,7 @@ import Glibc
 import Synchronization
 
 /// Why a worker could not start.
-public enum WorkerError: Error, Equatable, Sendable, CustomStringConvertible {
+public enum LoopThreadError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The process may not apply a real-time setting; nothing was applied.
     case permissionDenied(worker: String, setting: String, hint: String)
     /// A setting is out of range; nothing was applied.
@@ -33,15 +33,15 @@ public enum WorkerError: Error, Equatable, Sendable, CustomStringConvertible {
 /// afterwards can be missed; `stop()` (any thread, at any time, even while
 /// the worker is still starting) ends it, and `join()` waits for its thread.
 /// When the thread ends, its loop ends too: whatever was scheduled on it is
-/// invalidated and released (see `RunLoop.hasEnded`). A worker dropped
+/// invalidated and released (see `BoardRunLoop.hasEnded`). A worker dropped
 /// without `join()` detaches its thread, so the thread's stack is reclaimed
 /// when it exits.
-public final class Worker: @unchecked Sendable {
+public final class LoopThread: @unchecked Sendable {
     /// Optional real-time settings, applied on the worker's thread before its
     /// loop starts. All or nothing: if one cannot be applied, those already
     /// applied are undone and `start` throws.
     public struct Settings: Sendable {
-        public var capacities: RunLoop.Capacities
+        public var capacities: BoardRunLoop.Capacities
         /// CPUs the thread may run on (sched_setaffinity).
         public var cpuAffinity: [Int]?
         /// SCHED_FIFO priority 1...99 (needs CAP_SYS_NICE or an RLIMIT_RTPRIO allowance).
@@ -50,7 +50,7 @@ public final class Worker: @unchecked Sendable {
         /// wake-ups (default 50 µs). The kernel gives SCHED_FIFO threads none.
         public var timerSlack: Duration?
 
-        public init(capacities: RunLoop.Capacities = .init(), cpuAffinity: [Int]? = nil, fifoPriority: Int32? = nil, timerSlack: Duration? = nil) {
+        public init(capacities: BoardRunLoop.Capacities = .init(), cpuAffinity: [Int]? = nil, fifoPriority: Int32? = nil, timerSlack: Duration? = nil) {
             self.capacities = capacities
             self.cpuAffinity = cpuAffinity
             self.fifoPriority = fifoPriority
@@ -61,30 +61,30 @@ public final class Worker: @unchecked Sendable {
     public let name: String
     /// The worker's loop, once `start()` has returned (nil before, and when
     /// the start failed): perform, wake up, or send to its ports.
-    public var loop: RunLoop? { monitor.withLock { runLoop } }
-    private var runLoop: RunLoop?
+    public var loop: BoardRunLoop? { monitor.withLock { runLoop } }
+    private var runLoop: BoardRunLoop?
     /// The worker thread's kernel id (visible in /proc/PID/task/TID).
     public private(set) var threadID: Int32 = 0
 
     private let settings: Settings
-    private let setup: @Sendable (RunLoop) throws -> Void
+    private let setup: @Sendable (BoardRunLoop) throws -> Void
     private let exitRequested = Atomic<Bool>(false)
     private let exitSource: CustomSource
     private let monitor = Monitor()
     private var started = false
-    private var startError: WorkerError?
+    private var startError: LoopThreadError?
     private var handle = pthread_t()
     private var joined = false
     private var threadStarted = false
 
     /// Makes a worker that is not started yet; `stop()` may be called on it
     /// at any time, even before or during `start()`.
-    public init(name: String, settings: Settings = Settings(), setup: @escaping @Sendable (RunLoop) throws -> Void = { _ in }) {
+    public init(name: String, settings: Settings = Settings(), setup: @escaping @Sendable (BoardRunLoop) throws -> Void = { _ in }) {
         self.name = name
         self.settings = settings
         self.setup = setup
         // Performed on the worker's thread: stops the innermost run there.
-        exitSource = CustomSource(order: Int.min) { RunLoop.currentIfExists?.stop() }
+        exitSource = CustomSource(order: Int.min) { BoardRunLoop.currentIfExists?.stop() }
     }
 
     deinit {
@@ -99,21 +99,21 @@ public final class Worker: @unchecked Sendable {
     /// the worker's thread with its loop before the loop starts: install the
     /// worker's sources there. Returns once the loop is running.
     public static func start(
-        name: String, settings: Settings = Settings(), setup: @escaping @Sendable (RunLoop) throws -> Void = { _ in }
-    ) throws(WorkerError) -> Worker {
-        let w = Worker(name: name, settings: settings, setup: setup)
+        name: String, settings: Settings = Settings(), setup: @escaping @Sendable (BoardRunLoop) throws -> Void = { _ in }
+    ) throws(LoopThreadError) -> LoopThread {
+        let w = LoopThread(name: name, settings: settings, setup: setup)
         try w.start()
         return w
     }
 
     /// Starts the worker's thread; returns once its loop is running (or, if
     /// `stop()` came first, once the thread is on its way out).
-    public func start() throws(WorkerError) {
+    public func start() throws(LoopThreadError) {
         if let p = settings.fifoPriority, !(1...99).contains(p) {
             throw .invalidSetting(worker: name, setting: "SCHED_FIFO priority \(p)", reason: "must be 1...99")
         }
         if let cpus = settings.cpuAffinity {
-            let n = Int(bl_cpu_count())
+            let n = OSThread.cpuCount
             if cpus.isEmpty || cpus.contains(where: { $0 < 0 || $0 >= n || $0 >= 1024 }) {
                 throw .invalidSetting(worker: name, setting: "CPU affinity \(cpus)", reason: "CPUs must be 0...\(n - 1) and at least one")
             }
@@ -126,16 +126,16 @@ public final class Worker: @unchecked Sendable {
         if alreadyStarted { throw .alreadyStarted(worker: name) }
         let context = Unmanaged.passRetained(self).toOpaque()
         let rc = pthread_create(&handle, nil, { p in
-            let worker = Unmanaged<Worker>.fromOpaque(p!).takeRetainedValue()
+            let worker = Unmanaged<LoopThread>.fromOpaque(p!).takeRetainedValue()
             worker.main()
             return nil
         }, context)
         if rc != 0 {
-            Unmanaged<Worker>.fromOpaque(context).release()
+            Unmanaged<LoopThread>.fromOpaque(context).release()
             monitor.withLock { threadStarted = false }
             throw .system(SystemError(call: "pthread_create", errno: rc))
         }
-        let error = monitor.withLock { () -> WorkerError? in
+        let error = monitor.withLock { () -> LoopThreadError? in
             while !started { _ = monitor.wait(until: nil) }
             return startError
         }
@@ -169,7 +169,7 @@ public final class Worker: @unchecked Sendable {
         join()
     }
 
-    private func finishStart(_ error: WorkerError?) {
+    private func finishStart(_ error: LoopThreadError?) {
         monitor.withLock {
             startError = error
             started = true
@@ -178,14 +178,14 @@ public final class Worker: @unchecked Sendable {
     }
 
     private func main() {
-        _ = name.withCString { bl_set_thread_name($0) }
+        OSThread.setName(name)
         if let error = applySettings() {
             finishStart(error)
             return
         }
-        let loop: RunLoop
+        let loop: BoardRunLoop
         do {
-            loop = try RunLoop.makeCurrent(capacities: settings.capacities)
+            loop = try BoardRunLoop.makeCurrent(capacities: settings.capacities)
             try loop.add(exitSource, mode: .common)
         } catch {
             finishStart(.runLoop(error))
@@ -193,7 +193,7 @@ public final class Worker: @unchecked Sendable {
         }
         monitor.withLock {
             runLoop = loop
-            threadID = bl_gettid()
+            threadID = OSThread.uncachedID
         }
         // However the thread leaves from here on, its loop ends on the way
         // out and releases what was scheduled on it.
@@ -222,43 +222,40 @@ public final class Worker: @unchecked Sendable {
         exitSource.invalidate()
     }
 
-    private func applySettings() -> WorkerError? {
-        var savedAffinity = bl_cpuset()
+    private func applySettings() -> LoopThreadError? {
+        var savedAffinity: bl_cpuset?
         var affinityApplied = false
-        let savedSlack = bl_get_timer_slack()
+        let savedSlack = OSThread.timerSlack
         var slackApplied = false
         func undo() {
-            if slackApplied { _ = bl_set_timer_slack(UInt(max(savedSlack, 1))) }
-            if affinityApplied { _ = bl_restore_affinity(&savedAffinity) }
+            if slackApplied { _ = OSThread.setTimerSlack(nanoseconds: UInt(max(savedSlack, 1))) }
+            if affinityApplied, let savedAffinity { OSThread.restoreAffinity(savedAffinity) }
         }
         if let cpus = settings.cpuAffinity {
-            _ = bl_get_affinity(&savedAffinity)
-            let rc = cpus.map(Int32.init).withUnsafeBufferPointer { bl_set_affinity($0.baseAddress, Int32($0.count)) }
-            if rc != 0 {
-                let e = errno
-                return e == EPERM
+            savedAffinity = OSThread.affinity()
+            if let e = OSThread.setAffinity(cpus) {
+                return e == .operationNotPermitted
                     ? .permissionDenied(worker: name, setting: "CPU affinity \(cpus)", hint: "sched_setaffinity was refused (EPERM): the process lacks CAP_SYS_NICE")
-                    : .invalidSetting(worker: name, setting: "CPU affinity \(cpus)", reason: String(cString: strerror(e)))
+                    : .invalidSetting(worker: name, setting: "CPU affinity \(cpus)", reason: e.description)
             }
             affinityApplied = true
         }
         if let slack = settings.timerSlack {
             let ns = slack.nanosecondsClamped
-            if ns < 1 || bl_set_timer_slack(UInt(ns)) != 0 {
+            if ns < 1 || OSThread.setTimerSlack(nanoseconds: UInt(ns)) != nil {
                 undo()
                 return .invalidSetting(worker: name, setting: "timer slack \(slack)", reason: "must be at least 1 ns")
             }
             slackApplied = true
         }
         if let p = settings.fifoPriority {
-            if bl_set_fifo_priority(p) != 0 {
-                let e = errno
+            if let e = OSThread.setFIFOPriority(p) {
                 undo()
-                return e == EPERM
+                return e == .operationNotPermitted
                     ? .permissionDenied(
                         worker: name, setting: "SCHED_FIFO priority \(p)",
                         hint: "real-time scheduling needs CAP_SYS_NICE (run as root or `setcap cap_sys_nice+ep` the binary) or an RLIMIT_RTPRIO of at least \(p) (`ulimit -r`, limits.conf rtprio)")
-                    : .invalidSetting(worker: name, setting: "SCHED_FIFO priority \(p)", reason: String(cString: strerror(e)))
+                    : .invalidSetting(worker: name, setting: "SCHED_FIFO priority \(p)", reason: e.description)
             }
         }
         return nil

@@ -13,7 +13,7 @@ public enum GPIOEdge: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// Which edges of an input are reported.
-public enum EdgeDetection: Sendable, Equatable, CustomStringConvertible {
+public enum GPIOEdgeDetection: Sendable, Equatable, CustomStringConvertible {
     case none, rising, falling, both
 
     /// Whether an edge of this kind is reported.
@@ -73,10 +73,10 @@ public enum GPIODrive: Sendable, Equatable, CustomStringConvertible {
 /// How one line is requested. Values and edges are logical: with
 /// `activeLow`, a low wire reads `true` and a high→low wire change is a
 /// rising edge.
-public struct LineSettings: Sendable, Equatable, CustomStringConvertible {
+public struct GPIOLineSettings: Sendable, Equatable, CustomStringConvertible {
     public var direction: GPIODirection
     /// Inputs only.
-    public var edgeDetection: EdgeDetection
+    public var edgeDetection: GPIOEdgeDetection
     public var bias: GPIOBias
     /// Outputs only.
     public var drive: GPIODrive
@@ -94,7 +94,7 @@ public struct LineSettings: Sendable, Equatable, CustomStringConvertible {
     public var outputValue: Bool
 
     public init(
-        direction: GPIODirection, edgeDetection: EdgeDetection = .none, bias: GPIOBias = .asIs,
+        direction: GPIODirection, edgeDetection: GPIOEdgeDetection = .none, bias: GPIOBias = .asIs,
         drive: GPIODrive = .pushPull, activeLow: Bool = false, debounce: Duration = .zero, outputValue: Bool = false
     ) {
         self.direction = direction
@@ -108,16 +108,16 @@ public struct LineSettings: Sendable, Equatable, CustomStringConvertible {
 
     /// An input, with edge detection, bias, active-low and debounce.
     public static func input(
-        edges: EdgeDetection = .none, bias: GPIOBias = .asIs, activeLow: Bool = false, debounce: Duration = .zero
-    ) -> LineSettings {
-        LineSettings(direction: .input, edgeDetection: edges, bias: bias, activeLow: activeLow, debounce: debounce)
+        edges: GPIOEdgeDetection = .none, bias: GPIOBias = .asIs, activeLow: Bool = false, debounce: Duration = .zero
+    ) -> GPIOLineSettings {
+        GPIOLineSettings(direction: .input, edgeDetection: edges, bias: bias, activeLow: activeLow, debounce: debounce)
     }
 
     /// An output with its initial logical value.
     public static func output(
         _ initialValue: Bool = false, drive: GPIODrive = .pushPull, bias: GPIOBias = .asIs, activeLow: Bool = false
-    ) -> LineSettings {
-        LineSettings(direction: .output, bias: bias, drive: drive, activeLow: activeLow, outputValue: initialValue)
+    ) -> GPIOLineSettings {
+        GPIOLineSettings(direction: .output, bias: bias, drive: drive, activeLow: activeLow, outputValue: initialValue)
     }
 
     /// The longest debounce period accepted: 4000 s (the v2 uAPI's
@@ -136,7 +136,7 @@ public struct LineSettings: Sendable, Equatable, CustomStringConvertible {
         if debounce < .zero { return "negative debounce period \(debounce)" }
         if debounce > Self.maximumDebounce {
             return "debounce period \(debounce) is above the limit of \(Self.maximumDebounce) "
-                + "(LineSettings.maximumDebounce; the kernel takes the period as a 32-bit count of microseconds)"
+                + "(GPIOLineSettings.maximumDebounce; the kernel takes the period as a 32-bit count of microseconds)"
         }
         return nil
     }
@@ -157,7 +157,7 @@ public struct LineSettings: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A line given by offset (`17`) or by name (`"BUTTON"`).
-public enum LineSelector: Hashable, Sendable, ExpressibleByIntegerLiteral, ExpressibleByStringLiteral,
+public enum GPIOLineSelector: Hashable, Sendable, ExpressibleByIntegerLiteral, ExpressibleByStringLiteral,
     CustomStringConvertible
 {
     case offset(UInt32)

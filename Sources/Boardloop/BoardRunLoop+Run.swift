@@ -1,0 +1,432 @@
+import CLinux
+import Glibc
+
+extension BoardRunLoop {
+    // MARK: Run calls
+
+    /// Runs the default mode until `stop()` is called or the mode has no
+    /// sources or timers left (CF's `CFRunLoopRun`). Owner thread only.
+    public func run() throws(RunLoopError) {
+        while true {
+            let r = try run(mode: .default, timeout: .seconds(10_000_000_000), returnAfterSourceHandled: false)
+            if r == .stopped || r == .finished { return }
+        }
+    }
+
+    /// Runs the default mode until `deadline` passes, `stop()` is called or the
+    /// mode is empty; returns why it ended. Owner thread only.
+    @discardableResult
+    public func run(until deadline: MonotonicInstant) throws(RunLoopError) -> RunResult {
+        while true {
+            let remaining = deadline - now
+            let r = try run(mode: .default, timeout: remaining, returnAfterSourceHandled: false)
+            if r != .timedOut || now >= deadline { return r }
+        }
+    }
+
+    /// Runs the loop once in `mode` (CF's `CFRunLoopRunInMode`): passes until
+    /// the timeout passes (`.timedOut`), `stop()` is called (`.stopped`), the
+    /// mode has no sources or timers (`.finished`, at once and without any
+    /// observer call if it has none to begin with), or — with
+    /// `returnAfterSourceHandled` — a source was handled (`.handledSource`).
+    /// A timeout of zero or less makes exactly one pass without sleeping.
+    /// Timer fires never end a run. Calls may nest, in any mode. Owner thread only.
+    public func run(mode: RunLoopMode, timeout: Duration, returnAfterSourceHandled: Bool = false) throws(RunLoopError) -> RunResult {
+        try checkOwner("BoardRunLoop.run(mode:timeout:returnAfterSourceHandled:)")
+        // A mode nothing was ever added to exists once a perform request
+        // names it (as in CF, which creates the mode when the request is made).
+        var found = modeState(named: mode)
+        if found == nil && mode != .common && performs.hasPending(named: mode) {
+            found = try modeState(creating: mode)
+        }
+        guard let ms = found, !isEmpty(ms) else { return .finished }
+        let start = nowNanoseconds
+        let ns = timeout.nanosecondsClamped
+        // 0: poll (one pass); .max: no deadline.
+        let deadline: UInt64
+        if ns <= 0 {
+            deadline = 0
+        } else if UInt64(ns) >= Self.forever || UInt64(ns) >= MonotonicInstant.distantFuture.nanoseconds &- start {
+            // No deadline to check after every pass.
+            deadline = .max
+        } else {
+            deadline = start + UInt64(ns)
+        }
+        let previous = runningMode
+        // Each run has its own stop flag, as CF's per-run data: a stop() made
+        // while no run is active is forgotten, and a stop of a nested run does
+        // not leak into the run it is nested in.
+        let outerStop = stopRequested.exchange(false, ordering: .acquiringAndReleasing)
+        runningMode = ms
+        runDepth += 1
+        notify(ms, .entry)
+        let result = runPasses(ms, deadline: deadline, stopAfterHandle: returnAfterSourceHandled)
+        // The ready list lives for one run call: between calls the program
+        // may read the fds itself, and the kernel reports what is still ready.
+        dropReadyList()
+        notify(ms, .exit)
+        runDepth -= 1
+        runningMode = previous
+        stopRequested.store(outerStop, ordering: .releasing)
+        return result
+    }
+
+    /// Timeouts this long (about 31 years; `run()` uses CF's 1e10 s) have no deadline.
+    static let forever: UInt64 = 1_000_000_000 * 1_000_000_000
+
+    /// A mode with no sources, no timers and no perform requests it would run.
+    func isEmpty(_ ms: ModeState) -> Bool {
+        ms.hasNoSourcesOrTimers && !performs.hasPending(for: ms)
+    }
+
+    // MARK: The pass
+
+    /// The guide's sequence, pass after pass until a run result is reached
+    /// (steps 1 and 10, `entry` and `exit`, are notified by the caller):
+    private func runPasses(_ ms: ModeState, deadline: UInt64, stopAfterHandle: Bool) -> RunResult {
+        if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
+        let pollOnly = deadline == 0
+        while true {
+            openWakeUpWindow()
+            if applyRemoteRequests() && isEmpty(ms) { return .finished }
+            notify(ms, .beforeTimers)                                                   // 2
+            notify(ms, .beforeSources)                                                  // 3
+            var performWake = runPerforms(ms)
+            var handled = fireSignalledCustomSources(ms, stopAfterHandle: stopAfterHandle)  // 4
+            if handled { performWake = min(performWake, runPerforms(ms)) }
+            let sleeps = !handled && !pollOnly
+            var wake = WakeReasons()
+            if !hasReadyPort(ms, probing: sleeps, wake: &wake) {                        // 5
+                if sleeps { notify(ms, .beforeWaiting) }                                // 6
+                let until = sleeps ? nextWakeDeadline(ms, runDeadline: deadline, performWake: performWake) : 0
+                wake.merge(waitForWork(ms, until: until))                               // 7
+                if sleeps { notify(ms, .afterWaiting) }                                 // 8
+            }
+            handled = handleWake(ms, wake) || handled                                   // 9
+            if let result = exitReason(ms, handled: handled, stopAfterHandle: stopAfterHandle, deadline: deadline) {
+                return result
+            }
+        }
+    }
+
+    /// Wake-ups count from here until the loop wakes (CF's ignoreWakeUps):
+    /// outside that window the loop is awake and checks everything before
+    /// it sleeps again.
+    @inline(__always)
+    private func openWakeUpWindow() {
+        wakePending.store(false, ordering: .releasing)
+    }
+
+    /// Step 5: whether a port is ready, so the pass skips the sleep and its
+    /// notifications. Ports left on the ready list by the last wait are
+    /// ready; otherwise checking costs a system call, so it is made only
+    /// when someone could tell the difference (`probing`: the pass would
+    /// sleep, and the mode has ports and before/afterWaiting observers).
+    @inline(__always)
+    private func hasReadyPort(_ ms: ModeState, probing: Bool, wake: inout WakeReasons) -> Bool {
+        if readyListHasPort(ms) { return true }
+        let waitObservers = RunLoopActivity.beforeWaiting.rawValue | RunLoopActivity.afterWaiting.rawValue
+        guard probing && ms.portCount > 0 && ms.observerMask & waitObservers != 0 else { return false }
+        wake = collectReadyPorts(ms, timeoutMilliseconds: 0)
+        return readyListHasPort(ms)
+    }
+
+    /// When the sleep of step 7 must end: the run's deadline, the mode's
+    /// next timer, the next delayed perform request, the end of a
+    /// rate-limit hold, whichever comes first.
+    @inline(__always)
+    private func nextWakeDeadline(_ ms: ModeState, runDeadline: UInt64, performWake: UInt64) -> UInt64 {
+        // Pairwise: the variadic `min` makes an array in unoptimised builds.
+        min(min(runDeadline, nextTimerDeadline(ms)), min(min(performWake, nextPortRelease), nextCustomRelease))
+    }
+
+    /// Step 7: sleeps until a port is ready, `until` passes (the timerfd is
+    /// armed to it) or the loop is woken; polls if `until` has come already
+    /// (0: a pass that does not sleep).
+    @inline(__always)
+    private func waitForWork(_ ms: ModeState, until: UInt64) -> WakeReasons {
+        if until == 0 || until <= nowNanoseconds { return collectReadyPorts(ms, timeoutMilliseconds: 0) }
+        // On a manual clock only a wake-up or a port ends the sleep.
+        if manualClock == nil { poller.armTimer(until == .max ? 0 : until) }
+        isWaitingFlag.store(true, ordering: .releasing)
+        let wake = collectReadyPorts(ms, timeoutMilliseconds: -1)
+        isWaitingFlag.store(false, ordering: .releasing)
+        return wake
+    }
+
+    /// Step 9: what woke the loop. Due timers first (a flood of ready ports
+    /// cannot starve them); otherwise one ready port. Ports not dispatched
+    /// stay on the ready list (or ready in the kernel) for the next pass.
+    /// Then the perform requests that became due, and the wake-up and timer
+    /// fds are drained: after the work they announced, off the latency path.
+    /// Returns whether a source was handled.
+    @inline(__always)
+    private func handleWake(_ ms: ModeState, _ wake: WakeReasons) -> Bool {
+        // From here on, wake-ups are not written (see `openWakeUpWindow`).
+        wakePending.store(true, ordering: .releasing)
+        var handled = false
+        if !fireDueTimers(ms) && readyNext < readyCount {
+            handled = dispatchReadyPort(ms)
+        }
+        _ = runPerforms(ms)
+        if wake.wakeUp { poller.wake.drain() }
+        if wake.timer { poller.timerFired() }
+        return handled
+    }
+
+    /// Ends the rate-limit holds that are over and fires the mode's due
+    /// timers; whether any timer was due. The clock is read only when
+    /// something here depends on it.
+    @inline(__always)
+    private func fireDueTimers(_ ms: ModeState) -> Bool {
+        let timerDue = nextTimerDeadline(ms)
+        guard timerDue != .max || heldPortCount > 0 || nextCustomRelease != .max else { return false }
+        let now = nowNanoseconds
+        if heldPortCount > 0 { releaseHeldPorts(now: now) }
+        if nextCustomRelease <= now { nextCustomRelease = .max }
+        guard timerDue <= now else { return false }
+        fireTimers(ms)
+        return true
+    }
+
+    /// Why the run ends after this pass, checked in CF's order, or nil to
+    /// go on with another pass.
+    @inline(__always)
+    private func exitReason(_ ms: ModeState, handled: Bool, stopAfterHandle: Bool, deadline: UInt64) -> RunResult? {
+        if handled && stopAfterHandle { return .handledSource }
+        if deadline == 0 || (deadline != .max && nowNanoseconds >= deadline) { return .timedOut }
+        if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
+        if isEmpty(ms) { return .finished }
+        return nil
+    }
+
+    // MARK: Step 7: the ready list
+
+    /// What one `epoll_wait` reported besides ports (those go on the ready list).
+    struct WakeReasons {
+        var wakeUp = false
+        var timer = false
+
+        mutating func merge(_ other: WakeReasons) {
+            wakeUp = wakeUp || other.wakeUp
+            timer = timer || other.timer
+        }
+    }
+
+    /// A port on the ready list.
+    struct ReadyPort {
+        var slot: Int32
+        var generation: UInt32
+        var events: UInt32
+        var order: Int
+    }
+
+    /// Waits on the mode's epoll set. The ports it returns become the ready
+    /// list, replacing what was left of the last one; tokens of sources
+    /// that are gone (a stale generation) are dropped.
+    private func collectReadyPorts(_ ms: ModeState, timeoutMilliseconds: Int32) -> WakeReasons {
+        var r = WakeReasons()
+        readyCount = 0
+        readyNext = 0
+        let n = poller.waitForKernelEvents(on: ms.epfd, timeoutMilliseconds: timeoutMilliseconds)
+        var count = 0
+        var i = 0
+        while i < n {
+            switch poller.token(at: i) {
+            case .wakeUp:
+                r.wakeUp = true
+            case .timer:
+                r.timer = true
+            case .port(let slot, let generation):
+                if let p = ports.lookup(slot, generation) {
+                    // Insertion sort by order, stable: the list is short.
+                    let entry = ReadyPort(slot: slot, generation: generation, events: poller.events(at: i), order: p.order)
+                    var j = count
+                    while j > 0 && readyList[j - 1].order > entry.order {
+                        readyList[j] = readyList[j - 1]
+                        j -= 1
+                    }
+                    readyList[j] = entry
+                    count += 1
+                }
+            }
+            i += 1
+        }
+        readyCount = count
+        readyModeBit = ms.bit
+        return r
+    }
+
+    /// Whether the ready list holds a port for `ms`. A list left by a wait
+    /// in another mode is dropped (its fds are still ready in the kernel).
+    @inline(__always)
+    func readyListHasPort(_ ms: ModeState) -> Bool {
+        if readyNext == readyCount { return false }
+        if readyModeBit != ms.bit {
+            dropReadyList()
+            return false
+        }
+        return true
+    }
+
+    /// Forgets the ready list; the kernel reports those fds again (level-triggered).
+    @inline(__always)
+    func dropReadyList() {
+        readyCount = 0
+        readyNext = 0
+    }
+
+    /// Takes the next port off the ready list and dispatches it. Entries
+    /// whose source was removed, left the mode or is held are dropped on
+    /// the way.
+    private func dispatchReadyPort(_ ms: ModeState) -> Bool {
+        guard readyModeBit == ms.bit else {
+            dropReadyList()
+            return false
+        }
+        while readyNext < readyCount {
+            let e = readyList[readyNext]
+            readyNext += 1
+            if readyNext == readyCount { dropReadyList() }
+            if let p = ports.lookup(e.slot, e.generation), p.item.modeMask & ms.bit != 0, !p.heldInKernel,
+               !p.remote.invalidationRequested {
+                return dispatch(p, ms, events: e.events)
+            }
+        }
+        return false
+    }
+
+    // MARK: Step 3 and 9: observers
+
+    @inline(__always)
+    func notify(_ ms: ModeState, _ activity: RunLoopActivity) {
+        guard ms.observerMask & activity.rawValue != 0 else { return }
+        notifyObservers(ms, activity)
+    }
+
+    private func notifyObservers(_ ms: ModeState, _ activity: RunLoopActivity) {
+        let count = ms.observers.count
+        withSnapshot(count, fill: { buffer in
+            for i in 0..<count { buffer[i] = ms.observers[i] }
+        }) { buffer in
+            for i in 0..<count {
+                guard let o = observers[buffer[i]], o.item.modeMask & ms.bit != 0,
+                      o.activities.rawValue & activity.rawValue != 0, !o.isFiring, !o.remote.invalidationRequested
+                else { continue }
+                o.isFiring = true
+                __BOARDLOOP_IS_CALLING_OUT_TO_AN_OBSERVER__(o, activity)
+                o.isFiring = false
+                if !o.repeats && o.item.loop === self { invalidateItem(o) }
+            }
+        }
+    }
+
+    /// Copies `count` slots into scratch space and walks them; handlers may
+    /// change the live lists meanwhile.
+    @inline(__always)
+    func withSnapshot(_ count: Int, fill: (UnsafeMutablePointer<Int32>) -> Void, _ body: (UnsafeMutablePointer<Int32>) -> Void) {
+        if count == 0 { return }
+        if let buffer = scratch.push(count) {
+            fill(buffer)
+            body(buffer)
+            scratch.pop(count)
+        } else {
+            withUnsafeTemporaryAllocation(of: Int32.self, capacity: count) { b in
+                fill(b.baseAddress!)
+                body(b.baseAddress!)
+            }
+        }
+    }
+
+    // MARK: Step 4: custom sources
+
+    /// Performs the mode's signalled sources in (order, signal time) order —
+    /// sources of equal order in the order they were signalled, as in CF. A
+    /// mode without custom sources costs one comparison here.
+    @inline(__always)
+    private func fireSignalledCustomSources(_ ms: ModeState, stopAfterHandle: Bool) -> Bool {
+        ms.customs.count > 0 && performSignalledCustomSources(ms, stopAfterHandle: stopAfterHandle)
+    }
+
+    private func performSignalledCustomSources(_ ms: ModeState, stopAfterHandle: Bool) -> Bool {
+        let count = ms.customs.count
+        var any = false
+        for i in 0..<count where customs[ms.customs[i]]!.signalStamp.load(ordering: .acquiring) != 0 {
+            any = true
+            break
+        }
+        if !any { return false }
+        var handled = false
+        var ready = 0
+        withSnapshot(count, fill: { buffer in
+            // The signalled ones, sorted by (order, stamp); the mode's list is
+            // already sorted by order, so this only reorders equal orders.
+            for i in 0..<count {
+                let slot = ms.customs[i]
+                let c = customs[slot]!
+                let stamp = c.signalStamp.load(ordering: .acquiring)
+                guard stamp != 0 else { continue }
+                var j = ready
+                while j > 0 {
+                    let prev = customs[buffer[j - 1]]!
+                    if prev.order < c.order || prev.signalStamp.load(ordering: .relaxed) < stamp { break }
+                    buffer[j] = buffer[j - 1]
+                    j -= 1
+                }
+                buffer[j] = slot
+                ready += 1
+            }
+        }) { buffer in
+            for i in 0..<ready {
+                guard let s = customs[buffer[i]], s.item.modeMask & ms.bit != 0,
+                      s.signalStamp.load(ordering: .acquiring) != 0, !s.remote.invalidationRequested
+                else { continue }
+                if s.limiter.limit != nil {
+                    let now = nowNanoseconds
+                    if !s.limiter.admit(now: now) {
+                        if s.limiter.heldUntil < nextCustomRelease { nextCustomRelease = s.limiter.heldUntil }
+                        continue
+                    }
+                }
+                s.signalStamp.store(0, ordering: .releasing)
+                s.performCount &+= 1
+                workCount &+= 1
+                __BOARDLOOP_IS_CALLING_OUT_TO_A_CUSTOM_SOURCE__(s)
+                handled = true
+                if stopAfterHandle { break }
+            }
+        }
+        return handled
+    }
+
+    // MARK: Step 9: ports
+
+    @inline(__always)
+    private func dispatch(_ p: PortSource, _ ms: ModeState, events portEvents: UInt32) -> Bool {
+        if p.limiter.limit != nil && !p.limiter.admit(now: nowNanoseconds) {
+            holdPort(p)
+            return false
+        }
+        p.dispatchCount &+= 1
+        workCount &+= 1
+        let events = PortSource.Events(epoll: portEvents)
+        __BOARDLOOP_IS_CALLING_OUT_TO_A_PORT_SOURCE__(p, events)
+        if portEvents & (BL_EPOLLHUP | BL_EPOLLERR) != 0 { endAfterHangup(p, events) }
+        return true
+    }
+
+    /// After a dispatch that reported hangup or error: unless the handler
+    /// re-armed the source, invalidate it, so the fd cannot make the loop
+    /// spin (level-triggered epoll reports EPOLLHUP/EPOLLERR for as long as
+    /// the condition lasts, whatever the interest).
+    @inline(never)
+    private func endAfterHangup(_ p: PortSource, _ events: PortSource.Events) {
+        if p.rearmed {
+            p.rearmed = false
+            return
+        }
+        guard p.item.loop === self, !p.item.invalidated else { return }
+        p.endedByHangup = true
+        invalidateItem(p)
+    }
+}

@@ -1,0 +1,142 @@
+extension BoardRunLoop {
+    /// After a timer's fire date changed: its key and its place in each heap.
+    func timerMoved(_ timer: RunLoopTimer) {
+        let slot = Int(timer.item.slot)
+        timerKeys[slot].fire = timer.fireNanoseconds
+        var i = 0
+        while i < usedModes {
+            let ms = modeStates[i]
+            if timer.item.modeMask & ms.bit != 0 { ms.timers.update(timer.item.slot, keys: timerKeys) }
+            i += 1
+        }
+    }
+
+    // MARK: Step 9: timers
+
+    /// When the loop must wake for the mode's timers. Tolerance is a window
+    /// for coalescing, not a delay: the loop must wake by the earliest
+    /// `fire + tolerance` of all timers (the latest it may), and it wakes at
+    /// the latest fire date that is not after that — so a lone timer fires at
+    /// its fire date, and a timer whose window holds another timer's fire
+    /// date waits for it and fires with it. Children in the heap fire no
+    /// earlier than their parent, so both walks skip subtrees that cannot
+    /// matter.
+    func nextTimerDeadline(_ ms: ModeState) -> UInt64 {
+        let count = ms.timers.count
+        if count == 0 { return .max }
+        var latest = UInt64.max
+        visitLatest(ms, 0, count, &latest)
+        if latest == .max { return .max }
+        var wake: UInt64 = 0
+        visitWake(ms, 0, count, latest, &wake)
+        return wake
+    }
+
+    /// min(fire + tolerance) over the timers not firing now.
+    private func visitLatest(_ ms: ModeState, _ i: Int, _ count: Int, _ best: inout UInt64) {
+        let slot = ms.timers[i]
+        let fire = timerKeys[Int(slot)].fire
+        if fire >= best { return }
+        let t = timers[slot]!
+        let end = fire &+ t.toleranceNanoseconds
+        let d = end < fire ? UInt64.max : end
+        if !t.isFiring && d < best { best = d }
+        let left = 2 * i + 1
+        if left < count { visitLatest(ms, left, count, &best) }
+        if left + 1 < count { visitLatest(ms, left + 1, count, &best) }
+    }
+
+    /// max(fire) over the timers not firing now whose fire is at most `latest`.
+    private func visitWake(_ ms: ModeState, _ i: Int, _ count: Int, _ latest: UInt64, _ wake: inout UInt64) {
+        let slot = ms.timers[i]
+        let fire = timerKeys[Int(slot)].fire
+        if fire > latest { return }
+        if fire > wake && !timers[slot]!.isFiring { wake = fire }
+        let left = 2 * i + 1
+        if left < count { visitWake(ms, left, count, latest, &wake) }
+        if left + 1 < count { visitWake(ms, left + 1, count, latest, &wake) }
+    }
+
+    /// Fires every timer of the mode whose fire time has come, in (fire time,
+    /// order, insertion) order.
+    func fireTimers(_ ms: ModeState) {
+        let now = nowNanoseconds
+        let capacity = ms.timers.count
+        var due = 0
+        withSnapshot(capacity, fill: { buffer in
+            collectDue(ms, 0, now, buffer, &due)
+            // Insertion sort by key: the due set is small.
+            var i = 1
+            while i < due {
+                let s = buffer[i]
+                var j = i
+                while j > 0 && timerKeys[Int(s)] < timerKeys[Int(buffer[j - 1])] {
+                    buffer[j] = buffer[j - 1]
+                    j -= 1
+                }
+                buffer[j] = s
+                i += 1
+            }
+        }) { buffer in
+            for i in 0..<due {
+                guard let t = timers[buffer[i]], t.item.modeMask & ms.bit != 0, !t.isFiring,
+                      t.fireNanoseconds <= now, !t.remote.invalidationRequested
+                else { continue }
+                fire(t)
+            }
+        }
+    }
+
+    private func collectDue(_ ms: ModeState, _ i: Int, _ now: UInt64, _ out: UnsafeMutablePointer<Int32>, _ n: inout Int) {
+        guard i < ms.timers.count else { return }
+        let slot = ms.timers[i]
+        guard timerKeys[Int(slot)].fire <= now else { return }
+        out[n] = slot
+        n += 1
+        collectDue(ms, 2 * i + 1, now, out, &n)
+        collectDue(ms, 2 * i + 2, now, out, &n)
+    }
+
+    private func fire(_ t: RunLoopTimer) {
+        let scheduled = t.fireNanoseconds
+        let actual = max(nowNanoseconds, scheduled)
+        let interval = t.intervalNanoseconds
+        let merged = interval > 0 ? (actual - scheduled) / interval : 0
+        let skipped = merged &+ t.pendingSkipped
+        t.pendingSkipped = 0
+        let lateness = actual - scheduled
+        t.lastFire = TimerFire(
+            scheduled: MonotonicInstant(nanoseconds: scheduled), actual: MonotonicInstant(nanoseconds: actual),
+            skippedPeriods: skipped)
+        t.statistics.fires &+= 1
+        t.statistics.skippedPeriods &+= skipped
+        let late = Duration.nanoseconds(Int64(clamping: lateness))
+        t.statistics.totalLateness += late
+        if late > t.statistics.maxLateness { t.statistics.maxLateness = late }
+
+        workCount &+= 1
+        t.isFiring = true
+        t.movedDuringFire = false
+        __BOARDLOOP_IS_CALLING_OUT_TO_A_TIMER__(t)
+        t.isFiring = false
+        guard t.item.loop === self, !t.item.invalidated else { return }
+        // A one-shot timer fires once, even if its handler set a new fire
+        // date (as CF: a non-repeating timer is invalidated after it fires).
+        if interval == 0 {
+            invalidateItem(t)
+            return
+        }
+        if t.movedDuringFire { return }
+        // Next grid point after the one fired for; grid points that passed
+        // while the handler ran are skipped and reported with the next fire.
+        var next = scheduled &+ (merged &+ 1) &* interval
+        let after = nowNanoseconds
+        if next <= after {
+            let extra = (after - next) / interval + 1
+            t.pendingSkipped = extra
+            next &+= extra &* interval
+        }
+        t.fireNanoseconds = next
+        timerMoved(t)
+    }
+}

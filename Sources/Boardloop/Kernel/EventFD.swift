@@ -1,0 +1,33 @@
+import CLinux
+import Glibc
+
+/// An eventfd: a kernel counter one thread adds to and another waits on
+/// (through epoll) and reads back to zero. The corresponding C functions are
+/// `eventfd`, `write` and `read`. Its owner closes it (close-on-exec).
+struct EventFD {
+    let fd: Int32
+
+    init() throws(SystemError) {
+        let fd = bl_eventfd(0, 0)
+        guard fd >= 0 else { throw SystemError(call: "eventfd", errno: Glibc.errno) }
+        self.fd = fd
+    }
+
+    /// Closes the descriptor; the owner calls it once, when done.
+    func close() { Kernel.close(fd) }
+
+    /// Adds one to the counter, making the fd readable. Retried on EINTR;
+    /// safe from any thread.
+    @inline(__always)
+    func signal() {
+        while bl_eventfd_write(fd, 1) != 0 && Glibc.errno == EINTR {}
+    }
+
+    /// Reads the counter back to zero (nothing happens if it was zero: the
+    /// fd is non-blocking).
+    @inline(__always)
+    func drain() {
+        var value: UInt64 = 0
+        _ = bl_eventfd_read(fd, &value)
+    }
+}

@@ -1,0 +1,156 @@
+import CLinux
+import Glibc
+
+/// The loop's side of the kernel: one epoll set per mode, the wake-up
+/// eventfd and the timerfd every set holds, the buffer `epoll_wait` fills,
+/// and the encoding of the token each registration carries. Bookkeeping
+/// (which source a token names, ready lists, modes) lives in the loop; this
+/// type only talks to the kernel. Owner thread only, except `wake.signal()`.
+final class Poller {
+    /// Written by any thread to wake the owner out of `epoll_wait`.
+    let wake: EventFD
+    /// Armed (absolute, CLOCK_MONOTONIC) to the loop's next deadline.
+    let timer: TimerFD
+    let events: EventBuffer
+    /// The epoll set of mode i, or -1 while the mode is unused.
+    private let sets: UnsafeMutablePointer<Int32>
+    private let setCapacity: Int
+    /// The deadline the timerfd is armed to (0: disarmed).
+    @exclusivity(unchecked) private(set) var timerArmed: UInt64 = 0
+    /// How many times the timerfd was re-armed.
+    @exclusivity(unchecked) private(set) var armCount: UInt64 = 0
+    /// How many times `epoll_wait` was called.
+    @exclusivity(unchecked) private(set) var waitCount: UInt64 = 0
+
+    init(modes: Int, eventsPerWait: Int) throws(SystemError) {
+        let wake = try EventFD()
+        let timer: TimerFD
+        do { timer = try TimerFD() } catch {
+            wake.close()
+            throw error
+        }
+        self.wake = wake
+        self.timer = timer
+        events = EventBuffer(capacity: eventsPerWait)
+        setCapacity = modes
+        sets = .allocate(capacity: modes)
+        sets.initialize(repeating: -1, count: modes)
+    }
+
+    deinit {
+        for i in 0..<setCapacity { Kernel.close(sets[i]) }
+        sets.deallocate()
+        wake.close()
+        timer.close()
+    }
+
+    // MARK: Tokens
+
+    /// What an epoll event is about: the token registered with its fd. A
+    /// port's token carries its slot and the slot's generation, so an event
+    /// for a registration that has since gone (its slot reused) is
+    /// recognised as stale.
+    enum Token {
+        case wakeUp
+        case timer
+        case port(slot: Int32, generation: UInt32)
+    }
+
+    private static let wakeUpTag: UInt64 = 1 << 62
+    private static let timerTag: UInt64 = 2 << 62
+    private static let tagMask: UInt64 = 3 << 62
+
+    @inline(__always)
+    static func portToken(slot: Int32, generation: UInt32) -> UInt64 {
+        (UInt64(generation & 0x3FFF_FFFF) << 32) | UInt64(UInt32(bitPattern: slot))
+    }
+
+    /// The token of the i-th event of the last wait.
+    @inline(__always)
+    func token(at i: Int) -> Token {
+        let data = events.data(at: i)
+        switch data & Self.tagMask {
+        case Self.wakeUpTag: return .wakeUp
+        case Self.timerTag: return .timer
+        default:
+            return .port(slot: Int32(bitPattern: UInt32(truncatingIfNeeded: data)), generation: UInt32(truncatingIfNeeded: data >> 32))
+        }
+    }
+
+    /// The epoll events (`BL_EPOLL*` bits) of the i-th event of the last wait.
+    @inline(__always)
+    func events(at i: Int) -> UInt32 { events.events(at: i) }
+
+    // MARK: Sets and registrations
+
+    /// Makes the epoll set of mode `index`, holding the wake-up eventfd and
+    /// the timerfd; returns its descriptor.
+    func makeSet(forMode index: Int) throws(SystemError) -> Int32 {
+        let ep = try Epoll.create()
+        do {
+            try Epoll.add(ep, wake.fd, events: BL_EPOLLIN, data: Self.wakeUpTag)
+            try Epoll.add(ep, timer.fd, events: BL_EPOLLIN, data: Self.timerTag)
+        } catch {
+            Kernel.close(ep)
+            throw error
+        }
+        sets[index] = ep
+        return ep
+    }
+
+    /// Adds `fd` (a descriptor the loop owns) to `set` with `token`. A bad
+    /// descriptor is thrown, not trapped: it came from the user (`userFD`,
+    /// which the error names).
+    func register(_ fd: Int32, in set: Int32, events: UInt32, token: UInt64, userFD: Int32) throws(SystemError) {
+        _ = try Kernel.call("epoll_ctl(ADD)", fd: userFD, trapOnBadFD: false) {
+            bl_epoll_ctl(set, BL_EPOLL_CTL_ADD, fd, events, token)
+        }
+    }
+
+    /// Changes the events of a registered fd. With valid arguments this
+    /// cannot fail unless the fd was closed, which removed it from the set
+    /// already: the result is ignored.
+    @inline(__always)
+    func modify(_ fd: Int32, in set: Int32, events: UInt32, token: UInt64) {
+        _ = bl_epoll_ctl(set, BL_EPOLL_CTL_MOD, fd, events, token)
+    }
+
+    /// Removes `fd` from `set` (see `Epoll.remove`).
+    @inline(__always)
+    func unregister(_ fd: Int32, from set: Int32) {
+        Epoll.remove(set, fd)
+    }
+
+    // MARK: Waiting
+
+    /// Blocks in `epoll_wait` on `set` (`timeoutMilliseconds` -1: until an
+    /// event; 0: poll) and returns how many events it reported (0 after
+    /// EINTR). Never inlined, so profiles and backtraces show a sleeping loop
+    /// here, under one name.
+    @inline(never)
+    func waitForKernelEvents(on set: Int32, timeoutMilliseconds: Int32) -> Int {
+        waitCount &+= 1
+        do {
+            return try Epoll.wait(set, into: events, timeoutMilliseconds: timeoutMilliseconds)
+        } catch {
+            fatalError("boardloop: epoll_wait failed: \(String(cString: strerror(error.errno))); this is a bug in boardloop")
+        }
+    }
+
+    /// Arms the timerfd to `deadline` (0: disarms), unless it is armed to it
+    /// already: a re-arm costs a system call.
+    @inline(__always)
+    func armTimer(_ deadline: UInt64) {
+        if deadline == timerArmed { return }
+        timer.arm(absolute: deadline)
+        timerArmed = deadline
+        armCount &+= 1
+    }
+
+    /// After the timerfd fired: reads it back and forgets the deadline.
+    @inline(__always)
+    func timerFired() {
+        timer.drain()
+        timerArmed = 0
+    }
+}
