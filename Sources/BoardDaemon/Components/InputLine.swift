@@ -171,10 +171,15 @@ final class InputLine {
     func catchUp() {
         guard rt.admits(config.priority) else { return }
         if ringCount > 0 { rt.logger.info("\(config.name): delivering \(ringCount) held events, in order") }
+        deliverHeldThenAdvance()
+    }
+
+    /// Delivers what the ring holds, then — unless older events still wait
+    /// in the kernel (they come first, in this pass's sources step) — fires
+    /// the deadlines that passed and arms the next.
+    private func deliverHeldThenAdvance() {
         drainRing()
         if kernelHasEvents() {
-            // Older events wait in the kernel: they come first (this pass's
-            // sources step); deadlines are looked at after them.
             rearmSoon()
             return
         }
@@ -307,13 +312,7 @@ final class InputLine {
     private func timerFired() {
         armedAt = never
         guard rt.admits(config.priority) else { return }
-        drainRing()
-        if kernelHasEvents() {
-            rearmSoon()
-            return
-        }
-        advance(to: rt.nowNanoseconds)
-        arm()
+        deliverHeldThenAdvance()
     }
 
     /// Whether events wait in the kernel for this line (a zero-timeout poll).

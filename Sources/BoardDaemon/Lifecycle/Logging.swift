@@ -37,10 +37,8 @@ public struct BoarddLogHandler: LogHandler {
         }
     }
 
-    public func log(
-        level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-        function: String, line: UInt
-    ) {
+    public func log(event: LogEvent) {
+        let level = event.level, message = event.message
         var text: String
         if journal {
             text = "<\(Self.priority(level))>\(message)\n"

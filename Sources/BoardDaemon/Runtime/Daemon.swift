@@ -154,7 +154,7 @@ public final class Daemon: @unchecked Sendable {
         let inputs = config.lines.filter(\.isInput).count
         let outputs = config.lines.count - inputs
         return
-            "running \(config.file) on \(config.board.name) (\(gpio.backendName)): \(inputs) inputs, \(outputs) outputs, \(config.tasks.count) tasks, \(config.reactions.count) reactions, \(config.sequences.count) sequences, loops \(config.loops.map(\.name).joined(separator: ", "))"
+            "running \(config.file) on \(config.board.name) (\(gpio.backendName)): \(count(inputs, "input")), \(count(outputs, "output")), \(count(config.tasks.count, "task")), \(count(config.reactions.count, "reaction")), \(count(config.sequences.count, "sequence")), loops \(config.loops.map(\.name).joined(separator: ", "))"
     }
 
     private func startWorkers(_ program: Program) throws {
@@ -604,3 +604,6 @@ extension LoopRuntime {
         return c
     }
 }
+
+/// "1 task", "2 tasks".
+private func count(_ n: Int, _ noun: String) -> String { n == 1 ? "1 \(noun)" : "\(n) \(noun)s" }
