@@ -73,15 +73,15 @@ import Testing
         // 4 actions posted to it from io (pulse led, run, sequence pour, stop pour).
         #expect(
             c.loops[0].capacities
-                == LoopCapacities(
+                == BoardRunLoop.Capacities(
                     sources: 10, timers: 8, observers: 1, modes: 2, pendingPerforms: 48, eventsPerWait: 10, nestingDepth: 4))
         // io: 3 lines + its port; button's debounce, hold and multi-press;
         // pour's two sets of the valve posted from main.
         #expect(
             c.loops[1].capacities
-                == LoopCapacities(
+                == BoardRunLoop.Capacities(
                     sources: 4, timers: 3, observers: 1, modes: 2, pendingPerforms: 40, eventsPerWait: 4, nestingDepth: 4))
-        let engine = c.loops[1].capacities.engine
+        let engine = c.loops[1].capacities
         #expect(engine.sources == 4 && engine.timers == 3 && engine.modes == 2 && engine.pendingPerforms == 40)
         // The engine accepts them.
         _ = try BoardRunLoop(capacities: engine)

@@ -1,3 +1,4 @@
+import Boardloop
 import BoardSupport
 import BoardloopGPIO
 import Yams
@@ -12,7 +13,7 @@ extension ConfigParser {
         loops = [
             LoopPlan(
                 name: "main", lines: [], cpus: [], realtimePriority: nil, timerSlack: nil, lockMemory: false,
-                capacities: LoopCapacities(sources: 0, timers: 0, observers: 0, modes: 0, pendingPerforms: 0, eventsPerWait: 0, nestingDepth: 0))
+                capacities: BoardRunLoop.Capacities(sources: 0, timers: 0, observers: 0, modes: 0, pendingPerforms: 0, eventsPerWait: 0, nestingDepth: 0))
         ]
         loopLineNodes = [linesNode]
         var owner: [LineID: String] = [:]
@@ -183,7 +184,7 @@ extension ConfigParser {
                 timers += children + 1  // a timeout per child; the watchdog
             }
             let modeCount = 1 + customModes
-            loops[i].capacities = LoopCapacities(
+            loops[i].capacities = BoardRunLoop.Capacities(
                 sources: sources, timers: max(timers, 1), observers: 1, modes: modeCount,
                 pendingPerforms: 32 + 4 * remoteActionSites[i], eventsPerWait: min(sources, 65536), nestingDepth: 4)
 

@@ -388,25 +388,7 @@ public struct LoopPlan: Sendable, Equatable {
     public var realtimePriority: Int?
     public var timerSlack: Duration?
     public var lockMemory: Bool
-    public var capacities: LoopCapacities
-}
-
-/// The engine capacities a loop needs, one for one with
-/// `BoardRunLoop.Capacities` (see `docs/config.md`, "Capacities", for how each
-/// is computed).
-public struct LoopCapacities: Sendable, Equatable {
-    public var sources: Int
-    public var timers: Int
-    public var observers: Int
-    public var modes: Int
-    public var pendingPerforms: Int
-    public var eventsPerWait: Int
-    public var nestingDepth: Int
-
-    /// The engine's own type.
-    public var engine: BoardRunLoop.Capacities {
-        BoardRunLoop.Capacities(
-            sources: sources, timers: timers, observers: observers, modes: modes, pendingPerforms: pendingPerforms,
-            eventsPerWait: eventsPerWait, nestingDepth: nestingDepth)
-    }
+    /// The engine capacities the loop needs (see `docs/config.md`,
+    /// "Capacities", for how each is computed); the loop is made with them.
+    public var capacities: BoardRunLoop.Capacities
 }

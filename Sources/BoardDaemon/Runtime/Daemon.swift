@@ -109,7 +109,7 @@ public final class Daemon: @unchecked Sendable {
             let box = boxes[config.loops.firstIndex(of: plan)!]
             return try BoardMessagePort(label: "boardd.\(plan.name)", slots: 256, slotSize: 48) { m in box.rt?.received(m) }
         }
-        var caps = config.loops[0].capacities.engine
+        var caps = config.loops[0].capacities
         caps.timers += Self.ownTimers + (options.watchdog != nil ? 1 : 0) + options.extraTimers + 1  // + run(for:)
         caps.timers += Self.backendTimers(config, loop: 0, gpio: gpio)
         caps.sources += options.handleSignals ? 1 : 0
@@ -159,7 +159,7 @@ public final class Daemon: @unchecked Sendable {
 
     private func startWorkers(_ program: Program) throws {
         for (i, plan) in config.loops.enumerated().dropFirst() {
-            var caps = plan.capacities.engine
+            var caps = plan.capacities
             caps.timers += Self.ownTimers + Self.backendTimers(config, loop: i, gpio: gpio)
             let settings = LoopThread.Settings(
                 capacities: caps, cpuAffinity: plan.cpus.isEmpty ? nil : plan.cpus,
