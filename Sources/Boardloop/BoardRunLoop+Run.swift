@@ -361,20 +361,18 @@ extension BoardRunLoop {
         withSnapshot(count, fill: { buffer in
             // The signalled ones, sorted by (order, stamp); the mode's list is
             // already sorted by order, so this only reorders equal orders.
+            // (Stamps of collected sources do not change meanwhile: only the
+            // owner clears them.)
             for i in 0..<count {
                 let slot = ms.customs[i]
-                let c = customs[slot]!
-                let stamp = c.signalStamp.load(ordering: .acquiring)
-                guard stamp != 0 else { continue }
-                var j = ready
-                while j > 0 {
-                    let prev = customs[buffer[j - 1]]!
-                    if prev.order < c.order || prev.signalStamp.load(ordering: .relaxed) < stamp { break }
-                    buffer[j] = buffer[j - 1]
-                    j -= 1
-                }
-                buffer[j] = slot
+                guard customs[slot]!.signalStamp.load(ordering: .acquiring) != 0 else { continue }
+                buffer[ready] = slot
                 ready += 1
+            }
+            sortSlots(buffer, count: ready) { a, b in
+                let x = customs[a]!, y = customs[b]!
+                return x.order < y.order
+                    || (x.order == y.order && x.signalStamp.load(ordering: .relaxed) < y.signalStamp.load(ordering: .relaxed))
             }
         }) { buffer in
             for i in 0..<ready {

@@ -65,18 +65,7 @@ extension BoardRunLoop {
         var due = 0
         withSnapshot(capacity, fill: { buffer in
             collectDue(ms, 0, now, buffer, &due)
-            // Insertion sort by key: the due set is small.
-            var i = 1
-            while i < due {
-                let s = buffer[i]
-                var j = i
-                while j > 0 && timerKeys[Int(s)] < timerKeys[Int(buffer[j - 1])] {
-                    buffer[j] = buffer[j - 1]
-                    j -= 1
-                }
-                buffer[j] = s
-                i += 1
-            }
+            sortSlots(buffer, count: due) { timerKeys[Int($0)] < timerKeys[Int($1)] }
         }) { buffer in
             for i in 0..<due {
                 guard let t = timers[buffer[i]], t.item.modeMask & ms.bit != 0, !t.isFiring,

@@ -79,3 +79,21 @@ struct ScratchStack: ~Copyable {
     @inline(__always)
     mutating func pop(_ count: Int) { top -= count }
 }
+
+/// Sorts `count` slots in place, stably, by `precedes`: an insertion sort,
+/// for the short lists a pass orders (the due timers, the signalled custom
+/// sources); no allocation.
+@inline(__always)
+func sortSlots(_ buffer: UnsafeMutablePointer<Int32>, count: Int, by precedes: (Int32, Int32) -> Bool) {
+    var i = 1
+    while i < count {
+        let s = buffer[i]
+        var j = i
+        while j > 0 && precedes(s, buffer[j - 1]) {
+            buffer[j] = buffer[j - 1]
+            j -= 1
+        }
+        buffer[j] = s
+        i += 1
+    }
+}

@@ -146,15 +146,22 @@ final class HardeningTests: XCTestCase {
 
     // MARK: Kernel resources
 
-    func testInvalidatingAStaleSourceAfterItsFdNumberWasReusedLeavesTheNewSourceAlone() throws {
-        let loop = try makeLoop()
+    /// Adds `stale` on a pipe, closes the pipe, and opens a new one, which
+    /// gets the same fd numbers (the scenario under test).
+    private func reuseStaleFD(_ stale: (Int32) -> PortSource, on loop: BoardRunLoop) throws -> (stale: PortSource, fresh: (read: Int32, write: Int32)) {
         let old = rawPipe()
-        let stale = PortSource(fd: old.read) { _, _ in }
-        try loop.add(stale, mode: .default)
+        let source = stale(old.read)
+        try loop.add(source, mode: .default)
         close(old.read)
         close(old.write)
         let fresh = rawPipe()
         XCTAssertEqual(fresh.read, old.read, "the fd number is reused (the scenario under test)")
+        return (source, fresh)
+    }
+
+    func testInvalidatingAStaleSourceAfterItsFdNumberWasReusedLeavesTheNewSourceAlone() throws {
+        let loop = try makeLoop()
+        let (stale, fresh) = try reuseStaleFD({ PortSource(fd: $0) { _, _ in } }, on: loop)
         defer { close(fresh.read); close(fresh.write) }
         var got: [UInt8] = []
         let new = PortSource(fd: fresh.read) { _, _ in got += readAll(fresh.read) }
@@ -166,14 +173,8 @@ final class HardeningTests: XCTestCase {
 
     func testAStaleSourceAddedToAnotherModeDoesNotReceiveTheNewFilesData() throws {
         let loop = try makeLoop()
-        let old = rawPipe()
         var staleEvents: [PortSource.Events] = []
-        let stale = PortSource(fd: old.read) { _, e in staleEvents.append(e) }
-        try loop.add(stale, mode: .default)
-        close(old.read)
-        close(old.write)
-        let fresh = rawPipe()
-        XCTAssertEqual(fresh.read, old.read, "the fd number is reused (the scenario under test)")
+        let (stale, fresh) = try reuseStaleFD({ PortSource(fd: $0) { _, e in staleEvents.append(e) } }, on: loop)
         defer { close(fresh.read); close(fresh.write) }
         try loop.add(stale, mode: "other")
         try loop.add(farTimer(), mode: "other")
