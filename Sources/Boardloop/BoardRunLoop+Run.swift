@@ -238,9 +238,9 @@ extension BoardRunLoop {
             case .timer:
                 r.timer = true
             case .port(let slot, let generation):
-                if let p = ports.lookup(slot, generation) {
+                if ports.isCurrent(slot, generation) {
                     // Insertion sort by order, stable: the list is short.
-                    let entry = ReadyPort(slot: slot, generation: generation, events: poller.events(at: i), order: p.order)
+                    let entry = ReadyPort(slot: slot, generation: generation, events: poller.events(at: i), order: portOrders[Int(slot)])
                     var j = count
                     while j > 0 && readyList[j - 1].order > entry.order {
                         readyList[j] = readyList[j - 1]

@@ -2,7 +2,7 @@ extension BoardRunLoop {
     /// After a timer's fire date changed: its key and its place in each heap.
     func timerMoved(_ timer: RunLoopTimer) {
         let slot = Int(timer.item.slot)
-        timerKeys[slot].fire = timer.fireNanoseconds
+        timerKeys[slot].move(to: timer.fireNanoseconds, tolerance: timer.toleranceNanoseconds)
         var i = 0
         while i < usedModes {
             let ms = modeStates[i]
@@ -34,13 +34,9 @@ extension BoardRunLoop {
 
     /// min(fire + tolerance) over the timers not firing now.
     private func visitLatest(_ ms: ModeState, _ i: Int, _ count: Int, _ best: inout UInt64) {
-        let slot = ms.timers[i]
-        let fire = timerKeys[Int(slot)].fire
-        if fire >= best { return }
-        let t = timers[slot]!
-        let end = fire &+ t.toleranceNanoseconds
-        let d = end < fire ? UInt64.max : end
-        if !t.isFiring && d < best { best = d }
+        let key = timerKeys[Int(ms.timers[i])]
+        if key.fire >= best { return }
+        if !key.firing && key.latest < best { best = key.latest }
         let left = 2 * i + 1
         if left < count { visitLatest(ms, left, count, &best) }
         if left + 1 < count { visitLatest(ms, left + 1, count, &best) }
@@ -48,10 +44,9 @@ extension BoardRunLoop {
 
     /// max(fire) over the timers not firing now whose fire is at most `latest`.
     private func visitWake(_ ms: ModeState, _ i: Int, _ count: Int, _ latest: UInt64, _ wake: inout UInt64) {
-        let slot = ms.timers[i]
-        let fire = timerKeys[Int(slot)].fire
-        if fire > latest { return }
-        if fire > wake && !timers[slot]!.isFiring { wake = fire }
+        let key = timerKeys[Int(ms.timers[i])]
+        if key.fire > latest { return }
+        if key.fire > wake && !key.firing { wake = key.fire }
         let left = 2 * i + 1
         if left < count { visitWake(ms, left, count, latest, &wake) }
         if left + 1 < count { visitWake(ms, left + 1, count, latest, &wake) }
@@ -105,9 +100,14 @@ extension BoardRunLoop {
 
         workCount &+= 1
         t.isFiring = true
+        timerKeys[Int(t.item.slot)].firing = true
         t.movedDuringFire = false
         __BOARDLOOP_IS_CALLING_OUT_TO_A_TIMER__(t)
         t.isFiring = false
+        // Still on this loop, it still has its slot (a timer that left it
+        // during the handler gave its slot up, and a new owner's key was
+        // made fresh).
+        if t.item.loop === self { timerKeys[Int(t.item.slot)].firing = false }
         guard t.item.loop === self, !t.item.invalidated else { return }
         // A one-shot timer fires once, even if its handler set a new fire
         // date (as CF: a non-repeating timer is invalidated after it fires).

@@ -61,6 +61,9 @@ public final class BoardRunLoop: @unchecked Sendable {
     /// before the loop waits again. Entries `readyNext..<readyCount` are
     /// left; they belong to the mode with bit `readyModeBit`.
     let readyList: UnsafeMutablePointer<ReadyPort>
+    /// Each port slot's source order, kept beside the table so that sorting
+    /// the ready list reads no source object (and takes no reference).
+    let portOrders: UnsafeMutablePointer<Int>
     @exclusivity(unchecked) var readyCount = 0
     @exclusivity(unchecked) var readyNext = 0
     @exclusivity(unchecked) var readyModeBit: UInt64 = 0
@@ -130,12 +133,14 @@ public final class BoardRunLoop: @unchecked Sendable {
         ownerThread = owner
         if case .manual(let m) = clock { manualClock = m } else { manualClock = nil }
         readyList = .allocate(capacity: c.eventsPerWait)
+        portOrders = .allocate(capacity: c.sources)
+        portOrders.initialize(repeating: 0, count: c.sources)
         customs = SlotTable(capacity: c.sources)
         ports = SlotTable(capacity: c.sources)
         timers = SlotTable(capacity: c.timers)
         observers = SlotTable(capacity: c.observers)
         timerKeys = .allocate(capacity: c.timers)
-        timerKeys.initialize(repeating: TimerKey(fire: 0, order: 0, seq: 0), count: c.timers)
+        timerKeys.initialize(repeating: TimerKey(fire: 0, tolerance: 0, order: 0, seq: 0), count: c.timers)
         var states: [ModeState] = []
         states.reserveCapacity(c.modes)
         for i in 0..<c.modes {
@@ -172,6 +177,7 @@ public final class BoardRunLoop: @unchecked Sendable {
         timerKeys.deallocate()
         heldPorts.deallocate()
         readyList.deallocate()
+        portOrders.deallocate()
     }
 
     // MARK: Basic properties

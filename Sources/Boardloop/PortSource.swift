@@ -196,7 +196,9 @@ extension PortSource: RegisteredItem {
     static var capacity: RunLoopCapacity { .sources }
 
     func takeSlot(in loop: BoardRunLoop) -> (slot: Int32, generation: UInt32)? {
-        loop.sourceCount >= loop.capacities.sources ? nil : loop.ports.insert(self)
+        guard loop.sourceCount < loop.capacities.sources, let taken = loop.ports.insert(self) else { return nil }
+        loop.portOrders[Int(taken.slot)] = order
+        return taken
     }
 
     func freeSlot(in loop: BoardRunLoop) { loop.ports.remove(item.slot) }

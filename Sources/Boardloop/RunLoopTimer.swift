@@ -92,9 +92,14 @@ public final class RunLoopTimer: @unchecked Sendable {
         loop.timerMoved(self)
     }
 
+    /// How late the loop may fire the timer to serve another with the same
+    /// wake-up. Set it on the loop's thread (or before adding the timer).
     public var tolerance: Duration {
         get { .nanoseconds(Int64(toleranceNanoseconds)) }
-        set { toleranceNanoseconds = UInt64(max(newValue.nanosecondsClamped, 0)) }
+        set {
+            toleranceNanoseconds = UInt64(max(newValue.nanosecondsClamped, 0))
+            if let loop = itemBindingLock.withLock({ item.loop }), loop.isOwnedByCurrentThread { loop.timerMoved(self) }
+        }
     }
 
     /// Removes the timer from every mode; it will not fire again. Safe inside
@@ -113,7 +118,7 @@ extension RunLoopTimer: RegisteredItem {
     func freeSlot(in loop: BoardRunLoop) { loop.timers.remove(item.slot) }
 
     func joined(_ loop: BoardRunLoop) throws(RunLoopError) {
-        loop.timerKeys[Int(item.slot)] = TimerKey(fire: fireNanoseconds, order: order, seq: item.seq)
+        loop.timerKeys[Int(item.slot)] = TimerKey(fire: fireNanoseconds, tolerance: toleranceNanoseconds, order: order, seq: item.seq)
     }
 
     func enter(_ ms: ModeState, of loop: BoardRunLoop) throws(RunLoopError) {

@@ -501,6 +501,19 @@ final class HardeningTests: XCTestCase {
         XCTAssertEqual(log.map(\.1), [.milliseconds(13), .milliseconds(13)])
     }
 
+    func testChangingAScheduledTimersToleranceMovesTheLoopsWakeUp() throws {
+        let loop = try makeLoop(clock: .manual(ManualClock()))
+        let start = loop.now
+        let early = RunLoopTimer(fireAt: start + .milliseconds(10)) { _ in }
+        try loop.add(early, mode: .default)
+        try loop.add(RunLoopTimer(fireAt: start + .milliseconds(13)) { _ in }, mode: .default)
+        XCTAssertEqual(loop.nextTimerDeadline(loop.modeStates[0]), (start + .milliseconds(10)).nanoseconds)
+        early.tolerance = .milliseconds(5)
+        XCTAssertEqual(loop.nextTimerDeadline(loop.modeStates[0]), (start + .milliseconds(13)).nanoseconds, "the window now holds the other timer")
+        early.tolerance = .zero
+        XCTAssertEqual(loop.nextTimerDeadline(loop.modeStates[0]), (start + .milliseconds(10)).nanoseconds)
+    }
+
     // MARK: Nested runs
 
     func testAStopInsideANestedRunDoesNotStopTheOuterRun() throws {

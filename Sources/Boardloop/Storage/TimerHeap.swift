@@ -3,6 +3,27 @@ struct TimerKey {
     var fire: UInt64
     var order: Int
     var seq: UInt64
+    /// fire + tolerance (saturating): the latest the timer may fire. Kept
+    /// here, with `firing`, so the deadline walks read keys only, never a
+    /// timer object.
+    var latest: UInt64
+    /// The timer's handler is running (a nested run does not fire it).
+    var firing: Bool
+
+    init(fire: UInt64, tolerance: UInt64, order: Int, seq: UInt64) {
+        self.fire = fire
+        self.order = order
+        self.seq = seq
+        latest = 0
+        firing = false
+        move(to: fire, tolerance: tolerance)
+    }
+
+    @inline(__always) mutating func move(to newFire: UInt64, tolerance: UInt64) {
+        fire = newFire
+        let end = newFire &+ tolerance
+        latest = end < newFire ? .max : end
+    }
 
     @inline(__always) static func < (a: TimerKey, b: TimerKey) -> Bool {
         if a.fire != b.fire { return a.fire < b.fire }
