@@ -238,23 +238,14 @@ final class PerformQueue: @unchecked Sendable {
     /// Refuses every queued request and everything posted later (the loop
     /// ended): waiters are woken and told, the blocks are released.
     func close() {
-        var dropped: [Block?] = []
+        var dropped: [Emptied] = []
         lock.withLock {
             closed = true
             dropped.reserveCapacity(queued)
             for k in 0..<queued {
                 let slot = ring[(head + k) % capacity]
-                let i = Int(slot)
-                dropped.append(blocks[i])
-                blocks[i] = nil
-                modes[i] = []
-                pendingCount.subtract(1, ordering: .releasing)
-                if waited[i] {
-                    setState(slot, Self.refused)
-                    Futex.wakeAll(states + i)
-                } else {
-                    release(slot)
-                }
+                dropped.append(empty(slot))
+                finish(slot, tellingWaiter: Self.refused)
             }
             queued = 0
         }
@@ -326,49 +317,28 @@ final class PerformQueue: @unchecked Sendable {
 
     /// Runs a taken request, then frees its slot (or hands it to its waiter).
     func run(_ slot: Int32) {
-        let i = Int(slot)
         __BOARDLOOP_IS_CALLING_OUT_TO_A_PERFORM_REQUEST__(self, slot)
-        let (block, m) = lock.withLock { () in
-            let b = blocks[i]
-            let m = modes[i]
-            blocks[i] = nil
-            modes[i] = []
-            pendingCount.subtract(1, ordering: .releasing)
-            if waited[i] {
-                setState(slot, Self.done)
-                Futex.wakeAll(states + i)
-            } else {
-                setState(slot, Self.free)
-                freeList[freeCount] = slot
-                freeCount += 1
-            }
-            return (b, m)
+        let emptied = lock.withLock { () -> Emptied in
+            let e = empty(slot)
+            finish(slot, tellingWaiter: Self.done)
+            return e
         }
         // The block's context and the modes array are released here, outside the lock.
-        _ = block
-        _ = m
+        _ = emptied
     }
 
     func cancel(_ token: PerformToken) -> Bool {
-        let (ok, block) = lock.withLock { () -> (Bool, Block?) in
+        let (ok, emptied) = lock.withLock { () -> (Bool, Emptied?) in
             let i = Int(token.slot)
             guard token.slot >= 0, i < capacity, generation(token.slot) == token.generation,
                   state(token.slot) == Self.posted
             else { return (false, nil) }
             removeFromRing(token.slot)
-            let b = blocks[i]
-            blocks[i] = nil
-            modes[i] = []
-            pendingCount.subtract(1, ordering: .releasing)
-            if waited[i] {
-                setState(token.slot, Self.cancelled)
-                Futex.wakeAll(states + i)
-            } else {
-                release(token.slot)
-            }
-            return (true, b)
+            let e = empty(token.slot)
+            finish(token.slot, tellingWaiter: Self.cancelled)
+            return (true, e)
         }
-        _ = block
+        _ = emptied
         return ok
     }
 
@@ -392,16 +362,15 @@ final class PerformQueue: @unchecked Sendable {
                 if let deadline {
                     let now = MonotonicClock.nanoseconds
                     if now >= deadline {
-                        let withdrawn = lock.withLock { () -> Bool in
-                            guard state(token.slot) == Self.posted else { return false }
+                        // The waiter withdraws its own request: nobody to tell.
+                        let withdrawn = lock.withLock { () -> Emptied? in
+                            guard state(token.slot) == Self.posted else { return nil }
                             removeFromRing(token.slot)
-                            blocks[Int(token.slot)] = nil
-                            modes[Int(token.slot)] = []
-                            pendingCount.subtract(1, ordering: .releasing)
+                            let e = empty(token.slot)
                             release(token.slot)
-                            return true
+                            return e
                         }
-                        if withdrawn { return .timedOut }
+                        if withdrawn != nil { return .timedOut }
                         continue
                     }
                     Futex.wait(p, whileEqualTo: word, timeoutNanoseconds: Int64(deadline - now))
@@ -412,6 +381,36 @@ final class PerformQueue: @unchecked Sendable {
                 // Running: it will finish; wait without a deadline.
                 Futex.wait(p, whileEqualTo: word)
             }
+        }
+    }
+
+    /// What a finished request leaves: released by the caller after the
+    /// lock, since releasing a block's context may run deinits.
+    private struct Emptied {
+        let block: Block?
+        let modes: [RunLoopMode]
+    }
+
+    /// With the lock held: takes the request's block and modes out of its
+    /// slot; the request is no longer pending.
+    @inline(__always) private func empty(_ slot: Int32) -> Emptied {
+        let i = Int(slot)
+        let e = Emptied(block: blocks[i], modes: modes[i])
+        blocks[i] = nil
+        modes[i] = []
+        pendingCount.subtract(1, ordering: .releasing)
+        return e
+    }
+
+    /// With the lock held, for an emptied slot: a waiter in
+    /// `performAndWait` is told `state` and woken (it frees the slot);
+    /// otherwise the slot is free again.
+    @inline(__always) private func finish(_ slot: Int32, tellingWaiter state: UInt32) {
+        if waited[Int(slot)] {
+            setState(slot, state)
+            Futex.wakeAll(states + Int(slot))
+        } else {
+            release(slot)
         }
     }
 
