@@ -220,11 +220,8 @@ struct CollectingHandler: LogHandler {
         self.label = label
         self.into = into
     }
-    func log(
-        level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-        function: String, line: UInt
-    ) {
-        into.withLock { $0 += "\(message)\n" }
+    func log(event: LogEvent) {
+        into.withLock { $0 += "\(event.message)\n" }
     }
 }
 
