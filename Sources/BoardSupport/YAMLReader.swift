@@ -14,7 +14,7 @@ public struct YAMLReader {
     /// parser's own line and column and yields nil.
     public func compose(_ text: String) -> Node? {
         do {
-            return try Yams.compose(yaml: text)
+            return try Yams.compose(yaml: text, .basic)
         } catch let error as YamlError {
             switch error {
             case let .scanner(context, problem, mark, _), let .parser(context, problem, mark, _),
