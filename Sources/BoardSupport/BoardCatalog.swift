@@ -1,5 +1,3 @@
-import Foundation
-
 /// The board files a program can use, found in a list of directories; an
 /// earlier directory wins over a later one for the same board name.
 ///
@@ -24,41 +22,29 @@ public struct BoardCatalog: Sendable {
     /// source file when it was built here, or above the running executable
     /// (`.build/debug/boardd` of a checkout).
     public static func checkoutBoardsDirectory() -> String? {
-        var starts: [String] = []
-        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().path
-        starts.append(source)
-        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            starts.append(URL(fileURLWithPath: exe).deletingLastPathComponent().path)
-        }
+        var starts = [FileSystem.parent(#filePath)]
+        if let exe = FileSystem.readLink("/proc/self/exe") { starts.append(FileSystem.parent(exe)) }
         for start in starts {
-            var dir = URL(fileURLWithPath: start)
+            var dir = start
             for _ in 0..<8 {
-                let boards = dir.appendingPathComponent("boards").path
-                if FileManager.default.fileExists(atPath: dir.appendingPathComponent("Package.swift").path),
-                    isDirectory(boards)
-                {
+                let boards = FileSystem.join(dir, "boards")
+                if FileSystem.exists(FileSystem.join(dir, "Package.swift")) && FileSystem.isDirectory(boards) {
                     return boards
                 }
-                let parent = dir.deletingLastPathComponent()
-                if parent.path == dir.path { break }
+                let parent = FileSystem.parent(dir)
+                if parent == dir { break }
                 dir = parent
             }
         }
         return nil
     }
 
-    static func isDirectory(_ path: String) -> Bool {
-        var isDir: ObjCBool = false
-        return FileManager.default.fileExists(atPath: path, isDirectory: &isDir) && isDir.boolValue
-    }
-
     /// Every board name with the file that wins for it, sorted by name.
     public func files() -> [(name: String, path: String)] {
         var found: [String: String] = [:]
-        for dir in directories.reversed() where Self.isDirectory(dir) {
-            let entries = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
-            for entry in entries where entry.hasSuffix(".yaml") && !entry.hasPrefix(".") {
-                found[String(entry.dropLast(5))] = (dir as NSString).appendingPathComponent(entry)
+        for dir in directories.reversed() where FileSystem.isDirectory(dir) {
+            for entry in FileSystem.list(dir) where entry.hasSuffix(".yaml") && !entry.hasPrefix(".") {
+                found[String(entry.dropLast(5))] = FileSystem.join(dir, entry)
             }
         }
         return found.keys.sorted().map { ($0, found[$0]!) }

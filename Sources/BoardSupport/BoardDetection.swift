@@ -1,5 +1,4 @@
 import BoardloopGPIO
-import Foundation
 
 /// What a machine says about itself, read from a root directory (`/` on
 /// the machine; a fixture tree in tests).
@@ -25,8 +24,7 @@ public struct MachineFacts: Sendable, Equatable {
     ///   libgpiod: works on every kernel with GPIO, gpio-sim included).
     ///   Both are read and merged; either may be missing.
     public static func read(root: String) -> MachineFacts {
-        let base = URL(fileURLWithPath: root)
-        func file(_ rel: String) -> Data? { FileManager.default.contents(atPath: base.appendingPathComponent(rel).path) }
+        func file(_ rel: String) -> [UInt8]? { try? FileSystem.readBytes(FileSystem.join(root, rel)).get() }
         var facts = MachineFacts()
         if let data = file("proc/device-tree/model") {
             let text = strings(data).first ?? ""
@@ -34,15 +32,15 @@ public struct MachineFacts: Sendable, Equatable {
         }
         if let data = file("proc/device-tree/compatible") { facts.compatible = strings(data) }
         var labels = Set<String>()
-        let sysfs = base.appendingPathComponent("sys/class/gpio")
-        for entry in (try? FileManager.default.contentsOfDirectory(atPath: sysfs.path)) ?? [] where entry.hasPrefix("gpiochip") {
-            if let data = FileManager.default.contents(atPath: sysfs.appendingPathComponent(entry).appendingPathComponent("label").path),
+        let sysfs = FileSystem.join(root, "sys/class/gpio")
+        for entry in FileSystem.list(sysfs) where entry.hasPrefix("gpiochip") {
+            if let data = file("sys/class/gpio/\(entry)/label"),
                 let label = strings(data).first, !label.isEmpty
             {
                 labels.insert(label)
             }
         }
-        let dev = base.appendingPathComponent("dev").path
+        let dev = FileSystem.join(root, "dev")
         if let chips = try? GPIOChip.list(backend: LibgpiodBackend(deviceDirectory: dev)) {
             for c in chips where !c.label.isEmpty { labels.insert(c.label) }
         }
@@ -51,7 +49,7 @@ public struct MachineFacts: Sendable, Equatable {
     }
 
     /// Splits NUL- and newline-terminated strings; drops empty ones.
-    static func strings(_ data: Data) -> [String] {
+    static func strings(_ data: [UInt8]) -> [String] {
         String(decoding: data, as: UTF8.self).split(whereSeparator: { $0 == "\0" || $0 == "\n" }).map {
             String($0).trimmingSpaces
         }.filter { !$0.isEmpty }

@@ -1,4 +1,3 @@
-import Foundation
 import Yams
 
 /// Reads a board file (`boards/NAME.yaml`); the format is in
@@ -182,8 +181,11 @@ public enum BoardFile {
 
     /// Reads and parses a board file from disk.
     public static func load(path: String, log: DiagnosticLog) -> Board? {
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-            log.error(.none, "", "cannot read the board file")
+        let text: String
+        switch FileSystem.readText(path) {
+        case let .success(t): text = t
+        case let .failure(why):
+            log.error(.none, "", "cannot read the board file: \(why)")
             return nil
         }
         return parse(text, file: path, log: log)

@@ -286,6 +286,29 @@ let badConfigs: [(String, [String])] = [
         let result = ConfigLoader.load(path: "/nonexistent/boardd.yaml", options: Fixtures.options())
         #expect(result.diagnostics.map(\.description) == ["/nonexistent/boardd.yaml: error: no such file"])
     }
+
+    @Test func aFileThatCannotBeReadSaysWhy() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("boardd-read-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // A directory given as the config.
+        #expect(
+            ConfigLoader.load(path: dir, options: Fixtures.options()).diagnostics.map(\.description) == [
+                "\(dir): error: it is a directory, not a file"
+            ])
+        // Bytes that are not UTF-8 (a Latin-1 "é"), rejected rather than replaced.
+        let latin1 = dir + "/latin1.yaml"
+        FileManager.default.createFile(atPath: latin1, contents: Data([0x62, 0x6F, 0x61, 0x72, 0x64, 0x3A, 0x20, 0xE9, 0x0A]))
+        #expect(
+            ConfigLoader.load(path: latin1, options: Fixtures.options()).diagnostics.map(\.description) == [
+                "\(latin1): error: the file is not UTF-8 text"
+            ])
+        // A path through a regular file.
+        #expect(
+            ConfigLoader.load(path: latin1 + "/x.yaml", options: Fixtures.options()).diagnostics.map(\.description) == [
+                "\(latin1)/x.yaml: error: a part of the path is not a directory"
+            ])
+    }
 }
 
 /// Where the test data is, found from this source file (`#filePath`), so

@@ -236,3 +236,41 @@ let piBoards: [(String, String, Int)] = [
         #expect(DurationText.format(.nanoseconds(1_250_000)) == "1.25ms")
     }
 }
+
+@Suite struct FileSystemTests {
+    @Test func pathsJoinAndSplitAsDirnameDoes() {
+        #expect(FileSystem.join("/a/b", "c") == "/a/b/c")
+        #expect(FileSystem.join("/a/b/", "c") == "/a/b/c")
+        #expect(FileSystem.join("/a", "/abs") == "/abs")
+        #expect(FileSystem.join("", "c") == "c")
+        #expect(FileSystem.parent("/a/b/c") == "/a/b")
+        #expect(FileSystem.parent("/a/b/") == "/a")
+        #expect(FileSystem.parent("/a") == "/")
+        #expect(FileSystem.parent("/") == "/")
+        #expect(FileSystem.parent("a") == ".")
+    }
+
+    @Test func filesAreReadWholeAndDirectoriesListedSorted() throws {
+        let board = try FileSystem.readText(Paths.boards + "/demo.yaml").get()
+        #expect(board == (try String(contentsOfFile: Paths.boards + "/demo.yaml", encoding: .utf8)))
+        // /proc files report size 0 to stat; they are read to the end anyway.
+        #expect(try FileSystem.readText("/proc/self/status").get().contains("VmRSS"))
+        let names = FileSystem.list(Paths.boards)
+        #expect(names.contains("demo.yaml") && names == names.sorted())
+        #expect(FileSystem.isDirectory(Paths.boards) && !FileSystem.isDirectory(Paths.boards + "/demo.yaml"))
+        #expect(FileSystem.list("/nonexistent") == [])
+        #expect(FileSystem.readLink("/proc/self/exe")?.hasPrefix("/") == true)
+    }
+
+    @Test func readErrorsSayWhy() {
+        #expect(FileSystem.readText("/nonexistent/x").failure?.description == "no such file")
+        #expect(FileSystem.readText("/").failure?.description == "it is a directory, not a file")
+    }
+}
+
+extension Result {
+    var failure: Failure? {
+        if case let .failure(e) = self { return e }
+        return nil
+    }
+}

@@ -1,4 +1,3 @@
-import Foundation
 import BoardSupport
 import BoardloopGPIO
 import Yams
@@ -501,7 +500,12 @@ extension ConfigParser {
 extension String {
     /// "a, b or c" → "a, b and c" (for listing what was found).
     func replacingLastOr() -> String {
-        guard let range = range(of: " or ", options: .backwards) else { return self }
-        return replacingCharacters(in: range, with: " and ")
+        let or = " or "
+        var i = endIndex
+        while i > startIndex {
+            i = index(before: i)
+            if self[i...].hasPrefix(or) { return String(self[..<i]) + " and " + String(self[index(i, offsetBy: or.count)...]) }
+        }
+        return self
     }
 }

@@ -1,5 +1,5 @@
 import BoardSupport
-import Foundation
+import Glibc
 
 /// What the machine checking a config has (CPUs, the facts detection reads).
 public struct MachineInfo: Sendable, Equatable {
@@ -45,16 +45,13 @@ public struct LoadResult: Sendable {
 public enum ConfigLoader {
     /// Reads `path` and loads it; an unreadable file is one error.
     public static func load(path: String, options: LoadOptions = LoadOptions()) -> LoadResult {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            let why = FileManager.default.fileExists(atPath: path) ? "cannot read the file" : "no such file"
-            return LoadResult(config: nil, diagnostics: [Diagnostic(.error, file: path, line: 0, column: 0, path: "", message: why)])
-        }
-        guard let text = String(data: data, encoding: .utf8) else {
+        switch FileSystem.readText(path) {
+        case let .success(text):
+            return load(text: text, file: path, options: options)
+        case let .failure(why):
             return LoadResult(
-                config: nil,
-                diagnostics: [Diagnostic(.error, file: path, line: 0, column: 0, path: "", message: "the file is not UTF-8 text")])
+                config: nil, diagnostics: [Diagnostic(.error, file: path, line: 0, column: 0, path: "", message: "\(why)")])
         }
-        return load(text: text, file: path, options: options)
     }
 
     /// Loads a config from text; `file` is the name used in messages.
