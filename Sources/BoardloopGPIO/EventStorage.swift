@@ -6,6 +6,9 @@ import Boardloop
 /// request while the outer batch is still borrowed).
 final class EventStorage {
     static let maxDepth = 4
+    /// Reads one `GPIOLineRequest.readPendingEvents()` makes at most: enough
+    /// to empty the largest v2 kernel buffer (1024 events) at 16 a read.
+    static let maxPendingReads = 64
     /// Raw events per read.
     let capacity: Int
     /// Deliverable events per region: a read's events plus one confirmed

@@ -128,10 +128,37 @@ extension GPIOLineRequest {
         for m in allModes.dropFirst() { try add(to: m) }
     }
 
+    /// Reads the events waiting in the kernel now and hands them to the
+    /// handler, exactly as a dispatch of the request's port source does,
+    /// whether or not that source is in the mode the loop runs. Returns how
+    /// many reads found events (0: nothing was waiting).
+    ///
+    /// For collecting a line's events on the caller's own schedule — a timer
+    /// that shares its wake-ups with other work — instead of at every
+    /// readiness of the fd: the kernel keeps what arrives in between, up to
+    /// its buffer (libgpiod 2.x: the request's `eventBufferCapacity`; 1.6: 16
+    /// events per line), and what overflows it is reported in the batches as
+    /// ever. Call on the loop's thread while scheduled; does nothing
+    /// otherwise. Does not allocate.
+    @discardableResult
+    public func readPendingEvents() -> Int {
+        guard state == .active, let loop, loop.isOwnedByCurrentThread else { return 0 }
+        var reads = 0
+        // Bounded: a chip that keeps producing cannot hold the caller here.
+        while reads < EventStorage.maxPendingReads {
+            let status = portReady([])
+            guard status.count > 0 || status.fullCount > 0 else { break }
+            reads += 1
+            guard status.more, state == .active else { break }
+        }
+        return reads
+    }
+
     // MARK: The event path (no allocation from here on)
 
-    func portReady(_ events: PortSource.Events) {
-        guard state == .active, let loop, depth < EventStorage.maxDepth else { return }
+    @discardableResult
+    func portReady(_ events: PortSource.Events) -> GPIOReadStatus {
+        guard state == .active, let loop, depth < EventStorage.maxDepth else { return GPIOReadStatus() }
         let entry = loop.now
         let d = depth
         depth += 1
@@ -151,6 +178,7 @@ extension GPIOLineRequest {
                 fail(.chipVanished(chip: chip.description, detail: "EPOLLERR/EPOLLHUP on the request's event fd"), entry: entry)
             }
         }
+        return status
     }
 
     /// One read of the driver, processed into `batch`. Returns the read's

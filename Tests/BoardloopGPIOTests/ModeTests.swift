@@ -1,6 +1,7 @@
 import Boardloop
 import BoardloopGPIO
 import BoardloopGPIOMock
+import BoardloopTestSupport
 import XCTest
 
 /// A GPIO source in a custom mode is held (by the kernel's level-triggered
@@ -32,6 +33,43 @@ final class GPIOModeTests: XCTestCase {
         XCTAssertEqual(log.offsets, (0..<10).map { $0 % 2 == 0 ? 4 : 17 })
         XCTAssertEqual(log.events.map(\.globalSequence), Array(1...10))
         XCTAssertEqual(log.lost, 0)
+    }
+
+    func testReadPendingEventsCollectsAHeldSourcesEventsOnTheCallersSchedule() throws {
+        let rig = try ManualRig()
+        let req = try rig.gpio.request([4, 17], .input(edges: .both))
+        let log = EventLog()
+        try req.schedule(on: rig.loop, mode: critical) { log.record($0) }
+        XCTAssertEqual(req.readPendingEvents(), 0, "nothing waits")
+        // A timer of the default mode collects what the source (not in that
+        // mode) would only get when its mode runs.
+        var reads: [Int] = []
+        let collector = RunLoopTimer(fireAt: rig.at(ms: 5), interval: .milliseconds(5)) { _ in reads.append(req.readPendingEvents()) }
+        try rig.loop.add(collector, mode: .default)
+        for k in 0..<12 {  // one event a millisecond, as time goes
+            try rig.chip.setLevel(k % 2 == 0 ? 4 : 17, k % 4 < 2, at: rig.at(ms: Int64(k)))
+            try rig.advance(ms: 1, .default)
+        }
+        try rig.advance(ms: 8, .default)
+        XCTAssertEqual(req.eventSource?.dispatchCount, 0, "the source itself was never dispatched")
+        XCTAssertEqual(log.events.count, 12, "every event, through the handler")
+        XCTAssertEqual(log.timestamps, (0..<12).map { rig.at(ms: Int64($0)).nanoseconds }, "in order")
+        XCTAssertEqual(log.events.map(\.globalSequence), Array(1...12))
+        XCTAssertEqual(log.lost, 0)
+        XCTAssertEqual(reads, [1, 1, 1, 0], "read at 5 (5 events), 10 (5) and 15 ms (2); nothing waited at 20")
+        XCTAssertEqual(log.batchSizes, [5, 5, 2])
+        // Only on the loop's thread.
+        try rig.chip.setLevel(4, true)
+        nonisolated(unsafe) let shared = req
+        let offThread = Locked(-1)
+        let other = JoinableThread { offThread.withLock { $0 = shared.readPendingEvents() } }
+        XCTAssertTrue(other.join(within: .seconds(10)))
+        XCTAssertEqual(offThread.withLock { $0 }, 0)
+        XCTAssertEqual(log.events.count, 12)
+        XCTAssertEqual(req.readPendingEvents(), 1)
+        XCTAssertEqual(log.events.count, 13)
+        req.unschedule()
+        XCTAssertEqual(req.readPendingEvents(), 0, "not scheduled")
     }
 
     func testASourceInBothModesIsServedByEither() throws {
