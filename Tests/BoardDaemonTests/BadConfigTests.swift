@@ -42,6 +42,12 @@ let badConfigs: [(String, [String])] = [
     ("debounce-on-output", [
             "debounce-on-output.yaml:3:33: error: lines.led.output.debounce: debounce applies to inputs only; line 'led' is an output",
     ]),
+    ("drain-every-out-of-range", [
+            "drain-every-out-of-range.yaml:3:73: error: lines.flow.input.drain_every: out of range: a drain period is between 1ms and 10s",
+    ]),
+    ("drain-every-without-drain", [
+            "drain-every-without-drain.yaml:3:47: error: lines.flow.input.drain_every: drain_every needs drain: the size of the ring the held events are read into (for example drain: 4096)",
+    ]),
     ("duplicate-key", [
             "duplicate-key.yaml:3:3: error: key 'led' is given more than once in this mapping (here first)",
     ]),

@@ -54,4 +54,33 @@ final class RuntimeAllocationTests: XCTestCase {
         XCTAssertEqual(m.allocations, 0, "allocations over \(edges) edges: \(m.allocations) (\(m.bytes) bytes)")
         print("daemon event path: \(m.allocations) allocations for \(edges) edges, reactions and task runs")
     }
+
+    func testADrainTimerReadingAHeldFloodAllocatesNothing() throws {
+        try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked (ThreadSanitizer build)")
+        let h = try Harness(SequenceTests.config(chatter: ", drain: 65536, drain_every: 5ms", pour: "60s"))
+        let clock = h.clock
+        var level = false
+        func millisecond() throws {
+            level.toggle()
+            try h.chip.setLevel(23, level)  // one held edge a millisecond; the 10 ms task runs in the mode
+            AllocationCounter.endCountingOnThisThread()
+            clock.advance(by: .milliseconds(1))  // test scaffolding, not counted
+            AllocationCounter.beginCountingOnThisThread()
+            try h.daemon.settle()  // passes in the running (critical) mode
+        }
+        try h.press()
+        XCTAssertEqual(h.daemon.mainMode, "critical")
+        AllocationCounter.beginCountingOnThisThread()
+        for _ in 0..<100 { try millisecond() }
+        AllocationCounter.endCountingOnThisThread()
+        let before = h.counters.lines["chatter"]!
+        let m = try AllocationCounter.measure { () throws in
+            for _ in 0..<5_000 { try millisecond() }
+        }
+        let after = h.counters.lines["chatter"]!
+        XCTAssertEqual(after.heldInRing - before.heldInRing, 5_000, "every edge read into the ring")
+        XCTAssertEqual(after.drainReads - before.drainReads, 1_000, "by the timer, every 5 ms")
+        XCTAssertEqual(h.fires("count"), 0, "held")
+        XCTAssertEqual(m.allocations, 0, "allocations over 5,000 held edges: \(m.allocations) (\(m.bytes) bytes)")
+    }
 }

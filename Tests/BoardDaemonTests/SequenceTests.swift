@@ -5,13 +5,13 @@ import XCTest
 /// Sequences in custom modes, held events, the e-stop, policies and tasks
 /// in modes, on the manual clock.
 final class SequenceTests: XCTestCase {
-    static func config(policy: String = "single", drain: Bool = false) -> String {
+    static func config(policy: String = "single", drain: Bool = false, chatter: String? = nil, pour: String = "150ms") -> String {
         """
         board: demo
         lines:
           button: { pin: BUTTON, input: { edge: both, active_low: true }, priority: low }
           estop: { pin: ESTOP, input: { edge: falling }, priority: high }
-          chatter: { pin: CHATTER, input: { edge: both\(drain ? ", drain: 4096" : "") }, priority: low }
+          chatter: { pin: CHATTER, input: { edge: both\(chatter ?? (drain ? ", drain: 4096" : "")) }, priority: low }
           led: { pin: LED, output: { safe: off } }
           valve: { pin: VALVE, output: { safe: off } }
           fan: { pin: FAN, output: {} }
@@ -23,7 +23,7 @@ final class SequenceTests: XCTestCase {
           pour:
             mode: critical
             policy: \(policy)
-            steps: [ set: { valve: on }, wait: 150ms, set: { valve: off } ]
+            steps: [ set: { valve: on }, wait: \(pour), set: { valve: off } ]
         reactions:
           - { name: start, on: { line: button, press: true }, do: [ sequence: pour ] }
           - { name: count, on: { line: chatter, edge: both }, do: [ toggle: led ] }
@@ -66,6 +66,49 @@ final class SequenceTests: XCTestCase {
         XCTAssertEqual(h.fires("count"), 300, "all 300 delivered after the sequence")
         XCTAssertEqual(h.counters.lines["chatter"]?.lost, 0)
         XCTAssertEqual(h.counters.lines["chatter"]?.heldInRing, 300)
+    }
+
+    func testADrainTimerCollectsAFloodLongerThanTheKernelBufferWhileHeldWithNothingLost() throws {
+        // The mock kernel keeps 16 events; the timer reads every 5 ms (at most
+        // 2.5 ms late): 300 edges at one a millisecond never fill it.
+        let h = try Harness(Self.config(chatter: ", drain: 4096, drain_every: 5ms", pour: "400ms"))
+        try h.press()
+        XCTAssertEqual(h.daemon.mainMode, "critical")
+        for i in 0..<300 {
+            try h.setLevel("CHATTER", i % 2 == 0)
+            try h.advance(1)
+        }
+        XCTAssertEqual(h.fires("count"), 0, "held: nothing dispatched during the sequence")
+        let during = h.counters.lines["chatter"]!
+        XCTAssertEqual(during.heldInRing, 300, "every edge read into the ring during the sequence")
+        XCTAssertTrue(
+            (38...61).contains(during.drainReads),
+            "read by the timer, up to 8 events at a time (one read per 5 ms period at most): \(during.drainReads) reads")
+        try h.advance(101)
+        XCTAssertEqual(h.daemon.mainMode, "default")
+        try h.advance(1)
+        XCTAssertEqual(h.fires("count"), 300, "all 300 delivered after the sequence")
+        XCTAssertEqual(try h.writes("LED").count, 300)
+        XCTAssertEqual(h.counters.lines["chatter"]?.lost, 0)
+        // Back in the default mode the timer is out of the running mode: edges are dispatched as they come.
+        let reads = h.counters.lines["chatter"]!.drainReads
+        try h.setLevel("CHATTER", true)
+        try h.advance(20)
+        XCTAssertEqual(h.fires("count"), 301)
+        XCTAssertEqual(h.counters.lines["chatter"]?.drainReads, reads)
+    }
+
+    func testADrainTimerSlowerThanTheFloodCountsWhatTheKernelDropped() throws {
+        // 20 edges at once between two reads: the mock kernel keeps 16, the
+        // v2 sequence numbers say exactly 4 were lost.
+        let h = try Harness(Self.config(chatter: ", drain: 4096, drain_every: 50ms", pour: "150ms"))
+        try h.press()
+        for i in 0..<20 { try h.setLevel("CHATTER", i % 2 == 0) }
+        try h.advance(151)
+        try h.advance(1)
+        let c = h.counters.lines["chatter"]!
+        XCTAssertEqual(c.lost, 4)
+        XCTAssertEqual(h.fires("count"), 16)
     }
 
     func testWithoutDrainTheKernelBufferOverflowIsCountedExactly() throws {

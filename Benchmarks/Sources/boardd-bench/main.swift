@@ -10,9 +10,11 @@
 //            low-priority line floods at 20k edges/s: the task's period
 //            jitter p99 in flood phases vs quiet phases of the same run (and
 //            a control run with no flood), its lateness histogram, and every
-//            flood edge delivered
-//            after the mode ends (drain ring on; with the drain off the
-//            kernel-like buffer overflows and the loss is counted).
+//            flood edge delivered after the mode ends. Three ways to hold
+//            the flood: a drain timer (`drain_every: 10ms`, reading the
+//            kernel buffer in the task's own wake-ups), a drain on every
+//            readiness of the fd, and none (the kernel-like buffer
+//            overflows and the loss is counted).
 //
 // Prints one row per figure: `name  value  reference  ratio`. Through
 // scripts/bench-daemon.sh (release build).
@@ -225,12 +227,37 @@ func latencyHandWritten(n: Int) -> [Double] {
 
 // MARK: Critical task under a flood
 
-func floodConfig(drain: Bool, seconds: Double) -> String {
+/// How the flooded line's held events are kept.
+enum Drain: CaseIterable {
+    /// `drain` with `drain_every`: a timer reads the kernel buffer.
+    case timer
+    /// `drain` alone: read at every readiness of the fd.
+    case readiness
+    /// No drain: the kernel buffer (1024) only.
+    case off
+
+    var settings: String {
+        switch self {
+        case .timer: return ", drain: 65536, drain_every: 10ms"
+        case .readiness: return ", drain: 65536"
+        case .off: return ""
+        }
+    }
+    var label: String {
+        switch self {
+        case .timer: return "drain timer 10ms"
+        case .readiness: return "drain on readiness"
+        case .off: return "drain off"
+        }
+    }
+}
+
+func floodConfig(drain: Drain, seconds: Double) -> String {
     """
     board: demo
     lines:
       button: { pin: BUTTON, input: { edge: both, active_low: true }, priority: high }
-      chatter: { pin: CHATTER, input: { edge: both, buffer: 1024\(drain ? ", drain: 65536" : "") }, priority: low }
+      chatter: { pin: CHATTER, input: { edge: both, buffer: 1024\(drain.settings) }, priority: low }
       led: { pin: LED, output: { initial: off } }
       fan: { pin: FAN, output: { initial: off } }
     modes:
@@ -271,7 +298,7 @@ struct FloodResult {
 /// phase, so flood and quiet are compared within one run (this VM's timer
 /// latency drifts between runs). `rate` 0 is the control: no flood in
 /// either phase.
-func floodRun(drain: Bool, rate: Int, seconds: Double) -> FloodResult {
+func floodRun(drain: Drain, rate: Int, seconds: Double) -> FloodResult {
     // The mock keeps one buffer per chip's requests; size it as the config's
     // `buffer: 1024` asks a v2 kernel to (the mock does not read the request's size).
     let chips = try! [
@@ -372,7 +399,7 @@ func f1Ratio(_ x: Double) -> String { String((x * 100).rounded() / 100) + "×" }
 let presses = quick ? 200 : 2000
 let floodSeconds = quick ? 0.6 : 2.0
 var dP50: [Double] = [], dP99: [Double] = [], hP50: [Double] = [], hP99: [Double] = []
-var heldRuns: [FloodResult] = [], noDrainRuns: [FloodResult] = [], controlRuns: [FloodResult] = []
+var heldRuns: [Drain: [FloodResult]] = [:], controlRuns: [FloodResult] = []
 for rep in 0..<repeats {
     // Rotate the order so neither side always runs first.
     let order = rep % 2 == 0 ? [0, 1] : [1, 0]
@@ -385,12 +412,12 @@ for rep in 0..<repeats {
             hP50.append(percentile(h, 0.5)); hP99.append(percentile(h, 0.99))
         }
     }
-    let fo = rep % 2 == 0 ? [0, 1, 2] : [2, 1, 0]
-    for o in fo {
-        switch o {
-        case 0: controlRuns.append(floodRun(drain: true, rate: 0, seconds: floodSeconds))
-        case 1: heldRuns.append(floodRun(drain: true, rate: 20_000, seconds: floodSeconds))
-        default: noDrainRuns.append(floodRun(drain: false, rate: 20_000, seconds: floodSeconds))
+    let runs: [Drain?] = [nil] + Drain.allCases
+    for o in rep % 2 == 0 ? runs : runs.reversed() {
+        if let drain = o {
+            heldRuns[drain, default: []].append(floodRun(drain: drain, rate: 20_000, seconds: floodSeconds))
+        } else {
+            controlRuns.append(floodRun(drain: .timer, rate: 0, seconds: floodSeconds))
         }
     }
 }
@@ -408,20 +435,27 @@ func phaseRows(_ label: String, _ runs: [FloodResult]) -> Double {
     row("  loop thread wake-ups/s, \(label)", String(Int(fw)), String(Int(qw)), ratio(fw, qw))
     return q99 > 0 ? f99 / q99 : .nan
 }
-_ = phaseRows("flood vs quiet phases (drain on)", heldRuns)
-_ = phaseRows("flood vs quiet (drain off)", noDrainRuns)
+for drain in Drain.allCases { _ = phaseRows("flood vs quiet phases (\(drain.label))", heldRuns[drain] ?? []) }
 _ = phaseRows("control: no flood in either phase", controlRuns)
-row("  task lateness p99 µs (daemon's histogram), flood runs (vs control runs)", f1(median(heldRuns.map(\.daemonP99))), f1(median(controlRuns.map(\.daemonP99))), ratio(median(heldRuns.map(\.daemonP99)), median(controlRuns.map(\.daemonP99))))
-row("  skipped periods: flood runs (vs control)", "\(heldRuns.map(\.skipped).max() ?? 0)", "\(controlRuns.map(\.skipped).max() ?? 0)", "")
-for (i, r) in heldRuns.enumerated() {
-    let ok = r.fires == UInt64(r.sent) && r.lost == 0 && r.deliveredDuringMode == 0
-    row("  flood run \(i + 1), drain on: delivered after the mode", "\(r.fires)/\(r.sent)", "lost \(r.lost)", ok ? "all, none during the mode" : "\(r.lost) lost (counted), \(r.deliveredDuringMode) during the mode")
+for drain in Drain.allCases {
+    let runs = heldRuns[drain] ?? []
+    row("  task lateness p99 µs (daemon's histogram), \(drain.label) (vs control runs)", f1(median(runs.map(\.daemonP99))), f1(median(controlRuns.map(\.daemonP99))), ratio(median(runs.map(\.daemonP99)), median(controlRuns.map(\.daemonP99))))
+    row("  skipped periods, \(drain.label) (vs control)", "\(runs.map(\.skipped).max() ?? 0)", "\(controlRuns.map(\.skipped).max() ?? 0)", "")
 }
-for (i, r) in noDrainRuns.enumerated() {
-    row("  flood run \(i + 1), drain off: delivered after the mode", "\(r.fires)/\(r.sent)", "lost \(r.lost)", "kernel buffer 1024: loss counted")
+for drain in Drain.allCases {
+    for (i, r) in (heldRuns[drain] ?? []).enumerated() {
+        let ok = r.fires == UInt64(r.sent) && r.lost == 0 && r.deliveredDuringMode == 0
+        let what = drain == .off
+            ? "kernel buffer 1024: loss counted"
+            : ok ? "all, none during the mode" : "\(r.lost) lost (counted), \(r.deliveredDuringMode) during the mode"
+        row("  flood run \(i + 1), \(drain.label): delivered after the mode", "\(r.fires)/\(r.sent)", "lost \(r.lost)", what)
+    }
 }
 // A figure, not a gate: on a loaded machine the loop can be starved longer
 // than the kernel buffer lasts (1024 edges = 51 ms at 20k/s); the loss is
 // then counted exactly (sequence numbers) and shown above.
-let delivered = heldRuns.filter { $0.fires == UInt64($0.sent) && $0.lost == 0 && $0.deliveredDuringMode == 0 }.count
-print("drain on: every flood edge delivered after the mode in \(delivered) of \(heldRuns.count) run(s); none was delivered during it in \(heldRuns.filter { $0.deliveredDuringMode == 0 }.count)")
+for drain in [Drain.timer, .readiness] {
+    let runs = heldRuns[drain] ?? []
+    let delivered = runs.filter { $0.fires == UInt64($0.sent) && $0.lost == 0 && $0.deliveredDuringMode == 0 }.count
+    print("\(drain.label): every flood edge delivered after the mode in \(delivered) of \(runs.count) run(s); none was delivered during it in \(runs.filter { $0.deliveredDuringMode == 0 }.count)")
+}

@@ -24,6 +24,9 @@ final class InputLine {
     var gestureReactions: [(GestureKind, Int)] = []
     private var timer: RunLoopTimer?
     private var armedAt: UInt64 = never
+    /// Reads the kernel's events into the ring while the line is held
+    /// (`drain` with `drain_every`); only in the modes that hold the line.
+    private var drainTimer: RunLoopTimer?
 
     // Filters.
     private let delayedOn: UInt64, delayedOff: UInt64, settle: UInt64
@@ -45,6 +48,8 @@ final class InputLine {
     // Counters.
     private(set) var eventsSeen: UInt64 = 0
     private(set) var heldInRing: UInt64 = 0
+    /// Drain timer fires that found events in the kernel.
+    private(set) var drainReads: UInt64 = 0
     /// Events lost: exact where the kernel numbers them (v2) and for ring overflow.
     private(set) var lost: UInt64 = 0
     /// Kernel buffers found full on libgpiod 1.6 (loss possible, not countable).
@@ -81,8 +86,11 @@ final class InputLine {
 
     deinit { ring.deallocate() }
 
-    /// The modes the line's source (and timer) are in.
-    var modes: [RunLoopMode] { config.held.drain > 0 ? [.common] : rt.modes(admitting: config.priority) }
+    /// The modes the line's source (and timer) are in: every mode when held
+    /// events are drained as they come, else the modes that admit the line.
+    var modes: [RunLoopMode] {
+        config.held.drain > 0 && config.held.drainEvery == .zero ? [.common] : rt.modes(admitting: config.priority)
+    }
 
     var needsTimer: Bool {
         !config.filters.isEmpty || gesture != nil
@@ -105,6 +113,15 @@ final class InputLine {
             for m in modes { try rt.loop.add(t, mode: m) }
             timer = t
         }
+        let holding = rt.modes(holding: config.priority)
+        if config.held.drain > 0 && config.held.drainEvery > .zero && !holding.isEmpty {
+            let period = config.held.drainEvery
+            let t = RunLoopTimer(fireAt: rt.loop.now + period, interval: period, tolerance: config.held.drainTolerance) {
+                [unowned self] _ in self.drainTimerFired()
+            }
+            for m in holding { try rt.loop.add(t, mode: m) }
+            drainTimer = t
+        }
     }
 
     /// Takes the line off the loop (the request stays, for a reload to keep).
@@ -112,6 +129,8 @@ final class InputLine {
         request.unschedule()
         timer?.invalidate()
         timer = nil
+        drainTimer?.invalidate()
+        drainTimer = nil
     }
 
     /// Events held by the engine's rate limit so far.
@@ -307,6 +326,12 @@ final class InputLine {
         guard let timer else { return }
         armedAt = rt.nowNanoseconds &+ 1_000_000
         timer.fireDate = MonotonicInstant(nanoseconds: armedAt)
+    }
+
+    /// The drain timer: whatever the kernel holds for the line goes into the
+    /// ring (through `handle`, which stashes while the line is held).
+    private func drainTimerFired() {
+        if request.readPendingEvents() > 0 { drainReads &+= 1 }
     }
 
     private func timerFired() {

@@ -287,8 +287,22 @@ extension ConfigParser {
                 if let n = r.int(x.value, x.path, in: 2...HeldEvents.kernelBufferCap) { held.kernelBuffer = n }
             case "drain":
                 if let n = r.int(x.value, x.path, in: 0...HeldEvents.maximumDrain) { held.drain = n }
+            case "drain_every":
+                if let d = r.duration(x.value, x.path) {
+                    let range = HeldEvents.drainPeriods
+                    if range.contains(d) {
+                        held.drainEvery = d
+                    } else {
+                        r.error(x.value, x.path, "out of range: a drain period is between 1ms and 10s")
+                    }
+                }
             default: if let d = r.duration(x.value, x.path) { f.settle = d }
             }
+        }
+        if held.drainEvery > .zero && held.drain == 0, let x = entries.first(where: { $0.key == "drain_every" }) {
+            r.error(
+                x.keyNode, x.path,
+                "drain_every needs drain: the size of the ring the held events are read into (for example drain: 4096)")
         }
         return log.errors.count == before
     }
@@ -301,7 +315,7 @@ extension ConfigParser {
     func parseOutput(_ e: YAMLReader.Entry, _ line: String, _ s: inout GPIOLineSettings, _ safe: inout Bool?) -> Bool {
         guard
             let entries = settingsEntries(
-                e, allowed: Self.outputKeys, other: ["edge", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain"], line: line,
+                e, allowed: Self.outputKeys, other: ["edge", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain", "drain_every"], line: line,
                 isInput: false)
         else { return false }
         let before = log.errors.count

@@ -187,23 +187,34 @@ public struct InputFilters: Sendable, Equatable {
 /// 2.x (uAPI v2) keeps `kernelBuffer` events for the line's request (the
 /// kernel caps a request's buffer at `GPIO_V2_LINES_MAX * 16` = 1024 events,
 /// `linereq_create()` in gpiolib-cdev.c); libgpiod 1.6 (uAPI v1) keeps a
-/// fixed 16 per line whatever is asked. With `drain` > 0 the line's fd stays
-/// in every mode and, while the line is held, its events are read at once
-/// into a user-space ring of that many events (nothing is dispatched) and
-/// delivered, in order, when the line is admitted again.
+/// fixed 16 per line whatever is asked. With `drain` > 0, while the line is
+/// held, its events are read into a user-space ring of that many events
+/// (nothing is dispatched) and delivered, in order, when the line is
+/// admitted again. They are read as they come (the fd stays in every mode),
+/// or, with `drainEvery`, by a timer of that period in the modes that hold
+/// the line, which shares its wake-ups with the loop's other timers.
 public struct HeldEvents: Sendable, Equatable {
     /// The largest kernel buffer a v2 request can have.
     public static let kernelBufferCap = 1024
     /// The largest drain ring.
     public static let maximumDrain = 1 << 20
+    /// The periods a drain timer may have.
+    public static let drainPeriods: ClosedRange<Duration> = .milliseconds(1) ... .seconds(10)
     /// Events the kernel keeps for the line's request (v2; rounded up to a power of two).
     public var kernelBuffer: Int = 64
     /// The user-space drain ring, in events (0: off).
     public var drain: Int = 0
-    public init(kernelBuffer: Int = 64, drain: Int = 0) {
+    /// The drain timer's period; zero: read at every readiness of the fd.
+    public var drainEvery: Duration = .zero
+    public init(kernelBuffer: Int = 64, drain: Int = 0, drainEvery: Duration = .zero) {
         self.kernelBuffer = kernelBuffer
         self.drain = drain
+        self.drainEvery = drainEvery
     }
+    /// The drain timer's tolerance: half its period. The timer may fire that
+    /// much late, which lets it fire in a pass another timer (a task's) wakes
+    /// the loop for instead of waking the loop itself.
+    public var drainTolerance: Duration { drainEvery / 2 }
 }
 
 /// At most `events` events per `period`; more are held and delivered later.

@@ -471,6 +471,8 @@ public final class Daemon: @unchecked Sendable {
     }
     public struct LineCounters: Sendable, Equatable {
         public var events: UInt64, heldInRing: UInt64, lost: UInt64, rateLimitHolds: UInt64, suspectedOverflows: UInt64
+        /// Drain timer fires (`drain_every`) that found events waiting in the kernel.
+        public var drainReads: UInt64 = 0
     }
     public struct TaskCounters: Sendable, Equatable {
         public var runs: UInt64, skippedPeriods: UInt64
@@ -586,7 +588,7 @@ extension LoopRuntime {
         for case let l? in inputs {
             c.lines[l.config.name] = Daemon.LineCounters(
                 events: l.eventsSeen, heldInRing: l.heldInRing, lost: l.lost, rateLimitHolds: l.rateLimitHolds,
-                suspectedOverflows: l.suspectedOverflows)
+                suspectedOverflows: l.suspectedOverflows, drainReads: l.drainReads)
         }
         for t in tasks {
             c.tasks[t.config.name] = Daemon.TaskCounters(

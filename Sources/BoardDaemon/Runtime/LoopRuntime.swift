@@ -169,6 +169,13 @@ final class LoopRuntime: @unchecked Sendable {
         return out
     }
 
+    /// The modes that hold a priority's sources (the rest).
+    func modes(holding p: PriorityID) -> [RunLoopMode] {
+        var out: [RunLoopMode] = []
+        for (i, mask) in admitMask.enumerated() where mask & (UInt64(1) << UInt64(p.index)) == 0 { out.append(runModes[i]) }
+        return out
+    }
+
     @inline(__always) func admits(_ p: PriorityID) -> Bool {
         admitMask[effectiveMode] & (UInt64(1) << UInt64(p.index)) != 0
     }
