@@ -50,6 +50,16 @@ final class SequenceTests: XCTestCase {
         XCTAssertEqual(h.fires("count"), 10, "every held edge delivered after the sequence")
         XCTAssertEqual(try h.writes("LED"), [true, false, true, false, true, false, true, false, true, false])
         XCTAssertEqual(h.counters.lines["chatter"]?.lost, 0)
+        // Trigger to actions done: the press reacted at once (the manual
+        // clock stands still within a pass); the held edges, at 0, 5, ... 45 ms
+        // of the sequence, waited for its end (delivered as it ends, at 150 ms).
+        let start = try XCTUnwrap(h.counters.reactionTimes["start"])
+        XCTAssertEqual([start.count], [1])
+        XCTAssertEqual([start.p50, start.p99, start.max], [.zero, .zero, .zero])
+        let held = try XCTUnwrap(h.counters.reactionTimes["count"])
+        XCTAssertEqual(held.count, 10)
+        XCTAssertEqual(held.max, .milliseconds(150))
+        XCTAssertTrue((.milliseconds(125)...(.milliseconds(145))).contains(held.p50), "p50 \(held.p50) (125-130 ms, within the histogram's 12.5 %)")
     }
 
     func testAFloodLongerThanTheKernelBufferIsHeldWithNothingLostWithDrain() throws {

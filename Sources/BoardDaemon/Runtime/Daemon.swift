@@ -457,6 +457,8 @@ public final class Daemon: @unchecked Sendable {
     public struct Counters: Sendable, Equatable {
         public var reactionFires: [String: UInt64] = [:]
         public var reactionSkipped: [String: UInt64] = [:]
+        /// Trigger to actions done, per reaction that fired on this loop.
+        public var reactionTimes: [String: LatencyFigures] = [:]
         public var sequence: [String: SequenceCounters] = [:]
         public var lines: [String: LineCounters] = [:]
         public var tasks: [String: TaskCounters] = [:]
@@ -473,6 +475,9 @@ public final class Daemon: @unchecked Sendable {
         public var events: UInt64, heldInRing: UInt64, lost: UInt64, rateLimitHolds: UInt64, suspectedOverflows: UInt64
         /// Drain timer fires (`drain_every`) that found events waiting in the kernel.
         public var drainReads: UInt64 = 0
+    }
+    public struct LatencyFigures: Sendable, Equatable {
+        public var count: UInt64, p50: Duration, p99: Duration, max: Duration
     }
     public struct TaskCounters: Sendable, Equatable {
         public var runs: UInt64, skippedPeriods: UInt64
@@ -579,6 +584,10 @@ extension LoopRuntime {
         for (i, r) in config.reactions.enumerated() {
             c.reactionFires[r.name] = reactionFires[i]
             c.reactionSkipped[r.name] = reactionSkipped[i]
+            if let h = reactionTimes[i], h.count > 0 {
+                c.reactionTimes[r.name] = Daemon.LatencyFigures(
+                    count: h.count, p50: h.percentile(0.5), p99: h.percentile(0.99), max: h.max)
+            }
         }
         for case let s? in sequences {
             c.sequence[s.config.name] = Daemon.SequenceCounters(

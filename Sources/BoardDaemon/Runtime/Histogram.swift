@@ -30,8 +30,9 @@ public final class LatencyHistogram: @unchecked Sendable {
         return ((8 + sub + 1) << UInt64(exp - 3)) - 1
     }
 
-    public func record(_ d: Duration) {
-        let ns = UInt64(Swift.max(0, d.nanosecondsClampedValue))
+    public func record(_ d: Duration) { record(nanoseconds: UInt64(Swift.max(0, d.nanosecondsClampedValue))) }
+
+    public func record(nanoseconds ns: UInt64) {
         counts[Self.bucket(ns)] &+= 1
         count &+= 1
         if ns > maxNanoseconds { maxNanoseconds = ns }

@@ -76,6 +76,12 @@ final class LoopRuntime: @unchecked Sendable {
     var traceLevels: [Logger.Level] = []
     var reactionFires: [UInt64]
     var reactionSkipped: [UInt64]
+    /// Per reaction of this loop: the time from its trigger (the edge's
+    /// kernel timestamp, or the deadline of a hold or gesture) to the end of
+    /// its actions' synchronous part (outputs written, commands spawned, up
+    /// to a `wait`). Nil for the reactions of other loops.
+    var reactionTimes: [LatencyHistogram?] = []
+    private var summarizedFires: [UInt64] = []
     var postsSent: UInt64 = 0
     var postsFailed: UInt64 = 0
     var postsStale: UInt64 = 0
@@ -94,6 +100,12 @@ final class LoopRuntime: @unchecked Sendable {
         sequences = Array(repeating: nil, count: program.config.sequences.count)
         reactionFires = Array(repeating: 0, count: program.config.reactions.count)
         reactionSkipped = Array(repeating: 0, count: program.config.reactions.count)
+        makeReactionTimes()
+    }
+
+    private func makeReactionTimes() {
+        reactionTimes = program.config.reactions.map { $0.loop == id ? LatencyHistogram() : nil }
+        summarizedFires = Array(repeating: 0, count: program.config.reactions.count)
     }
 
     var config: DaemonConfig { program.config }
@@ -286,6 +298,8 @@ final class LoopRuntime: @unchecked Sendable {
                 "\(line.config.name): \(describe(config.reactions[r].trigger)) -> \(config.reactions[r].name)\(lateness(t))")
         }
         execute(program.reactions[r], Context(line: Int32(line.id), edge: rising ? 1 : 0, timestamp: t, reaction: Int32(r)))
+        let done = nowNanoseconds
+        reactionTimes[r]?.record(nanoseconds: done > t ? done - t : 0)
     }
 
     func runTask(_ task: TaskRunner) {
@@ -421,6 +435,12 @@ final class LoopRuntime: @unchecked Sendable {
     // MARK: Summary and shutdown
 
     func logSummary() {
+        for (r, h) in reactionTimes.enumerated() where reactionFires[r] > summarizedFires[r] {
+            guard let h else { continue }
+            logger.info(
+                "reaction \(config.reactions[r].name): \(reactionFires[r] - summarizedFires[r]) fires (\(reactionFires[r]) in all), trigger to actions done p50 \(h.percentile(0.5).short) p99 \(h.percentile(0.99).short) max \(h.max.short)")
+            summarizedFires[r] = reactionFires[r]
+        }
         for t in tasks where t.runs > t.summarizedRuns {
             let h = t.lateness
             logger.info(
@@ -436,6 +456,7 @@ final class LoopRuntime: @unchecked Sendable {
     /// Stops tasks and sequences, sets outputs to their safe values and
     /// releases every line. On the loop's thread.
     func shutdown() {
+        logSummary()
         stopping = true
         for t in tasks { t.stop() }
         for case let s? in sequences { s.detach() }
