@@ -10,7 +10,10 @@ import Glibc
 /// Time is the events' kernel timestamps: before an event is processed,
 /// every deadline up to its timestamp fires first, so events delivered late
 /// (held through a sequence, rate limited) are judged by when they happened.
-final class InputLine {
+///
+/// Used only on its loop's thread (`@unchecked Sendable` for the drain's
+/// work item, which runs there too).
+final class InputLine: @unchecked Sendable {
     let id: Int
     let config: LineConfig
     unowned let rt: LoopRuntime
@@ -27,6 +30,9 @@ final class InputLine {
     /// Reads the kernel's events into the ring while the line is held
     /// (`drain` with `drain_every`); only in the modes that hold the line.
     private var drainTimer: RunLoopTimer?
+    /// The drain's read, run after the pass's timers (see `drainTimerFired`).
+    private var drainItem: PerformWorkItem?
+    private var drainQueued = false
 
     // Filters.
     private let delayedOn: UInt64, delayedOff: UInt64, settle: UInt64
@@ -121,6 +127,7 @@ final class InputLine {
             }
             for m in holding { try rt.loop.add(t, mode: m) }
             drainTimer = t
+            drainItem = PerformWorkItem(modes: holding) { [unowned self] in self.drain() }
         }
     }
 
@@ -131,6 +138,7 @@ final class InputLine {
         timer = nil
         drainTimer?.invalidate()
         drainTimer = nil
+        drainItem = nil
     }
 
     /// Events held by the engine's rate limit so far.
@@ -328,9 +336,25 @@ final class InputLine {
         timer.fireDate = MonotonicInstant(nanoseconds: armedAt)
     }
 
-    /// The drain timer: whatever the kernel holds for the line goes into the
-    /// ring (through `handle`, which stashes while the line is held).
+    /// The drain timer. It fires in a pass another timer (a task's) woke the
+    /// loop for, usually before that timer: it fell due earlier, within its
+    /// tolerance. The read itself is posted as a work item, which the loop
+    /// runs after the pass's timers, so the task's work comes first and the
+    /// drain's batch (up to 1.5 periods of a flood) does not delay it.
     private func drainTimerFired() {
+        guard !drainQueued else { return }
+        if let item = drainItem, (try? rt.loop.perform(item)) != nil {
+            drainQueued = true
+        } else {
+            drain()  // the perform queue is full: read now
+        }
+    }
+
+    /// Whatever the kernel holds for the line goes into the ring (through
+    /// `handle`, which stashes while the line is held).
+    private func drain() {
+        drainQueued = false
+        guard drainTimer != nil else { return }
         if request.readPendingEvents() > 0 { drainReads &+= 1 }
     }
 
