@@ -32,7 +32,8 @@ let releaseLink: [LinkerSetting] = {
     #if canImport(Glibc)
         var text = [CChar](repeating: 0, count: 64)  // "glibc 2.36"
         _ = confstr(Int32(_CS_GNU_LIBC_VERSION), &text, text.count)
-        let version = String(cString: text).split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
+        let name = String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let version = name.split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
         if version.count >= 2, (version[0], version[1]) >= (2, 36) {
             return [
                 .unsafeFlags(
