@@ -32,7 +32,8 @@ final class InputLine: @unchecked Sendable {
     private var drainTimer: RunLoopTimer?
     /// The drain's read, run after the pass's timers (see `drainTimerFired`).
     private var drainItem: PerformWorkItem?
-    private var drainQueued = false
+    /// The posted drain, while it waits for its pass.
+    private var drainToken: PerformToken?
 
     // Filters.
     private let delayedOn: UInt64, delayedOff: UInt64, settle: UInt64
@@ -127,7 +128,7 @@ final class InputLine: @unchecked Sendable {
             }
             for m in holding { try rt.loop.add(t, mode: m) }
             drainTimer = t
-            drainItem = PerformWorkItem(modes: holding) { [unowned self] in self.drain() }
+            drainItem = PerformWorkItem(modes: holding) { [weak self] in self?.drain() }
         }
     }
 
@@ -138,6 +139,8 @@ final class InputLine: @unchecked Sendable {
         timer = nil
         drainTimer?.invalidate()
         drainTimer = nil
+        if let t = drainToken { rt.loop.cancel(t) }
+        drainToken = nil
         drainItem = nil
     }
 
@@ -342,9 +345,9 @@ final class InputLine: @unchecked Sendable {
     /// runs after the pass's timers, so the task's work comes first and the
     /// drain's batch (up to 1.5 periods of a flood) does not delay it.
     private func drainTimerFired() {
-        guard !drainQueued else { return }
-        if let item = drainItem, (try? rt.loop.perform(item)) != nil {
-            drainQueued = true
+        guard drainToken == nil else { return }
+        if let item = drainItem, let token = try? rt.loop.perform(item) {
+            drainToken = token
         } else {
             drain()  // the perform queue is full: read now
         }
@@ -353,7 +356,7 @@ final class InputLine: @unchecked Sendable {
     /// Whatever the kernel holds for the line goes into the ring (through
     /// `handle`, which stashes while the line is held).
     private func drain() {
-        drainQueued = false
+        drainToken = nil
         guard drainTimer != nil else { return }
         if request.readPendingEvents() > 0 { drainReads &+= 1 }
     }

@@ -434,21 +434,27 @@ final class LoopRuntime: @unchecked Sendable {
 
     // MARK: Summary and shutdown
 
-    func logSummary() {
+    /// The summary lines: at `info` from the summary timer, at `notice` at
+    /// stop (so a daemon run at `--log-level notice`, without the per-reaction
+    /// trace, still ends with its figures).
+    func logSummary(level: Logger.Level = .info) {
         for (r, h) in reactionTimes.enumerated() where reactionFires[r] > summarizedFires[r] {
             guard let h else { continue }
-            logger.info(
+            logger.log(
+                level: level,
                 "reaction \(config.reactions[r].name): \(reactionFires[r] - summarizedFires[r]) fires (\(reactionFires[r]) in all), trigger to actions done p50 \(h.percentile(0.5).short) p99 \(h.percentile(0.99).short) max \(h.max.short)")
             summarizedFires[r] = reactionFires[r]
         }
         for t in tasks where t.runs > t.summarizedRuns {
             let h = t.lateness
-            logger.info(
+            logger.log(
+                level: level,
                 "task \(t.config.name): \(t.runs - t.summarizedRuns) runs (\(t.runs) in all), lateness p50 \(h.percentile(0.5).short) p99 \(h.percentile(0.99).short) max \(h.max.short), \(t.skippedPeriods) skipped periods")
             t.summarizedRuns = t.runs
         }
         for case let l? in inputs where l.heldInRing > 0 || l.lost > 0 || l.rateLimitHolds > 0 {
-            logger.info(
+            logger.log(
+                level: level,
                 "line \(l.config.name): \(l.eventsSeen) events, \(l.heldInRing) held in its ring, \(l.rateLimitHolds) held by its rate limit, \(l.lost) lost")
         }
     }
@@ -456,7 +462,7 @@ final class LoopRuntime: @unchecked Sendable {
     /// Stops tasks and sequences, sets outputs to their safe values and
     /// releases every line. On the loop's thread.
     func shutdown() {
-        logSummary()
+        logSummary(level: .notice)
         stopping = true
         for t in tasks { t.stop() }
         for case let s? in sequences { s.detach() }
