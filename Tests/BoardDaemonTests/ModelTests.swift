@@ -87,6 +87,25 @@ import Testing
         _ = try BoardRunLoop(capacities: engine)
     }
 
+    @Test func aDrainTimerCountsATimerAndAPendingPerform() throws {
+        func caps(_ input: String) throws -> BoardRunLoop.Capacities {
+            let r = ConfigLoader.load(
+                text: """
+                    board: demo
+                    lines:
+                      flow: { pin: CHATTER, input: { \(input) }, priority: low }
+                    modes:
+                      critical: { admits: [] }
+                    """, file: "t.yaml")
+            return try #require(r.config, "\(r.diagnostics)").loops[0].capacities
+        }
+        let plain = try caps("edge: both, drain: 4096")
+        let timed = try caps("edge: both, drain: 4096, drain_every: 10ms")
+        #expect(timed.timers == plain.timers + 1)
+        #expect(timed.pendingPerforms == plain.pendingPerforms + 1)
+        #expect(timed.sources == plain.sources)
+    }
+
     @Test func gesturesConditionsAndPoliciesOfTheDemo() throws {
         let c = try load(Fixtures.examples + "/demo.yaml")
         #expect(c.board.name == "demo" && c.board.backend == .mock)

@@ -175,6 +175,8 @@ extension ConfigParser {
             timers += inputs.filter { !$0.filters.isEmpty }.count
             timers += inputs.filter { $0.gestures != nil }.count
             timers += inputs.filter { $0.rateLimit != nil }.count
+            let drainTimers = inputs.filter { $0.held.drain > 0 && $0.held.drainEvery > .zero }.count
+            timers += drainTimers
             timers += timedReactionsPerLoop[i]
             timers += pulsedLines.filter { lines[$0.index].loop == id }.count
             timers += sequences.filter { $0.loop == id }.map(\.policy.concurrentRuns).reduce(0, +)
@@ -186,7 +188,7 @@ extension ConfigParser {
             let modeCount = 1 + customModes
             loops[i].capacities = BoardRunLoop.Capacities(
                 sources: sources, timers: max(timers, 1), observers: 1, modes: modeCount,
-                pendingPerforms: 32 + 4 * remoteActionSites[i], eventsPerWait: min(sources, 65536), nestingDepth: 4)
+                pendingPerforms: 32 + 4 * remoteActionSites[i] + drainTimers, eventsPerWait: min(sources, 65536), nestingDepth: 4)
 
             // What the engine and the kernel cannot provide.
             if modeCount > Self.maxModes {
