@@ -33,8 +33,13 @@ for v in ${SIM_LIBGPIOD:-1 2}; do
         $with swift build -c release --product boardd --scratch-path "$scratch" >/dev/null
         boardd="$($with swift build -c release --scratch-path "$scratch" --show-bin-path)/boardd"
     fi
+    # The C reference of the reaction-latency scenario, against the same libgpiod.
+    ref=.build-guest/react-ref-libgpiod$v
+    $with sh -c 'cc -O2 -Wall -o "$1" tests-guest/react-ref.c $(pkg-config --cflags --libs libgpiod) \
+        -Wl,-rpath,"$(pkg-config --variable=libdir libgpiod)" \
+        -DREF_LIBGPIOD_MAJOR=$(pkg-config --modversion libgpiod | cut -d. -f1)' sh "$ref"
     log=${SIM_LOG:-.build-guest/guest-libgpiod$v.log}
-    BOARDD=$boardd scripts/sim/build-initramfs.sh ".build-guest/initramfs-libgpiod$v.gz" $bins
+    BOARDD=$boardd REACT_REF=$ref scripts/sim/build-initramfs.sh ".build-guest/initramfs-libgpiod$v.gz" $bins
     scripts/sim/run-guest.sh "$kernel" ".build-guest/initramfs-libgpiod$v.gz" "$log" 900
     # The guest program says which library it was built against: it must be this one.
     grep -q "gpio-sim-guest: libgpiod $v\." "$log" || {

@@ -4,8 +4,9 @@
 # guest test programs given as arguments, each with the shared libraries it
 # needs copied to the same absolute paths (Swift's runtime included).
 # With BOARDD=PATH, that boardd goes to /usr/bin/boardd (with its libraries)
-# and boards/*.yaml to /etc/boardd/boards, for the boardd scenario.
-# usage: [BOARDD=PATH] build-initramfs.sh OUT.cpio.gz [PROGRAM...]
+# and boards/*.yaml to /etc/boardd/boards, for the boardd scenario; with
+# REACT_REF=PATH, that program goes to /usr/bin/react-ref.
+# usage: [BOARDD=PATH] [REACT_REF=PATH] build-initramfs.sh OUT.cpio.gz [PROGRAM...]
 set -eu
 root_dir=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1; shift
@@ -36,6 +37,8 @@ if [ -n "${BOARDD:-}" ]; then
     mkdir -p "$stage/etc/boardd/boards"
     cp "$root_dir"/boards/*.yaml "$stage/etc/boardd/boards/"
 fi
+# With REACT_REF=PATH, the C reference of the reaction-latency scenario.
+[ -n "${REACT_REF:-}" ] && copy_with_libs /usr/bin/react-ref "$REACT_REF"
 for p in "$@"; do copy_with_libs "/tests/bin/$(basename "$p")" "$p"; done
 (cd "$stage" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$out"
 echo "initramfs: $out ($(du -h "$out" | cut -f1))" >&2
