@@ -67,41 +67,44 @@ static void report(uint64_t *samples, int n)
     fflush(stdout);
 }
 
+/* The two libgpiod APIs behind four calls: open_lines requests INPUT (both
+ * edges, pull-up, active-low) and OUTPUT (off) and returns the fd to poll;
+ * read_edges reads up to MAX waiting events' kernel timestamps; set_output
+ * writes the output; close_lines releases both. */
+
 #if REF_LIBGPIOD_MAJOR >= 2
 
-/* libgpiod 2.x: find the chip by label among /dev/gpiochip*. */
+static struct gpiod_chip *chip;
+static struct gpiod_line_request *req;
+static struct gpiod_edge_event_buffer *buf;
+static unsigned int out_offset;
+static const char *api_version(void) { return gpiod_api_version(); }
+
+/* libgpiod 2.x has no lookup by label: try /dev/gpiochip* in turn. */
 static struct gpiod_chip *open_by_label(const char *label)
 {
     char path[64];
     for (int i = 0; i < 64; i++) {
         snprintf(path, sizeof path, "/dev/gpiochip%d", i);
-        struct gpiod_chip *chip = gpiod_chip_open(path);
-        if (!chip)
+        struct gpiod_chip *c = gpiod_chip_open(path);
+        if (!c)
             continue;
-        struct gpiod_chip_info *info = gpiod_chip_get_info(chip);
+        struct gpiod_chip_info *info = gpiod_chip_get_info(c);
         int match = info && strcmp(gpiod_chip_info_get_label(info), label) == 0;
         if (info)
             gpiod_chip_info_free(info);
         if (match)
-            return chip;
-        gpiod_chip_close(chip);
+            return c;
+        gpiod_chip_close(c);
     }
     return NULL;
 }
 
-int main(int argc, char **argv)
+static int open_lines(const char *label, unsigned int in, unsigned int out)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: react-ref LABEL INPUT OUTPUT COUNT\n");
-        return 2;
-    }
-    unsigned int in = (unsigned int)atoi(argv[2]), out = (unsigned int)atoi(argv[3]);
-    int count = atoi(argv[4]);
-    struct gpiod_chip *chip = open_by_label(argv[1]);
-    if (!chip) {
-        perror("react-ref: chip");
-        return 1;
-    }
+    out_offset = out;
+    if (!(chip = open_by_label(label)))
+        return -1;
     struct gpiod_line_settings *is = gpiod_line_settings_new(), *os = gpiod_line_settings_new();
     gpiod_line_settings_set_direction(is, GPIOD_LINE_DIRECTION_INPUT);
     gpiod_line_settings_set_edge_detection(is, GPIOD_LINE_EDGE_BOTH);
@@ -112,90 +115,104 @@ int main(int argc, char **argv)
     struct gpiod_line_config *lc = gpiod_line_config_new();
     struct gpiod_request_config *rc = gpiod_request_config_new();
     gpiod_request_config_set_consumer(rc, "react-ref");
-    if (gpiod_line_config_add_line_settings(lc, &in, 1, is) || gpiod_line_config_add_line_settings(lc, &out, 1, os)) {
-        perror("react-ref: line config");
-        return 1;
-    }
-    struct gpiod_line_request *req = gpiod_chip_request_lines(chip, rc, lc);
-    if (!req) {
-        perror("react-ref: request");
-        return 1;
-    }
-    struct gpiod_edge_event_buffer *buf = gpiod_edge_event_buffer_new(16);
-    uint64_t *samples = calloc((size_t)count, sizeof *samples);
-    int n = 0, level = 0;
-    printf("react-ref: ready (libgpiod %s)\n", gpiod_api_version());
-    fflush(stdout);
-    struct pollfd p = { .fd = gpiod_line_request_get_fd(req), .events = POLLIN };
-    while (n < count) {
-        if (poll(&p, 1, 30000) <= 0) {
-            fprintf(stderr, "react-ref: no edge within 30 s (%d of %d)\n", n, count);
-            return 1;
-        }
-        int got = gpiod_line_request_read_edge_events(req, buf, 16);
-        for (int k = 0; k < got && n < count; k++) {
-            struct gpiod_edge_event *e = gpiod_edge_event_buffer_get_event(buf, (unsigned long)k);
-            level = !level;
-            gpiod_line_request_set_value(req, out, level ? GPIOD_LINE_VALUE_ACTIVE : GPIOD_LINE_VALUE_INACTIVE);
-            uint64_t done = now_ns(), t = gpiod_edge_event_get_timestamp_ns(e);
-            samples[n++] = done > t ? done - t : 0;
-        }
-    }
-    report(samples, n);
-    gpiod_line_request_release(req);
-    gpiod_chip_close(chip);
-    return 0;
+    if (gpiod_line_config_add_line_settings(lc, &in, 1, is) || gpiod_line_config_add_line_settings(lc, &out, 1, os))
+        return -1;
+    if (!(req = gpiod_chip_request_lines(chip, rc, lc)))
+        return -1;
+    buf = gpiod_edge_event_buffer_new(16);
+    return gpiod_line_request_get_fd(req);
 }
 
-#else
+static int read_edges(uint64_t *ts, int max)
+{
+    int got = gpiod_line_request_read_edge_events(req, buf, (size_t)max);
+    for (int k = 0; k < got; k++)
+        ts[k] = gpiod_edge_event_get_timestamp_ns(gpiod_edge_event_buffer_get_event(buf, (unsigned long)k));
+    return got;
+}
 
-/* libgpiod 1.6 */
+static void set_output(int level)
+{
+    gpiod_line_request_set_value(req, out_offset, level ? GPIOD_LINE_VALUE_ACTIVE : GPIOD_LINE_VALUE_INACTIVE);
+}
+
+static void close_lines(void)
+{
+    gpiod_line_request_release(req);
+    gpiod_chip_close(chip);
+}
+
+#else /* libgpiod 1.6 */
+
+static struct gpiod_chip *chip;
+static struct gpiod_line *in_line, *out_line;
+static const char *api_version(void) { return gpiod_version_string(); }
+
+static int open_lines(const char *label, unsigned int in, unsigned int out)
+{
+    if (!(chip = gpiod_chip_open_by_label(label)))
+        return -1;
+    in_line = gpiod_chip_get_line(chip, in);
+    out_line = gpiod_chip_get_line(chip, out);
+    if (!in_line || !out_line
+        || gpiod_line_request_both_edges_events_flags(
+               in_line, "react-ref", GPIOD_LINE_REQUEST_FLAG_BIAS_PULL_UP | GPIOD_LINE_REQUEST_FLAG_ACTIVE_LOW)
+        || gpiod_line_request_output(out_line, "react-ref", 0))
+        return -1;
+    return gpiod_line_event_get_fd(in_line);
+}
+
+static int read_edges(uint64_t *ts, int max)
+{
+    struct gpiod_line_event events[16];
+    int got = gpiod_line_event_read_fd_multiple(gpiod_line_event_get_fd(in_line), events, max < 16 ? max : 16);
+    for (int k = 0; k < got; k++)
+        ts[k] = (uint64_t)events[k].ts.tv_sec * 1000000000u + (uint64_t)events[k].ts.tv_nsec;
+    return got;
+}
+
+static void set_output(int level) { gpiod_line_set_value(out_line, level); }
+
+static void close_lines(void)
+{
+    gpiod_line_release(in_line);
+    gpiod_line_release(out_line);
+    gpiod_chip_close(chip);
+}
+
+#endif
+
 int main(int argc, char **argv)
 {
     if (argc != 5) {
         fprintf(stderr, "usage: react-ref LABEL INPUT OUTPUT COUNT\n");
         return 2;
     }
-    unsigned int in = (unsigned int)atoi(argv[2]), out = (unsigned int)atoi(argv[3]);
     int count = atoi(argv[4]);
-    struct gpiod_chip *chip = gpiod_chip_open_by_label(argv[1]);
-    if (!chip) {
-        perror("react-ref: chip");
-        return 1;
-    }
-    struct gpiod_line *il = gpiod_chip_get_line(chip, in), *ol = gpiod_chip_get_line(chip, out);
-    if (!il || !ol
-        || gpiod_line_request_both_edges_events_flags(
-               il, "react-ref", GPIOD_LINE_REQUEST_FLAG_BIAS_PULL_UP | GPIOD_LINE_REQUEST_FLAG_ACTIVE_LOW)
-        || gpiod_line_request_output(ol, "react-ref", 0)) {
+    int fd = open_lines(argv[1], (unsigned int)atoi(argv[2]), (unsigned int)atoi(argv[3]));
+    if (fd < 0 || count < 1) {
         perror("react-ref: request");
         return 1;
     }
-    uint64_t *samples = calloc((size_t)count, sizeof *samples);
-    struct gpiod_line_event events[16];
+    uint64_t *samples = calloc((size_t)count, sizeof *samples), ts[16];
     int n = 0, level = 0;
-    printf("react-ref: ready (libgpiod %s)\n", gpiod_version_string());
+    printf("react-ref: ready (libgpiod %s)\n", api_version());
     fflush(stdout);
-    struct pollfd p = { .fd = gpiod_line_event_get_fd(il), .events = POLLIN };
+    struct pollfd p = { .fd = fd, .events = POLLIN };
     while (n < count) {
         if (poll(&p, 1, 30000) <= 0) {
             fprintf(stderr, "react-ref: no edge within 30 s (%d of %d)\n", n, count);
             return 1;
         }
-        int got = gpiod_line_event_read_fd_multiple(p.fd, events, 16);
+        int got = read_edges(ts, 16);
         for (int k = 0; k < got && n < count; k++) {
             level = !level;
-            gpiod_line_set_value(ol, level);
+            set_output(level);
             uint64_t done = now_ns();
-            uint64_t t = (uint64_t)events[k].ts.tv_sec * 1000000000u + (uint64_t)events[k].ts.tv_nsec;
-            samples[n++] = done > t ? done - t : 0;
+            samples[n++] = done > ts[k] ? done - ts[k] : 0;
         }
     }
     report(samples, n);
-    gpiod_line_release(il);
-    gpiod_line_release(ol);
-    gpiod_chip_close(chip);
+    close_lines();
     return 0;
 }
-
-#endif
