@@ -8,7 +8,9 @@ import Glibc
 /// The same measure for every row. The timer thread has 1 ns timer slack
 /// (the default 50 µs would dominate every row alike).
 public enum TimerScenario {
-    public static func raw(period: Duration, warmup: Int, fires: Int, pin: Pinning) throws -> Measurement {
+    /// `oneShot`: the timerfd re-armed for each fire, as the engine does,
+    /// instead of a periodic one the kernel re-arms.
+    public static func raw(period: Duration, warmup: Int, fires: Int, pin: Pinning, oneShot: Bool = false) throws -> Measurement {
         let lateness = UnsafeMutableBufferPointer<Int64>.allocate(capacity: fires)
         defer { lateness.deallocate() }
         let missed = Box<UInt64>(0)
@@ -17,7 +19,10 @@ public enum TimerScenario {
         nonisolated(unsafe) let buf = lateness
         let pinB = pin.b
         let t = spawn(cpu: pin.b) {
-            rc.value = bb_raw_timer(periodNs, Int32(warmup), Int32(fires), buf.baseAddress, &missed.value, pinB)
+            rc.value =
+                oneShot
+                ? bb_raw_timer_oneshot(periodNs, Int32(warmup), Int32(fires), buf.baseAddress, &missed.value, pinB)
+                : bb_raw_timer(periodNs, Int32(warmup), Int32(fires), buf.baseAddress, &missed.value, pinB)
         }
         t.join()
         guard rc.value == 0 else { throw BenchError("raw timer: errno \(-rc.value)") }

@@ -152,6 +152,9 @@ for r in 0..<options.repeats {
     if wants("timer") {
         rotated(r, [
             ("timer/raw", { try TimerScenario.raw(period: .milliseconds(1), warmup: 50, fires: timerFires, pin: pin) }),
+            ("timer/rawoneshot", {
+                try TimerScenario.raw(period: .milliseconds(1), warmup: 50, fires: timerFires, pin: pin, oneShot: true)
+            }),
             ("timer/boardloop", { try TimerScenario.boardloop(period: .milliseconds(1), warmup: 50, fires: timerFires, pin: pin) }),
             ("timer/foundation", { try TimerScenario.foundation(period: .milliseconds(1), warmup: 50, fires: timerFires, pin: pin) }),
         ])
@@ -266,10 +269,21 @@ if wants("wake") {
     if let b, let f { goal("wake p50 ahead of Foundation", b / f, 1.0, lowerIsBetter: true, detail: ratio(b, f)) }
 }
 if wants("timer") {
-    latencyRows("2. timer 1 ms: lateness", "timer/boardloop", rawKey: "timer/raw", foundationKey: "timer/foundation")
+    // Two raw references: a periodic timerfd the kernel re-arms, and a
+    // one-shot one re-armed before each wait as the engine does. The ratios
+    // are against the better of the two (the lower p99), named in the row.
+    let periodic = median("timer/raw/p99") ?? .infinity, oneShot = median("timer/rawoneshot/p99") ?? .infinity
+    let rawTimer = oneShot < periodic ? "timer/rawoneshot" : "timer/raw"
+    let rawName = oneShot < periodic ? "one-shot re-armed" : "periodic"
+    latencyRows("2. timer 1 ms: lateness (raw: the better timerfd, \(rawName))", "timer/boardloop", rawKey: rawTimer,
+                foundationKey: "timer/foundation")
     rows.append(Row(scenario: "", figure: "missed periods", boardloop: count(median("timer/boardloop/missed")),
-                    raw: count(median("timer/raw/missed")), foundation: count(median("timer/foundation/missed")), vsRaw: "", vsFoundation: ""))
-    let b = median("timer/boardloop/p99"), r = median("timer/raw/p99"), f = median("timer/foundation/p99")
+                    raw: count(median("\(rawTimer)/missed")), foundation: count(median("timer/foundation/missed")), vsRaw: "", vsFoundation: ""))
+    for (key, name) in [("timer/raw", "periodic"), ("timer/rawoneshot", "one-shot")] where key != rawTimer {
+        rows.append(Row(scenario: "", figure: "(other raw: \(name)) p50 / p99", boardloop: "",
+                        raw: "\(us(median("\(key)/p50"))) / \(us(median("\(key)/p99")))", foundation: "", vsRaw: "", vsFoundation: ""))
+    }
+    let b = median("timer/boardloop/p99"), r = median("\(rawTimer)/p99"), f = median("timer/foundation/p99")
     if let b, let r { goal("timer lateness p99 ≤ 1.2× raw timerfd", b / r, 1.2, lowerIsBetter: true, detail: ratio(b, r)) }
     if let b, let f { goal("timer lateness p99 ahead of Foundation", b / f, 1.0, lowerIsBetter: true, detail: ratio(b, f)) }
 }

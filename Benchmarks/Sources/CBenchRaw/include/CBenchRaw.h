@@ -34,6 +34,9 @@ int bb_raw_wake(uint64_t *samples, int warmup, int iterations, int cpu_a, int cp
 /// Fires a `period_ns` timer `fires` times (after `warmup` fires); lateness
 /// against the grid (ns) into `lateness`, missed periods into *missed.
 int bb_raw_timer(uint64_t period_ns, int warmup, int fires, int64_t *lateness, uint64_t *missed, int cpu);
+/// The same with a one-shot timerfd re-armed (absolute) for the next grid
+/// point before each wait and read after the handler, as the engine does.
+int bb_raw_timer_oneshot(uint64_t period_ns, int warmup, int fires, int64_t *lateness, uint64_t *missed, int cpu);
 
 // --- 3. fd: pipes written by a producer thread -------------------------------
 /// A producer thread writing 8-byte messages (its send time, CLOCK_MONOTONIC)
