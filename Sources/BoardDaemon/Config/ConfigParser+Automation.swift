@@ -500,12 +500,9 @@ extension ConfigParser {
 extension String {
     /// "a, b or c" → "a, b and c" (for listing what was found).
     func replacingLastOr() -> String {
-        let or = " or "
-        var i = endIndex
-        while i > startIndex {
-            i = index(before: i)
-            if self[i...].hasPrefix(or) { return String(self[..<i]) + " and " + String(self[index(i, offsetBy: or.count)...]) }
-        }
-        return self
+        guard let last = ranges(of: " or ").last else { return self }
+        var s = self
+        s.replaceSubrange(last, with: " and ")
+        return s
     }
 }
