@@ -68,6 +68,7 @@ let package = Package(
             name: "instr-driver",
             dependencies: [
                 "CInstrRef",
+                .product(name: "BoardDaemon", package: boardloop),
                 .product(name: "Boardloop", package: boardloop),
                 .product(name: "BoardloopGPIO", package: boardloop),
                 .product(name: "BoardloopGPIOMock", package: boardloop),

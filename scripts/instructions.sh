@@ -5,7 +5,8 @@
 #
 #   scripts/instructions.sh [--top] [--only fd,wake-item,...]   (--top: each scenario's costliest functions)
 #       the table: boardloop beside the raw kernel mechanism and libuv doing
-#       the same fixed work (Benchmarks/Sources/instr-driver, CInstrRef)
+#       the same fixed work (Benchmarks/Sources/instr-driver, CInstrRef), and
+#       boardd's reaction path beside the same reaction written by hand
 #   scripts/instructions.sh --gate
 #       fails if a scenario's count exceeds its budget in
 #       Benchmarks/instruction-budgets.txt by more than 3%, and checks a
@@ -98,13 +99,16 @@ wanted() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 
 if [ "$mode" = table ]; then
     printf '%-14s %12s %10s %10s %10s %10s\n' scenario boardloop raw libuv "vs raw" "vs libuv"
-    for s in fd perform-item perform-closure wake-item wake-closure timer message gpio; do
+    for s in fd perform-item perform-closure wake-item wake-closure timer message gpio reaction; do
         wanted "$s" || continue
-        bl=$(per_event "$s" boardloop)
+        impl=boardloop
+        [ "$s" = reaction ] && impl=boardd
+        bl=$(per_event "$s" "$impl")
         raw="—" uv="—" rr="" ru=""
         case "$s" in
             fd) raw=$(per_event "$s" raw); uv=$(per_event "$s" uv) ;;
             wake-item) raw=$(per_event "$s" raw) ;;
+            reaction) raw=$(per_event reaction engine) ;;
             timer) r1=$(per_event timer raw); r2=$(per_event timer raw-periodic)
                    raw=$(( r1 < r2 ? r1 : r2 )) ;;  # the better of the two raw mechanisms
         esac
@@ -115,7 +119,8 @@ if [ "$mode" = table ]; then
         case "$s" in wake-item|wake-closure|message)
             echo "    (two threads: the median of three runs; varies by a few percent with valgrind's thread switching, so not gated)" ;; esac
         [ "$s" = wake-item ] && echo "    (libuv: not comparable here — uv_async_send's handshake spin-waits up to 997 iterations while valgrind runs one thread at a time, which a real CPU never does)"
-        [ "$top" = 1 ] && top_functions "$s" boardloop
+        [ "$s" = reaction ] && echo "    (boardd's config path: an edge toggles an output; raw column: the same reaction written by hand with the engine and the GPIO layer)"
+        [ "$top" = 1 ] && top_functions "$s" "$impl"
     done
     exit 0
 fi

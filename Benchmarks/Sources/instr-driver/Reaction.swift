@@ -1,0 +1,73 @@
+import BoardDaemon
+import Boardloop
+import BoardloopGPIO
+import BoardloopGPIOMock
+import Glibc
+import Logging
+
+// The daemon layer's cost per reaction: an edge on the demo board's button
+// toggles its LED, once through boardd's config path (a `Daemon` on the mock
+// chips, its loop driven here one pass per edge) and once written by hand
+// with the engine and the GPIO layer, the same chips, the same work: the
+// difference is what the config path adds (the trigger, the compiled
+// actions, the executor, the counters and the reaction's time).
+
+/// An edge toggles the LED, written by hand.
+func engineReaction(_ n: Int) throws {
+    let mock = try Demo.makeChips()
+    let loop = try BoardRunLoop()
+    let chip = try GPIOChip("boardloop-mock0", backend: mock)
+    let button = try chip.request(.offset(17), .input(edges: .both, activeLow: true), consumer: "instr")
+    let led = try chip.request(.offset(27), .output(false), consumer: "instr")
+    var on = false
+    var got = 0
+    try button.schedule(on: loop) { batch in
+        for _ in batch {
+            on.toggle()
+            try? led.setValue(on)
+            got += 1
+        }
+    }
+    try drive(mock.chips[0], n) { _ = try loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: true) }
+    precondition(got == n, "reaction engine: \(got) of \(n) edges")
+    button.release()
+    led.release()
+}
+
+/// The same reaction through boardd's config path.
+func boarddReaction(_ n: Int) throws {
+    let yaml = """
+        board: demo
+        lines:
+          button: { pin: BUTTON, input: { edge: both, active_low: true } }
+          led: { pin: LED, output: { initial: off } }
+        reactions:
+          - name: toggle
+            on: { line: button, edge: both }
+            do: [ toggle: led ]
+        """
+    guard let config = ConfigLoader.load(text: yaml, file: "instr.yaml").config else {
+        fputs("instr-driver: the reaction config does not load\n", stderr)
+        exit(1)
+    }
+    var logger = Logger(label: "instr") { label in BoarddLogHandler(label: label, level: .critical, journal: false) }
+    logger.logLevel = .critical
+    let mock = try Demo.makeChips()
+    let daemon = try Daemon(
+        config: config, options: .init(logger: logger, modeDriver: .external, summaryInterval: nil, mock: mock))
+    let loop = daemon.loop
+    try drive(mock.chips[0], n) { _ = try loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: true) }
+    let fired = daemon.counters.reactionFires["toggle"] ?? 0
+    precondition(fired == UInt64(n), "reaction boardd: \(fired) of \(n) edges")
+    daemon.shutdown()
+}
+
+/// `n` edges on the button, a loop pass after each.
+private func drive(_ chip: MockChip, _ n: Int, pass: () throws -> Void) throws {
+    var level = true  // released (active low)
+    for _ in 0..<n {
+        level.toggle()
+        try chip.setLevel(.offset(17), level)
+        try pass()
+    }
+}
