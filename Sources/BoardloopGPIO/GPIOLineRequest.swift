@@ -8,6 +8,11 @@ import Boardloop
 /// Owner thread: use a request from one thread (the thread of the loop it
 /// is scheduled on). While it is scheduled on a loop, the loop keeps it
 /// alive, as CF's run loop retains its sources.
+///
+/// Stored properties skip the run-time exclusivity check
+/// (`@exclusivity(unchecked)`), as the engine's do: the event path reads and
+/// counts through them on every batch, and the check costs about 76
+/// instructions per access.
 public final class GPIOLineRequest {
     /// Where the request is in its life.
     public enum State: Sendable, Equatable {
@@ -25,12 +30,12 @@ public final class GPIOLineRequest {
     /// The lines' names ("" when unnamed), in request order.
     public let lineNames: [String]
     /// The settings each line was requested (or last reconfigured) with.
-    public internal(set) var settings: [GPIOLineSettings]
+    @exclusivity(unchecked) public internal(set) var settings: [GPIOLineSettings]
     /// What the backend can do (sequence numbers, kernel debounce, ...).
     public let capabilities: GPIOCapabilities
-    public internal(set) var state: State = .active
+    @exclusivity(unchecked) public internal(set) var state: State = .active
     /// Event totals since the request was made.
-    public internal(set) var statistics = GPIOEventStatistics()
+    @exclusivity(unchecked) public internal(set) var statistics = GPIOEventStatistics()
 
     let driver: any GPIORequestDriver
     let lineCount: Int
@@ -43,22 +48,22 @@ public final class GPIOLineRequest {
     /// Per-line event state (loss detection, software debounce).
     let lines: UnsafeMutablePointer<LineEventState>
     /// Some line is debounced in software (its events are read aside first).
-    var hasSoftwareDebounce = false
+    @exclusivity(unchecked) var hasSoftwareDebounce = false
 
     // Scheduling (see GPIOLineRequest+Events.swift).
-    var loop: BoardRunLoop?
-    var modes: [RunLoopMode] = []
-    var portSource: PortSource?
-    var debounceTimers: [RunLoopTimer?] = []
-    var vanishTimer: RunLoopTimer?
-    var handler: ((GPIOEdgeEventBatch) -> Void)?
-    var lastGlobalSequence: UInt64 = 0
-    var depth = 0
+    @exclusivity(unchecked) var loop: BoardRunLoop?
+    @exclusivity(unchecked) var modes: [RunLoopMode] = []
+    @exclusivity(unchecked) var portSource: PortSource?
+    @exclusivity(unchecked) var debounceTimers: [RunLoopTimer?] = []
+    @exclusivity(unchecked) var vanishTimer: RunLoopTimer?
+    @exclusivity(unchecked) var handler: ((GPIOEdgeEventBatch) -> Void)?
+    @exclusivity(unchecked) var lastGlobalSequence: UInt64 = 0
+    @exclusivity(unchecked) var depth = 0
 
     /// How often a scheduled request checks that its chip is still there,
     /// when the kernel does not wake pollers on removal (before Linux 6.6).
     /// nil: never poll. Set before `schedule`. Default: 1 s where needed.
-    public var vanishCheckInterval: Duration?
+    @exclusivity(unchecked) public var vanishCheckInterval: Duration?
 
     init(
         chip: GPIOChipInfo, capabilities: GPIOCapabilities, driver: any GPIORequestDriver, offsets: [UInt32],

@@ -16,16 +16,16 @@ final class SequenceRunner {
         var timer: RunLoopTimer?
         var active: Bool { pc >= 0 }
     }
-    private var runs: [Run]
-    private(set) var queued = 0
+    @exclusivity(unchecked) private var runs: [Run]
+    @exclusivity(unchecked) private(set) var queued = 0
 
-    private(set) var started: UInt64 = 0
-    private(set) var completed: UInt64 = 0
-    private(set) var ignored: UInt64 = 0
-    private(set) var refused: UInt64 = 0
-    private(set) var restarted: UInt64 = 0
-    private(set) var stopped: UInt64 = 0
-    private var queuedCtx = Context()
+    @exclusivity(unchecked) private(set) var started: UInt64 = 0
+    @exclusivity(unchecked) private(set) var completed: UInt64 = 0
+    @exclusivity(unchecked) private(set) var ignored: UInt64 = 0
+    @exclusivity(unchecked) private(set) var refused: UInt64 = 0
+    @exclusivity(unchecked) private(set) var restarted: UInt64 = 0
+    @exclusivity(unchecked) private(set) var stopped: UInt64 = 0
+    @exclusivity(unchecked) private var queuedCtx = Context()
 
     init(index: Int, config: SequenceConfig, runtime: LoopRuntime, range: OpRange) {
         self.index = index

@@ -13,6 +13,11 @@ import Glibc
 ///
 /// Used only on its loop's thread (`@unchecked Sendable` for the drain's
 /// work item, which runs there too).
+///
+/// Its stored properties skip the run-time exclusivity check
+/// (`@exclusivity(unchecked)`, as the engine's do): each check costs about
+/// 76 instructions on the event path, and no access to them overlaps
+/// another (a trigger's state is updated before the reaction it fires runs).
 final class InputLine: @unchecked Sendable {
     let id: Int
     let config: LineConfig
@@ -20,47 +25,47 @@ final class InputLine: @unchecked Sendable {
     let request: GPIOLineRequest
     let cell: LineCell
     /// The filtered logical level.
-    private(set) var level: Bool
-    var triggers: [TriggerState] = []
-    var gesture: GestureMachine?
+    @exclusivity(unchecked) private(set) var level: Bool
+    @exclusivity(unchecked) var triggers: [TriggerState] = []
+    @exclusivity(unchecked) var gesture: GestureMachine?
     /// Reactions on gestures: (kind, reaction index).
-    var gestureReactions: [(GestureKind, Int)] = []
-    private var timer: RunLoopTimer?
-    private var armedAt: UInt64 = never
+    @exclusivity(unchecked) var gestureReactions: [(GestureKind, Int)] = []
+    @exclusivity(unchecked) private var timer: RunLoopTimer?
+    @exclusivity(unchecked) private var armedAt: UInt64 = never
     /// Reads the kernel's events into the ring while the line is held
     /// (`drain` with `drain_every`); only in the modes that hold the line.
-    private var drainTimer: RunLoopTimer?
+    @exclusivity(unchecked) private var drainTimer: RunLoopTimer?
     /// The drain's read, run after the pass's timers (see `drainTimerFired`).
-    private var drainItem: PerformWorkItem?
+    @exclusivity(unchecked) private var drainItem: PerformWorkItem?
     /// The posted drain, while it waits for its pass.
-    private var drainToken: PerformToken?
+    @exclusivity(unchecked) private var drainToken: PerformToken?
 
     // Filters.
     private let delayedOn: UInt64, delayedOff: UInt64, settle: UInt64
     private lazy var bothEdges = config.settings.edgeDetection == .both
-    private var delayedLevel = false
-    private var delayedDeadline: UInt64 = never
+    @exclusivity(unchecked) private var delayedLevel = false
+    @exclusivity(unchecked) private var delayedDeadline: UInt64 = never
     /// The level after the delay filters (what settle sees).
-    private var stageLevel: Bool
-    private var settleEnd: UInt64 = 0
-    private var settleDeadline: UInt64 = never
+    @exclusivity(unchecked) private var stageLevel: Bool
+    @exclusivity(unchecked) private var settleEnd: UInt64 = 0
+    @exclusivity(unchecked) private var settleDeadline: UInt64 = never
 
     // Held events: a fixed ring (the rest of a batch read when the loop
     // left the line's modes, or everything read while held with `drain`).
     private let ring: UnsafeMutablePointer<UInt64>
     let ringCapacity: Int
-    private var ringHead = 0
-    private(set) var ringCount = 0
+    @exclusivity(unchecked) private var ringHead = 0
+    @exclusivity(unchecked) private(set) var ringCount = 0
 
     // Counters.
-    private(set) var eventsSeen: UInt64 = 0
-    private(set) var heldInRing: UInt64 = 0
+    @exclusivity(unchecked) private(set) var eventsSeen: UInt64 = 0
+    @exclusivity(unchecked) private(set) var heldInRing: UInt64 = 0
     /// Drain timer fires that found events in the kernel.
-    private(set) var drainReads: UInt64 = 0
+    @exclusivity(unchecked) private(set) var drainReads: UInt64 = 0
     /// Events lost: exact where the kernel numbers them (v2) and for ring overflow.
-    private(set) var lost: UInt64 = 0
+    @exclusivity(unchecked) private(set) var lost: UInt64 = 0
     /// Kernel buffers found full on libgpiod 1.6 (loss possible, not countable).
-    private(set) var suspectedOverflows: UInt64 = 0
+    @exclusivity(unchecked) private(set) var suspectedOverflows: UInt64 = 0
 
     init(id: Int, config: LineConfig, runtime: LoopRuntime, request: GPIOLineRequest, cell: LineCell, reactions: [Int]) throws {
         self.id = id

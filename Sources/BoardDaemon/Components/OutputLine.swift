@@ -8,10 +8,10 @@ final class OutputLine {
     unowned let rt: LoopRuntime
     let request: GPIOLineRequest
     let cell: LineCell
-    private(set) var value: Bool
-    private var pulseTimer: RunLoopTimer?
-    private(set) var writes: UInt64 = 0
-    private(set) var failures: UInt64 = 0
+    @exclusivity(unchecked) private(set) var value: Bool
+    @exclusivity(unchecked) private var pulseTimer: RunLoopTimer?
+    @exclusivity(unchecked) private(set) var writes: UInt64 = 0
+    @exclusivity(unchecked) private(set) var failures: UInt64 = 0
 
     init(id: Int, config: LineConfig, runtime: LoopRuntime, request: GPIOLineRequest, cell: LineCell, value: Bool) {
         self.id = id

@@ -9,11 +9,11 @@ final class TaskRunner {
     unowned let rt: LoopRuntime
     let range: OpRange
     let lateness = LatencyHistogram()
-    private(set) var runs: UInt64 = 0
-    private(set) var skippedPeriods: UInt64 = 0
-    private var timer: RunLoopTimer?
+    @exclusivity(unchecked) private(set) var runs: UInt64 = 0
+    @exclusivity(unchecked) private(set) var skippedPeriods: UInt64 = 0
+    @exclusivity(unchecked) private var timer: RunLoopTimer?
     /// Runs and skips at the last summary.
-    var summarizedRuns: UInt64 = 0
+    @exclusivity(unchecked) var summarizedRuns: UInt64 = 0
 
     init(index: Int, config: TaskConfig, runtime: LoopRuntime, range: OpRange) {
         self.index = index

@@ -5,8 +5,8 @@ public final class LatencyHistogram: @unchecked Sendable {
     static let subBuckets = 8
     static let bucketCount = 64 * subBuckets
     private let counts: UnsafeMutablePointer<UInt64>
-    public private(set) var count: UInt64 = 0
-    public private(set) var maxNanoseconds: UInt64 = 0
+    @exclusivity(unchecked) public private(set) var count: UInt64 = 0
+    @exclusivity(unchecked) public private(set) var maxNanoseconds: UInt64 = 0
 
     public init() {
         counts = .allocate(capacity: Self.bucketCount)

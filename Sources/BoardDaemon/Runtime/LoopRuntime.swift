@@ -40,52 +40,62 @@ public enum ModeDriver: Sendable {
 /// One run loop of the daemon and everything it owns: its lines, the tasks
 /// and sequences that run on it, the executor of actions, its message port.
 /// Used only on the loop's thread, except for what says otherwise.
+///
+/// Stored properties skip the run-time exclusivity check
+/// (`@exclusivity(unchecked)`), as the engine's do: the runtime lives on its
+/// loop's thread and the check would cost about 76 instructions per access
+/// on the event path.
 final class LoopRuntime: @unchecked Sendable {
     let id: LoopID
     let name: String
     let loop: BoardRunLoop
-    var program: Program
+    @exclusivity(unchecked) var program: Program
     let logger: Logger
+    /// `logger`'s level, read once: the logger is a constant, and reading a
+    /// swift-log level costs an exclusivity check and an existential copy
+    /// (about 110 instructions), which the event path asks up to three
+    /// times per edge.
+    let logLevel: Logger.Level
     let driver: ModeDriver
     /// Every loop's port, by loop index (posts across loops).
     let ports: [BoardMessagePort]
     weak var commands: CommandRunner?
 
-    var inputs: [InputLine?]
-    var outputs: [OutputLine?]
-    var tasks: [TaskRunner] = []
-    var sequences: [SequenceRunner?]
-    var runModes: [RunLoopMode] = []
+    @exclusivity(unchecked) var inputs: [InputLine?]
+    @exclusivity(unchecked) var outputs: [OutputLine?]
+    @exclusivity(unchecked) var tasks: [TaskRunner] = []
+    @exclusivity(unchecked) var sequences: [SequenceRunner?]
+    @exclusivity(unchecked) var runModes: [RunLoopMode] = []
     /// Per mode, the priorities it admits (bit per priority).
-    var admitMask: [UInt64] = []
-    private var baseMode = 0
-    private var sequenceModes: [(sequence: Int, mode: Int)] = []
-    private(set) var effectiveMode = 0
-    private var runningNested = 0
-    private var driving = false
-    private var driveItem: PerformWorkItem?
-    private var replayTimer: RunLoopTimer?
-    private var summaryTimer: RunLoopTimer?
-    var stopping = false
+    @exclusivity(unchecked) var admitMask: [UInt64] = []
+    @exclusivity(unchecked) private var baseMode = 0
+    @exclusivity(unchecked) private var sequenceModes: [(sequence: Int, mode: Int)] = []
+    @exclusivity(unchecked) private(set) var effectiveMode = 0
+    @exclusivity(unchecked) private var runningNested = 0
+    @exclusivity(unchecked) private var driving = false
+    @exclusivity(unchecked) private var driveItem: PerformWorkItem?
+    @exclusivity(unchecked) private var replayTimer: RunLoopTimer?
+    @exclusivity(unchecked) private var summaryTimer: RunLoopTimer?
+    @exclusivity(unchecked) var stopping = false
     /// Answers to the watchdog's pings (any thread reads it).
     let pings = Atomic<UInt64>(0)
 
     // Counters.
     /// The level a reaction's firing is traced at: debug for a reaction
     /// that only logs at debug (a chattering contact), else info.
-    var traceLevels: [Logger.Level] = []
-    var reactionFires: [UInt64]
-    var reactionSkipped: [UInt64]
+    @exclusivity(unchecked) var traceLevels: [Logger.Level] = []
+    @exclusivity(unchecked) var reactionFires: [UInt64]
+    @exclusivity(unchecked) var reactionSkipped: [UInt64]
     /// Per reaction of this loop: the time from its trigger (the edge's
     /// kernel timestamp, or the deadline of a hold or gesture) to the end of
     /// its actions' synchronous part (outputs written, commands spawned, up
     /// to a `wait`). Nil for the reactions of other loops.
-    var reactionTimes: [LatencyHistogram?] = []
-    private var summarizedFires: [UInt64] = []
-    var postsSent: UInt64 = 0
-    var postsFailed: UInt64 = 0
-    var postsStale: UInt64 = 0
-    var writeFailures: UInt64 = 0
+    @exclusivity(unchecked) var reactionTimes: [LatencyHistogram?] = []
+    @exclusivity(unchecked) private var summarizedFires: [UInt64] = []
+    @exclusivity(unchecked) var postsSent: UInt64 = 0
+    @exclusivity(unchecked) var postsFailed: UInt64 = 0
+    @exclusivity(unchecked) var postsStale: UInt64 = 0
+    @exclusivity(unchecked) var writeFailures: UInt64 = 0
 
     init(id: LoopID, loop: BoardRunLoop, program: Program, logger: Logger, driver: ModeDriver, ports: [BoardMessagePort]) {
         self.id = id
@@ -93,6 +103,7 @@ final class LoopRuntime: @unchecked Sendable {
         self.loop = loop
         self.program = program
         self.logger = logger
+        logLevel = logger.logLevel
         self.driver = driver
         self.ports = ports
         inputs = Array(repeating: nil, count: program.config.lines.count)
@@ -286,13 +297,13 @@ final class LoopRuntime: @unchecked Sendable {
         guard !stopping else { return }
         if let c = config.reactions[r].condition, !program.holds(c, mode: ModeID(effectiveMode)) {
             reactionSkipped[r] &+= 1
-            if logger.logLevel <= .debug {
+            if logLevel <= .debug {
                 logger.debug("\(line.config.name): \(config.reactions[r].name) skipped (its condition does not hold)")
             }
             return
         }
         reactionFires[r] &+= 1
-        if logger.logLevel <= traceLevels[r] {
+        if logLevel <= traceLevels[r] {
             logger.log(
                 level: traceLevels[r],
                 "\(line.config.name): \(describe(config.reactions[r].trigger)) -> \(config.reactions[r].name)\(lateness(t))")
@@ -329,7 +340,7 @@ final class LoopRuntime: @unchecked Sendable {
     // MARK: Traces (debug lines; nothing is formatted unless the level is on)
 
     func traceEdge(_ line: InputLine, rising: Bool, at t: UInt64) {
-        if logger.logLevel <= .debug {
+        if logLevel <= .debug {
             logger.debug("\(line.config.name): \(rising ? "on" : "off")\(lateness(t))")
         }
     }
@@ -337,7 +348,7 @@ final class LoopRuntime: @unchecked Sendable {
     func traceGesture(_ line: InputLine, _ g: GestureKind, at t: UInt64) {}
 
     func traceOutput(_ line: OutputLine, _ v: Bool) {
-        if logger.logLevel <= .debug { logger.debug("\(line.config.name) = \(v ? "on" : "off")") }
+        if logLevel <= .debug { logger.debug("\(line.config.name) = \(v ? "on" : "off")") }
     }
 
     func writeFailed(_ line: OutputLine, _ e: GPIOError) {
