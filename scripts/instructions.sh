@@ -55,7 +55,9 @@ events() {
 # total instructions of one run: scenario impl events
 count() {
     local out="$work/cg.$1.$2.$3"
-    if ! valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" "$1" "$2" "$3" >"$work/log" 2>&1; then
+    # Deterministic hashing: Swift seeds its hashes per process, and the
+    # daemon's scenario (config loading, dictionaries) would vary with it.
+    if ! SWIFT_DETERMINISTIC_HASHING=1 valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" "$1" "$2" "$3" >"$work/log" 2>&1; then
         echo "instructions.sh: instr-driver $1 $2 $3 failed:" >&2
         tail -5 "$work/log" >&2
         return 1
