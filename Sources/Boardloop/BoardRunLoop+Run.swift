@@ -288,10 +288,22 @@ extension BoardRunLoop {
             let e = readyList[readyNext]
             readyNext += 1
             if readyNext == readyCount { dropReadyList() }
-            if let p = ports.lookup(e.slot, e.generation), p.item.modeMask & ms.bit != 0, !p.heldInKernel,
-               !p.remote.invalidationRequested {
-                return dispatch(p, ms, events: e.events)
+            // No reference is taken: the port table's keeps the source
+            // alive, and a source that leaves the loop while its dispatch
+            // runs is kept alive until the dispatch ends (`dispatchDepth`).
+            guard let u = ports.unretained(e.slot, e.generation) else { continue }
+            let (dispatched, release) = u._withUnsafeGuaranteedRef { p -> (Bool?, PortSource?) in
+                guard p.item.modeMask & ms.bit != 0, !p.heldInKernel, !p.remote.invalidationRequested else { return (nil, nil) }
+                p.dispatchDepth += 1
+                let handled = dispatch(p, ms, events: e.events)
+                p.dispatchDepth -= 1
+                guard p.dispatchDepth == 0, p.keptAlive != nil else { return (handled, nil) }
+                defer { p.keptAlive = nil }
+                return (handled, p.keptAlive)
             }
+            // A source that left the loop during its dispatch is released here.
+            _ = release
+            if let dispatched { return dispatched }
         }
         return false
     }

@@ -110,6 +110,13 @@ public final class PortSource: @unchecked Sendable {
     @exclusivity(unchecked) public var invalidationHandler: (() -> Void)?
     /// How many times the handler was called.
     @exclusivity(unchecked) public internal(set) var dispatchCount: UInt64 = 0
+    /// How many dispatches of this source are running (more than one only
+    /// when a handler runs the loop again). The loop dispatches a source
+    /// without retaining it: its port table holds it. While this is not
+    /// zero, leaving the loop moves the table's reference to `keptAlive`
+    /// instead of releasing it, and the dispatch releases it when it ends.
+    @exclusivity(unchecked) var dispatchDepth: UInt32 = 0
+    @exclusivity(unchecked) var keptAlive: PortSource?
 
     public init(fd: Int32, interest: Interest = .readable, order: Int = 0, handler: @escaping (PortSource, Events) -> Void) {
         self.fd = fd
@@ -201,7 +208,16 @@ extension PortSource: RegisteredItem {
         return taken
     }
 
-    func freeSlot(in loop: BoardRunLoop) { loop.ports.remove(item.slot) }
+    func freeSlot(in loop: BoardRunLoop) {
+        // A source leaving its loop during its own dispatch (its handler
+        // invalidated it, say) stays alive until that dispatch ends: the
+        // dispatch holds no reference of its own (see `dispatchDepth`).
+        if dispatchDepth > 0 {
+            keptAlive = loop.ports.take(item.slot)
+        } else {
+            loop.ports.remove(item.slot)
+        }
+    }
 
     /// The loop watches its own duplicate of `fd` (see `openRegisteredFD`).
     func joined(_ loop: BoardRunLoop) throws(RunLoopError) { try openRegisteredFD() }

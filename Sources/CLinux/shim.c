@@ -34,13 +34,9 @@ int bl_epoll_wait(int epfd, void *events, int max, int timeout_ms) {
     return epoll_wait(epfd, (struct epoll_event *)events, max, timeout_ms);
 }
 
-uint32_t bl_epoll_event_events(const void *events, int i) {
-    return ((const struct epoll_event *)events)[i].events;
-}
-
-uint64_t bl_epoll_event_data(const void *events, int i) {
-    return ((const struct epoll_event *)events)[i].data.u64;
-}
+_Static_assert(sizeof(bl_epoll_event) == sizeof(struct epoll_event), "bl_epoll_event mirrors struct epoll_event");
+_Static_assert(offsetof(bl_epoll_event, events) == offsetof(struct epoll_event, events), "bl_epoll_event.events");
+_Static_assert(offsetof(bl_epoll_event, data) == offsetof(struct epoll_event, data), "bl_epoll_event.data");
 
 int bl_eventfd(unsigned int initval, int semaphore) {
     return eventfd(initval, EFD_NONBLOCK | EFD_CLOEXEC | (semaphore ? EFD_SEMAPHORE : 0));
@@ -69,12 +65,6 @@ int bl_timerfd_arm_abs(int fd, uint64_t deadline_ns) {
 int bl_timerfd_read(int fd, uint64_t *expirations) {
     ssize_t n = read(fd, expirations, sizeof *expirations);
     return n == (ssize_t)sizeof *expirations ? 0 : -1;
-}
-
-uint64_t bl_monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void fill_set(sigset_t *set, const int *signals, int count) {

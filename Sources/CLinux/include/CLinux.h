@@ -41,10 +41,27 @@ int bl_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data);
 size_t bl_epoll_event_size(void);
 /// epoll_wait into a caller-owned buffer of `max` kernel events.
 int bl_epoll_wait(int epfd, void *events, int max, int timeout_ms);
+
+/// The kernel's `struct epoll_event`, mirrored (packed on x86_64, as glibc
+/// declares it; shim.c checks the layout against <sys/epoll.h>), so the
+/// accessors below are inline: the loop reads two fields per event.
+typedef struct
+#if defined(__x86_64__)
+__attribute__((packed))
+#endif
+{
+    uint32_t events;
+    uint64_t data;
+} bl_epoll_event;
+
 /// Readiness bits of event `i` in a buffer filled by bl_epoll_wait.
-uint32_t bl_epoll_event_events(const void *events, int i);
+static inline uint32_t bl_epoll_event_events(const void *events, int i) {
+    return ((const bl_epoll_event *)events)[i].events;
+}
 /// User data of event `i` in a buffer filled by bl_epoll_wait.
-uint64_t bl_epoll_event_data(const void *events, int i);
+static inline uint64_t bl_epoll_event_data(const void *events, int i) {
+    return ((const bl_epoll_event *)events)[i].data;
+}
 
 // ---- eventfd ------------------------------------------------------------
 /// eventfd(initval, EFD_NONBLOCK | EFD_CLOEXEC [| EFD_SEMAPHORE]).
@@ -65,8 +82,13 @@ int bl_timerfd_arm_abs(int fd, uint64_t deadline_ns);
 int bl_timerfd_read(int fd, uint64_t *expirations);
 
 // ---- time ---------------------------------------------------------------
-/// CLOCK_MONOTONIC in nanoseconds (vDSO, no syscall on x86_64/arm64).
-uint64_t bl_monotonic_ns(void);
+/// CLOCK_MONOTONIC in nanoseconds (vDSO, no syscall on x86_64/arm64);
+/// inline, as the loop reads it on its hot path.
+static inline uint64_t bl_monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 // ---- signalfd -----------------------------------------------------------
 /// The fields of a `struct signalfd_siginfo` that boardloop reports.
