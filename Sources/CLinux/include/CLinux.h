@@ -132,16 +132,22 @@ int bl_futex_wait(uint32_t *addr, uint32_t expected, int64_t timeout_ns);
 int bl_futex_wake(uint32_t *addr, int count);
 
 // ---- 32/64-bit atomics on raw memory (C11, sequentially consistent) -----
-uint32_t bl_atomic_load_u32(const uint32_t *p);
-void bl_atomic_store_u32(uint32_t *p, uint32_t v);
+// Inline: the perform queue reads and writes its slots' state words on
+// every post, take and run.
+static inline uint32_t bl_atomic_load_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+static inline void bl_atomic_store_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
 /// Compare-and-swap; returns 1 on success (and *p == desired), 0 otherwise.
-int bl_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired);
-uint32_t bl_atomic_exchange_u32(uint32_t *p, uint32_t v);
-uint32_t bl_atomic_fetch_add_u32(uint32_t *p, uint32_t v);
-uint64_t bl_atomic_load_u64(const uint64_t *p);
-void bl_atomic_store_u64(uint64_t *p, uint64_t v);
-int bl_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired);
-uint64_t bl_atomic_fetch_add_u64(uint64_t *p, uint64_t v);
+static inline int bl_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+    return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+static inline uint32_t bl_atomic_exchange_u32(uint32_t *p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static inline uint32_t bl_atomic_fetch_add_u32(uint32_t *p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static inline uint64_t bl_atomic_load_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+static inline void bl_atomic_store_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+static inline int bl_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired) {
+    return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+static inline uint64_t bl_atomic_fetch_add_u64(uint64_t *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 
 // ---- threads ------------------------------------------------------------
 /// gettid(2).
