@@ -185,7 +185,7 @@ extension BoardRunLoop {
         if heldPortCount > 0 { releaseHeldPorts(now: now) }
         if nextCustomRelease <= now { nextCustomRelease = .max }
         guard timerDue <= now else { return false }
-        fireTimers(ms)
+        fireTimers(ms, now: now)
         return true
     }
 
@@ -328,7 +328,7 @@ extension BoardRunLoop {
                 o.isFiring = true
                 __BOARDLOOP_IS_CALLING_OUT_TO_AN_OBSERVER__(o, activity)
                 o.isFiring = false
-                if !o.repeats && o.item.loop === self { invalidateItem(o) }
+                if !o.repeats && o.item.isOn(self) { invalidateItem(o) }
             }
         }
     }
@@ -435,7 +435,7 @@ extension BoardRunLoop {
             p.rearmed = false
             return
         }
-        guard p.item.loop === self, !p.item.invalidated else { return }
+        guard p.item.isOn(self), !p.item.invalidated else { return }
         p.endedByHangup = true
         invalidateItem(p)
     }

@@ -74,6 +74,8 @@ public final class BoardRunLoop: @unchecked Sendable {
     @exclusivity(unchecked) var timers: SlotTable<RunLoopTimer>
     @exclusivity(unchecked) var observers: SlotTable<RunLoopObserver>
     let timerKeys: UnsafeMutablePointer<TimerKey>
+    /// Moves on whenever a timer key or a mode's timer heap changes.
+    @exclusivity(unchecked) var timerEpoch: UInt64 = 0
     let modeStates: [ModeState]
     @exclusivity(unchecked) var usedModes = 0
     @exclusivity(unchecked) var nextSeq: UInt64 = 1

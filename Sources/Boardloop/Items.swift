@@ -5,7 +5,13 @@ import Synchronization
 /// `invalidated` change under `itemBindingLock` as well, so any thread can ask
 /// which loop an item is on (see `RemoteRequests`).
 struct ItemState {
-    unowned(unsafe) var loop: BoardRunLoop?
+    /// The loop, not retained (as `unowned(unsafe)`: a loop detaches its
+    /// items in its deinit).
+    private var loopRef: Unmanaged<BoardRunLoop>?
+    var loop: BoardRunLoop? {
+        @inline(__always) get { loopRef?.takeUnretainedValue() }
+        @inline(__always) set { loopRef = newValue.map { Unmanaged.passUnretained($0) } }
+    }
     var slot: Int32 = -1
     var generation: UInt32 = 0
     /// Bit i set: the item is in the loop's mode i.
@@ -17,6 +23,13 @@ struct ItemState {
     var invalidated = false
 
     @inline(__always) func isIn(mode m: Int) -> Bool { modeMask & (1 &<< UInt64(m)) != 0 }
+
+    /// Whether the item is on `loop`, comparing addresses: `loop === l`
+    /// would load a strong reference from the unowned one (a retain and a
+    /// release) just to compare it.
+    @inline(__always) func isOn(_ l: BoardRunLoop) -> Bool {
+        loopRef?.toOpaque() == Unmanaged.passUnretained(l).toOpaque()
+    }
 
     /// Leaves the loop (slot freed by the caller); keeps `invalidated`.
     mutating func detach() {

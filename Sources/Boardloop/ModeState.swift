@@ -18,6 +18,10 @@ final class ModeState {
     /// Union of the activities the mode's observers ask for.
     @exclusivity(unchecked) var observerMask: UInt32 = 0
     @exclusivity(unchecked) var timers: TimerHeap
+    /// The mode's next timer deadline as of the loop's `timerEpoch`
+    /// `timerDeadlineEpoch` (see `nextTimerDeadline`).
+    @exclusivity(unchecked) var timerDeadline: UInt64 = .max
+    @exclusivity(unchecked) var timerDeadlineEpoch: UInt64 = .max
     @exclusivity(unchecked) var portCount = 0
 
     private let customBuffer: UnsafeMutablePointer<Int32>

@@ -84,6 +84,12 @@ struct SlotTable<Item: AnyObject>: ~Copyable {
         return UnsafeRawPointer(items + Int(slot)).load(as: Unmanaged<Item>?.self)
     }
 
+    /// The item in `slot`, without taking a reference (see the other
+    /// `unretained`), for a slot known to be current.
+    @inline(__always) func unretained(_ slot: Int32) -> Unmanaged<Item>? {
+        UnsafeRawPointer(items + Int(slot)).load(as: Unmanaged<Item>?.self)
+    }
+
     /// Calls `body` for every occupied slot (owner-only bookkeeping, not the run path).
     func forEach(_ body: (Item) -> Void) {
         for i in 0..<capacity { if let item = items[i] { body(item) } }
