@@ -156,7 +156,20 @@ public final class BoardRunLoop: @unchecked Sendable {
         let def = try modeState(creating: .default)
         def.isCommon = true
         manualClock?.attach(self)
+        _ = Self.runPathMetadata
     }
+
+    /// The types the run path borrows items through. Unoptimised (debug)
+    /// builds make a generic type's metadata at its first use, and making it
+    /// allocates: made here, when the first loop is, a loop that runs for the
+    /// first time allocates nothing. (Optimised builds need none of them.)
+    private static let runPathMetadata: [Any.Type] = [
+        Unmanaged<PortSource>.self, Unmanaged<PortSource>?.self,
+        Unmanaged<RunLoopTimer>.self, Unmanaged<RunLoopTimer>?.self,
+        Unmanaged<BoardRunLoop>.self, Unmanaged<BoardRunLoop>?.self,
+        (Bool?, PortSource?).self, RunLoopTimer?.self,
+        UnsafeMutablePointer<PerformQueue.Block>.self, PerformQueue.Block?.self,
+    ]
 
     deinit {
         // Items outlive their loop: detach them so they do not point at it.
