@@ -166,8 +166,9 @@ public final class BoardRunLoop: @unchecked Sendable {
     private static let runPathMetadata: [Any.Type] = [
         Unmanaged<PortSource>.self, Unmanaged<PortSource>?.self,
         Unmanaged<RunLoopTimer>.self, Unmanaged<RunLoopTimer>?.self,
+        Unmanaged<CustomSource>.self, Unmanaged<CustomSource>?.self,
         Unmanaged<BoardRunLoop>.self, Unmanaged<BoardRunLoop>?.self,
-        (Bool?, PortSource?).self, RunLoopTimer?.self,
+        (Bool?, PortSource?, AnyObject?).self, RunLoopTimer?.self, AnyObject?.self,
         UnsafeMutablePointer<PerformQueue.Block>.self, PerformQueue.Block?.self,
     ]
 

@@ -57,7 +57,12 @@ public struct RateLimit: Equatable, Sendable {
         guard interval > .zero else { throw .invalidArgument("RateLimit interval is \(interval); it must be positive") }
         self.count = count
         self.interval = interval
+        intervalNanoseconds = UInt64(max(interval.nanosecondsClamped, 1))
     }
+
+    /// `interval` in nanoseconds (at least 1), so a dispatch checks the limit
+    /// without Duration's 128-bit arithmetic.
+    let intervalNanoseconds: UInt64
 }
 
 /// The per-source state of a `RateLimit`.
@@ -74,7 +79,7 @@ struct RateLimiter {
     @inline(__always)
     mutating func admit(now: UInt64) -> Bool {
         guard let limit else { return true }
-        let interval = UInt64(max(limit.interval.nanosecondsClamped, 1))
+        let interval = limit.intervalNanoseconds
         if dispatched == 0 || now &- windowStart >= interval {
             windowStart = now
             dispatched = 0
@@ -93,7 +98,7 @@ struct RateLimiter {
     @inline(__always)
     func wouldAdmit(now: UInt64) -> Bool {
         guard let limit else { return true }
-        let interval = UInt64(max(limit.interval.nanosecondsClamped, 1))
+        let interval = limit.intervalNanoseconds
         return dispatched < limit.count || now &- windowStart >= interval
     }
 }

@@ -117,6 +117,10 @@ public final class PortSource: @unchecked Sendable {
     /// instead of releasing it, and the dispatch releases it when it ends.
     @exclusivity(unchecked) var dispatchDepth: UInt32 = 0
     @exclusivity(unchecked) var keptAlive: PortSource?
+    /// Likewise the object the source belongs to (`retainedOwner`), which
+    /// the loop would otherwise release when the source leaves it: a
+    /// message port's handler runs on its port without retaining it.
+    @exclusivity(unchecked) var keptOwner: AnyObject?
 
     public init(fd: Int32, interest: Interest = .readable, order: Int = 0, handler: @escaping (PortSource, Events) -> Void) {
         self.fd = fd
@@ -248,7 +252,14 @@ extension PortSource: RegisteredItem {
     func leaving(_ loop: BoardRunLoop) -> AnyObject? {
         if heldInKernel { loop.dropHeld(item.slot) }
         heldInKernel = false
-        return closeRegisteredFD()
+        let owner = closeRegisteredFD()
+        // Leaving during one of its dispatches: the owner stays alive until
+        // that dispatch ends (see `keptOwner`).
+        if dispatchDepth > 0 && owner != nil {
+            keptOwner = owner
+            return nil
+        }
+        return owner
     }
 
     /// Tells what the source belongs to (a message port, say) that it is gone.
