@@ -177,7 +177,13 @@ public final class BoardMessagePort: @unchecked Sendable {
         replyStates.initialize(repeating: 0, count: slots)
         freeReplies = slots
         receiveBuffer = .allocate(byteCount: max(slotSize, 1), alignment: 16)
-        source = PortSource(fd: eventFD.fd, interest: .readable, order: order) { [unowned self] _, _ in self.receive() }
+        // unowned(unsafe): the handler is called only by a dispatch of the
+        // source on its loop, and the loop keeps the port alive while the
+        // source is scheduled (`lifetimeOwner` below) and, if the source
+        // leaves the loop during a dispatch, until that dispatch ends
+        // (PortSource.keptOwner). (`unowned` would take a reference per
+        // dispatch, through the port's side table.)
+        source = PortSource(fd: eventFD.fd, interest: .readable, order: order) { [unowned(unsafe) self] _, _ in self.receive() }
         // While the source is scheduled, the loop keeps the port alive; when
         // the source is invalidated (its loop ended, say), the port follows.
         source.lifetimeOwner = self
@@ -284,6 +290,8 @@ public final class BoardMessagePort: @unchecked Sendable {
     }
 
     private func deadline(after timeout: Duration) -> UInt64 {
+        // No timeout is the common case: skip Duration's 128-bit arithmetic.
+        if timeout == .zero { return 0 }
         let ns = timeout.nanosecondsClamped
         return ns > 0 ? MonotonicClock.nanoseconds &+ UInt64(ns) : 0
     }

@@ -40,7 +40,7 @@ extension BoardRunLoop {
                 remoteHead = (remoteHead + 1) % remoteCapacity
                 remoteCount -= 1
                 let ops = x.remote.ops.exchange(0, ordering: .acquiringAndReleasing)
-                if x.item.loop !== self {
+                if !x.item.isOn(self) {
                     // Removed by the owner meanwhile: on another loop now, the
                     // request goes there; on none, it applies to the item itself.
                     if let other = x.item.loop {

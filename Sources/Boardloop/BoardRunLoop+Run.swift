@@ -185,7 +185,7 @@ extension BoardRunLoop {
         if heldPortCount > 0 { releaseHeldPorts(now: now) }
         if nextCustomRelease <= now { nextCustomRelease = .max }
         guard timerDue <= now else { return false }
-        fireTimers(ms)
+        fireTimers(ms, now: now)
         return true
     }
 
@@ -288,10 +288,28 @@ extension BoardRunLoop {
             let e = readyList[readyNext]
             readyNext += 1
             if readyNext == readyCount { dropReadyList() }
-            if let p = ports.lookup(e.slot, e.generation), p.item.modeMask & ms.bit != 0, !p.heldInKernel,
-               !p.remote.invalidationRequested {
-                return dispatch(p, ms, events: e.events)
+            // No reference is taken: the port table's keeps the source
+            // alive, and a source that leaves the loop while its dispatch
+            // runs is kept alive until the dispatch ends (`dispatchDepth`).
+            guard let u = ports.unretained(e.slot, e.generation) else { continue }
+            let (dispatched, release, releaseOwner) = u._withUnsafeGuaranteedRef { p -> (Bool?, PortSource?, AnyObject?) in
+                guard p.item.modeMask & ms.bit != 0, !p.heldInKernel, !p.remote.invalidationRequested else { return (nil, nil, nil) }
+                p.dispatchDepth += 1
+                let handled = dispatch(p, ms, events: e.events)
+                p.dispatchDepth -= 1
+                // (A source leaving its loop always frees its slot, so
+                // `keptOwner` is set only with `keptAlive`.)
+                guard p.dispatchDepth == 0, p.keptAlive != nil else { return (handled, nil, nil) }
+                defer {
+                    p.keptAlive = nil
+                    p.keptOwner = nil
+                }
+                return (handled, p.keptAlive, p.keptOwner)
             }
+            // A source that left the loop during its dispatch (and what it
+            // belongs to) is released here.
+            _ = (release, releaseOwner)
+            if let dispatched { return dispatched }
         }
         return false
     }
@@ -316,7 +334,7 @@ extension BoardRunLoop {
                 o.isFiring = true
                 __BOARDLOOP_IS_CALLING_OUT_TO_AN_OBSERVER__(o, activity)
                 o.isFiring = false
-                if !o.repeats && o.item.loop === self { invalidateItem(o) }
+                if !o.repeats && o.item.isOn(self) { invalidateItem(o) }
             }
         }
     }
@@ -348,10 +366,18 @@ extension BoardRunLoop {
         ms.customs.count > 0 && performSignalledCustomSources(ms, stopAfterHandle: stopAfterHandle)
     }
 
+    /// The signal stamp of the custom source in `slot` of a mode's list
+    /// (0: not signalled). Read without taking a reference: no user code
+    /// runs while the pass collects and sorts, so nothing can free it.
+    @inline(__always)
+    private func signalStamp(_ slot: Int32) -> UInt64 {
+        customs.unretained(slot)!._withUnsafeGuaranteedRef { $0.signalStamp.load(ordering: .acquiring) }
+    }
+
     private func performSignalledCustomSources(_ ms: ModeState, stopAfterHandle: Bool) -> Bool {
         let count = ms.customs.count
         var any = false
-        for i in 0..<count where customs[ms.customs[i]]!.signalStamp.load(ordering: .acquiring) != 0 {
+        for i in 0..<count where signalStamp(ms.customs[i]) != 0 {
             any = true
             break
         }
@@ -365,14 +391,15 @@ extension BoardRunLoop {
             // owner clears them.)
             for i in 0..<count {
                 let slot = ms.customs[i]
-                guard customs[slot]!.signalStamp.load(ordering: .acquiring) != 0 else { continue }
+                guard signalStamp(slot) != 0 else { continue }
                 buffer[ready] = slot
                 ready += 1
             }
             sortSlots(buffer, count: ready) { a, b in
-                let x = customs[a]!, y = customs[b]!
-                return x.order < y.order
-                    || (x.order == y.order && x.signalStamp.load(ordering: .relaxed) < y.signalStamp.load(ordering: .relaxed))
+                let x = customs.unretained(a)!, y = customs.unretained(b)!
+                // (Closures, not key paths: a key path is an object, made at run time in debug builds.)
+                let (xo, yo) = (x._withUnsafeGuaranteedRef { $0.order }, y._withUnsafeGuaranteedRef { $0.order })
+                return xo < yo || (xo == yo && signalStamp(a) < signalStamp(b))
             }
         }) { buffer in
             for i in 0..<ready {
@@ -423,7 +450,7 @@ extension BoardRunLoop {
             p.rearmed = false
             return
         }
-        guard p.item.loop === self, !p.item.invalidated else { return }
+        guard p.item.isOn(self), !p.item.invalidated else { return }
         p.endedByHangup = true
         invalidateItem(p)
     }

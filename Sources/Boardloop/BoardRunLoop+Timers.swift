@@ -9,7 +9,13 @@ extension BoardRunLoop {
             if timer.item.modeMask & ms.bit != 0 { ms.timers.update(timer.item.slot, keys: timerKeys) }
             i += 1
         }
+        timersChanged()
     }
+
+    /// After any change to a timer key or a mode's timer heap: the modes'
+    /// remembered next timer deadlines are out of date.
+    @inline(__always)
+    func timersChanged() { timerEpoch &+= 1 }
 
     // MARK: Step 9: timers
 
@@ -21,9 +27,22 @@ extension BoardRunLoop {
     /// date waits for it and fires with it. Children in the heap fire no
     /// earlier than their parent, so both walks skip subtrees that cannot
     /// matter.
+    ///
+    /// A pass asks twice (for the sleep and for the due timers) and the
+    /// answer changes only when a timer does: each mode remembers it until
+    /// `timersChanged()`.
+    @inline(__always)
     func nextTimerDeadline(_ ms: ModeState) -> UInt64 {
+        if ms.timers.count == 0 { return .max }
+        if ms.timerDeadlineEpoch == timerEpoch { return ms.timerDeadline }
+        let d = computeNextTimerDeadline(ms)
+        ms.timerDeadline = d
+        ms.timerDeadlineEpoch = timerEpoch
+        return d
+    }
+
+    private func computeNextTimerDeadline(_ ms: ModeState) -> UInt64 {
         let count = ms.timers.count
-        if count == 0 { return .max }
         var latest = UInt64.max
         visitLatest(ms, 0, count, &latest)
         if latest == .max { return .max }
@@ -52,21 +71,37 @@ extension BoardRunLoop {
         if left + 1 < count { visitWake(ms, left + 1, count, latest, &wake) }
     }
 
-    /// Fires every timer of the mode whose fire time has come, in (fire time,
-    /// order, insertion) order.
-    func fireTimers(_ ms: ModeState) {
-        let now = nowNanoseconds
+    /// Fires every timer of the mode whose fire time has come by `now` (the
+    /// clock read that found one due), in (fire time, order, insertion) order.
+    func fireTimers(_ ms: ModeState, now: UInt64) {
         let capacity = ms.timers.count
         var due = 0
         withSnapshot(capacity, fill: { buffer in
             collectDue(ms, 0, now, buffer, &due)
             sortSlots(buffer, count: due) { timerKeys[Int($0)] < timerKeys[Int($1)] }
         }) { buffer in
+            // The first handler is called at `now`; later ones after the
+            // handlers before them, so the clock is read again for them.
+            var calledAt = now
             for i in 0..<due {
-                guard let t = timers[buffer[i]], t.item.modeMask & ms.bit != 0, !t.isFiring,
-                      t.fireNanoseconds <= now, !t.remote.invalidationRequested
-                else { continue }
-                fire(t)
+                // No reference is taken: the timer table's keeps the timer
+                // alive, and a timer that leaves the loop during its fire is
+                // kept alive until the fire ends (`fireDepth`).
+                guard let u = timers.unretained(buffer[i]) else { continue }
+                let release = u._withUnsafeGuaranteedRef { t -> RunLoopTimer? in
+                    guard t.item.modeMask & ms.bit != 0, !t.isFiring, t.fireNanoseconds <= now,
+                          !t.remote.invalidationRequested
+                    else { return nil }
+                    t.fireDepth += 1
+                    fire(t, now: calledAt)
+                    calledAt = 0
+                    t.fireDepth -= 1
+                    guard t.fireDepth == 0, t.keptAlive != nil else { return nil }
+                    defer { t.keptAlive = nil }
+                    return t.keptAlive
+                }
+                // A timer that left the loop while it fired is released here.
+                _ = release
             }
         }
     }
@@ -81,9 +116,10 @@ extension BoardRunLoop {
         collectDue(ms, 2 * i + 2, now, out, &n)
     }
 
-    private func fire(_ t: RunLoopTimer) {
+    /// Fires `t`; `now` is the time (0: read the clock).
+    private func fire(_ t: RunLoopTimer, now: UInt64) {
         let scheduled = t.fireNanoseconds
-        let actual = max(nowNanoseconds, scheduled)
+        let actual = max(now != 0 ? now : nowNanoseconds, scheduled)
         let interval = t.intervalNanoseconds
         let merged = interval > 0 ? (actual - scheduled) / interval : 0
         let skipped = merged &+ t.pendingSkipped
@@ -92,23 +128,26 @@ extension BoardRunLoop {
         t.lastFire = TimerFire(
             scheduled: MonotonicInstant(nanoseconds: scheduled), actual: MonotonicInstant(nanoseconds: actual),
             skippedPeriods: skipped)
-        t.statistics.fires &+= 1
-        t.statistics.skippedPeriods &+= skipped
-        let late = Duration.nanoseconds(Int64(clamping: lateness))
-        t.statistics.totalLateness += late
-        if late > t.statistics.maxLateness { t.statistics.maxLateness = late }
+        t.fires &+= 1
+        t.skippedPeriods &+= skipped
+        t.totalLatenessNanoseconds &+= lateness
+        if lateness > t.maxLatenessNanoseconds { t.maxLatenessNanoseconds = lateness }
 
         workCount &+= 1
         t.isFiring = true
         timerKeys[Int(t.item.slot)].firing = true
+        timersChanged()
         t.movedDuringFire = false
         __BOARDLOOP_IS_CALLING_OUT_TO_A_TIMER__(t)
         t.isFiring = false
         // Still on this loop, it still has its slot (a timer that left it
         // during the handler gave its slot up, and a new owner's key was
         // made fresh).
-        if t.item.loop === self { timerKeys[Int(t.item.slot)].firing = false }
-        guard t.item.loop === self, !t.item.invalidated else { return }
+        if t.item.isOn(self) {
+            timerKeys[Int(t.item.slot)].firing = false
+            timersChanged()
+        }
+        guard t.item.isOn(self), !t.item.invalidated else { return }
         // A one-shot timer fires once, even if its handler set a new fire
         // date (as CF: a non-repeating timer is invalidated after it fires).
         if interval == 0 {

@@ -74,6 +74,8 @@ public final class BoardRunLoop: @unchecked Sendable {
     @exclusivity(unchecked) var timers: SlotTable<RunLoopTimer>
     @exclusivity(unchecked) var observers: SlotTable<RunLoopObserver>
     let timerKeys: UnsafeMutablePointer<TimerKey>
+    /// Moves on whenever a timer key or a mode's timer heap changes.
+    @exclusivity(unchecked) var timerEpoch: UInt64 = 0
     let modeStates: [ModeState]
     @exclusivity(unchecked) var usedModes = 0
     @exclusivity(unchecked) var nextSeq: UInt64 = 1
@@ -154,7 +156,21 @@ public final class BoardRunLoop: @unchecked Sendable {
         let def = try modeState(creating: .default)
         def.isCommon = true
         manualClock?.attach(self)
+        _ = Self.runPathMetadata
     }
+
+    /// The types the run path borrows items through. Unoptimised (debug)
+    /// builds make a generic type's metadata at its first use, and making it
+    /// allocates: made here, when the first loop is, a loop that runs for the
+    /// first time allocates nothing. (Optimised builds need none of them.)
+    private static let runPathMetadata: [Any.Type] = [
+        Unmanaged<PortSource>.self, Unmanaged<PortSource>?.self,
+        Unmanaged<RunLoopTimer>.self, Unmanaged<RunLoopTimer>?.self,
+        Unmanaged<CustomSource>.self, Unmanaged<CustomSource>?.self,
+        Unmanaged<BoardRunLoop>.self, Unmanaged<BoardRunLoop>?.self,
+        (Bool?, PortSource?, AnyObject?).self, RunLoopTimer?.self, AnyObject?.self,
+        UnsafeMutablePointer<PerformQueue.Block>.self, PerformQueue.Block?.self,
+    ]
 
     deinit {
         // Items outlive their loop: detach them so they do not point at it.

@@ -25,6 +25,6 @@ func __BOARDLOOP_IS_CALLING_OUT_TO_A_PORT_SOURCE__(_ source: PortSource, _ event
 }
 
 @inline(never)
-func __BOARDLOOP_IS_CALLING_OUT_TO_A_PERFORM_REQUEST__(_ queue: PerformQueue, _ slot: Int32) {
-    queue.runBlock(slot)
+func __BOARDLOOP_IS_CALLING_OUT_TO_A_PERFORM_REQUEST__(_ block: borrowing PerformQueue.Block) {
+    block.run()
 }

@@ -63,7 +63,7 @@ extension BoardRunLoop {
     /// when it is in no mode left.
     func removeItem<T: RegisteredItem>(_ x: T, mode: RunLoopMode, operation: @autoclosure () -> String) throws(RunLoopError) {
         try checkOwner(operation())
-        guard x.item.loop === self else { return }
+        guard x.item.isOn(self) else { return }
         if mode == .common { x.item.inCommonModes = false }
         for m in try targets(mode, creating: false) { leave(x, m) }
         if x.item.modeMask == 0 && !x.item.inCommonModes { unbind(x) }
@@ -72,7 +72,7 @@ extension BoardRunLoop {
     /// Invalidates `x`: it leaves every mode and the loop. Owner thread only
     /// (public `invalidate()`s route here through `routeChange`).
     func invalidateItem<T: RegisteredItem>(_ x: T) {
-        guard x.item.loop === self else { return }
+        guard x.item.isOn(self) else { return }
         itemBindingLock.withLock { x.item.invalidated = true }
         x.item.inCommonModes = false
         for m in modeStates.prefix(usedModes) { leave(x, m) }
@@ -84,7 +84,7 @@ extension BoardRunLoop {
     }
 
     func containsItem<T: RegisteredItem>(_ x: T, mode: RunLoopMode) -> Bool {
-        guard x.item.loop === self else { return false }
+        guard x.item.isOn(self) else { return false }
         if mode == .common { return x.item.inCommonModes }
         guard let ms = modeState(named: mode) else { return false }
         return x.item.modeMask & ms.bit != 0

@@ -5,7 +5,13 @@ import Synchronization
 /// `invalidated` change under `itemBindingLock` as well, so any thread can ask
 /// which loop an item is on (see `RemoteRequests`).
 struct ItemState {
-    unowned(unsafe) var loop: BoardRunLoop?
+    /// The loop, not retained (as `unowned(unsafe)`: a loop detaches its
+    /// items in its deinit).
+    private var loopRef: Unmanaged<BoardRunLoop>?
+    var loop: BoardRunLoop? {
+        @inline(__always) get { loopRef?.takeUnretainedValue() }
+        @inline(__always) set { loopRef = newValue.map { Unmanaged.passUnretained($0) } }
+    }
     var slot: Int32 = -1
     var generation: UInt32 = 0
     /// Bit i set: the item is in the loop's mode i.
@@ -17,6 +23,13 @@ struct ItemState {
     var invalidated = false
 
     @inline(__always) func isIn(mode m: Int) -> Bool { modeMask & (1 &<< UInt64(m)) != 0 }
+
+    /// Whether the item is on `loop`, comparing addresses: `loop === l`
+    /// would load a strong reference from the unowned one (a retain and a
+    /// release) just to compare it.
+    @inline(__always) func isOn(_ l: BoardRunLoop) -> Bool {
+        loopRef?.toOpaque() == Unmanaged.passUnretained(l).toOpaque()
+    }
 
     /// Leaves the loop (slot freed by the caller); keeps `invalidated`.
     mutating func detach() {
@@ -44,7 +57,12 @@ public struct RateLimit: Equatable, Sendable {
         guard interval > .zero else { throw .invalidArgument("RateLimit interval is \(interval); it must be positive") }
         self.count = count
         self.interval = interval
+        intervalNanoseconds = UInt64(max(interval.nanosecondsClamped, 1))
     }
+
+    /// `interval` in nanoseconds (at least 1), so a dispatch checks the limit
+    /// without Duration's 128-bit arithmetic.
+    let intervalNanoseconds: UInt64
 }
 
 /// The per-source state of a `RateLimit`.
@@ -61,7 +79,7 @@ struct RateLimiter {
     @inline(__always)
     mutating func admit(now: UInt64) -> Bool {
         guard let limit else { return true }
-        let interval = UInt64(max(limit.interval.nanosecondsClamped, 1))
+        let interval = limit.intervalNanoseconds
         if dispatched == 0 || now &- windowStart >= interval {
             windowStart = now
             dispatched = 0
@@ -80,7 +98,7 @@ struct RateLimiter {
     @inline(__always)
     func wouldAdmit(now: UInt64) -> Bool {
         guard let limit else { return true }
-        let interval = UInt64(max(limit.interval.nanosecondsClamped, 1))
+        let interval = limit.intervalNanoseconds
         return dispatched < limit.count || now &- windowStart >= interval
     }
 }

@@ -18,6 +18,10 @@ final class ModeState {
     /// Union of the activities the mode's observers ask for.
     @exclusivity(unchecked) var observerMask: UInt32 = 0
     @exclusivity(unchecked) var timers: TimerHeap
+    /// The mode's next timer deadline as of the loop's `timerEpoch`
+    /// `timerDeadlineEpoch` (see `nextTimerDeadline`).
+    @exclusivity(unchecked) var timerDeadline: UInt64 = .max
+    @exclusivity(unchecked) var timerDeadlineEpoch: UInt64 = .max
     @exclusivity(unchecked) var portCount = 0
 
     private let customBuffer: UnsafeMutablePointer<Int32>
@@ -27,6 +31,7 @@ final class ModeState {
 
     init(index: Int, sources: Int, observers observerCapacity: Int, timers timerCapacity: Int) {
         self.index = index
+        bit = 1 &<< UInt64(index)
         customBuffer = .allocate(capacity: max(sources, 1))
         observerBuffer = .allocate(capacity: max(observerCapacity, 1))
         heapBuffer = .allocate(capacity: max(timerCapacity, 1))
@@ -43,7 +48,9 @@ final class ModeState {
         positionBuffer.deallocate()
     }
 
-    var bit: UInt64 { 1 &<< UInt64(index) }
+    /// The mode's bit in item mode masks (kept, not computed: a pass tests it
+    /// several times).
+    let bit: UInt64
 
     /// No sources and no timers: nothing could ever wake a run in this mode.
     var hasNoSourcesOrTimers: Bool { customs.count == 0 && portCount == 0 && timers.count == 0 }

@@ -40,7 +40,8 @@ extension BoardRunLoop {
     /// Queues a pre-registered work item (no allocation). Safe from any thread.
     @discardableResult
     public func perform(_ item: PerformWorkItem, after delay: Duration = .zero) throws(RunLoopError) -> PerformToken {
-        try post(item.block, item.modes, delay: delay, waited: false)
+        // The item's block and modes are copied once, into the queue's slot.
+        try posted(performs.post(item, due: dueTime(after: delay)))
     }
 
     /// Cancels a request that has not started running. Returns false if it
@@ -82,13 +83,22 @@ extension BoardRunLoop {
     }
 
     private func post(_ block: @escaping @Sendable () -> Void, _ modes: [RunLoopMode], delay: Duration, waited: Bool) throws(RunLoopError) -> PerformToken {
+        try posted(performs.post(block, modes, due: dueTime(after: delay), waited: waited))
+    }
+
+    /// When a request posted now with `delay` is due (0: at once).
+    @inline(__always)
+    private func dueTime(after delay: Duration) -> UInt64 {
         // (No delay is the common case: skip the clock and Duration's 128-bit arithmetic.)
-        var due: UInt64 = 0
-        if delay > .zero {
-            let ns = delay.nanosecondsClamped
-            if ns > 0 { due = nowNanoseconds &+ UInt64(ns) }
-        }
-        switch performs.post(block, modes, due: due, waited: waited) {
+        guard delay > .zero else { return 0 }
+        let ns = delay.nanosecondsClamped
+        return ns > 0 ? nowNanoseconds &+ UInt64(ns) : 0
+    }
+
+    /// Wakes the loop for a posted request, or throws why it was not.
+    @inline(__always)
+    private func posted(_ result: PerformQueue.PostResult) throws(RunLoopError) -> PerformToken {
+        switch result {
         case .posted(let token):
             wakeUp()
             return token
@@ -147,30 +157,44 @@ final class PerformQueue: @unchecked Sendable {
     private let states: UnsafeMutablePointer<UInt32>
     /// Blocks are stored wrapped: a closure stored directly in generic
     /// storage is re-abstracted through a heap-allocated thunk on every store.
-    private struct Block {
+    struct Block {
         let run: @Sendable () -> Void
     }
-    private let blocks: UnsafeMutablePointer<Block?>
+    /// A request's block and modes, initialized from its post until it is
+    /// emptied (taken to run, cancelled or dropped); a free slot's are
+    /// uninitialized memory, so posting stores without releasing anything.
+    private let blocks: UnsafeMutablePointer<Block>
     private let modes: UnsafeMutablePointer<[RunLoopMode]>
     private let due: UnsafeMutablePointer<UInt64>
     private let waited: UnsafeMutablePointer<Bool>
     private let freeList: UnsafeMutablePointer<Int32>
     @exclusivity(unchecked) private var freeCount: Int
     private let ring: UnsafeMutablePointer<Int32>
-    @exclusivity(unchecked) private var head = 0
     @exclusivity(unchecked) private var queued = 0
     private let pendingCount = Atomic<Int>(0)
     /// Set when the loop ends: nothing more is accepted.
     @exclusivity(unchecked) private var closed = false
+    /// Slots of requests the owner has run, on their way back to the free
+    /// list: the owner pushes without the lock, and whoever next holds the
+    /// lock (the owner's next take, or a post that found no free slot) moves
+    /// them to the free list. One producer (the owner thread), one consumer
+    /// at a time (the lock's holder); a slot is in it at most once, so it
+    /// never holds more than `capacity`.
+    private let ranRing: UnsafeMutablePointer<Int32>
+    /// Pushed so far (the owner's, published with release), and where the
+    /// next goes (the owner's alone).
+    private let ranTail = Atomic<Int>(0)
+    @exclusivity(unchecked) private var ranTailIndex = 0
+    /// Moved back to the free list so far, and where the next is (under the lock).
+    @exclusivity(unchecked) private var ranHead = 0
+    @exclusivity(unchecked) private var ranHeadIndex = 0
 
     init(capacity: Int) {
         self.capacity = capacity
         states = .allocate(capacity: capacity)
         states.initialize(repeating: 0, count: capacity)
         blocks = .allocate(capacity: capacity)
-        blocks.initialize(repeating: nil, count: capacity)
         modes = .allocate(capacity: capacity)
-        modes.initialize(repeating: [], count: capacity)
         due = .allocate(capacity: capacity)
         due.initialize(repeating: 0, count: capacity)
         waited = .allocate(capacity: capacity)
@@ -179,11 +203,17 @@ final class PerformQueue: @unchecked Sendable {
         for i in 0..<capacity { freeList[i] = Int32(capacity - 1 - i) }
         freeCount = capacity
         ring = .allocate(capacity: capacity)
+        ranRing = .allocate(capacity: capacity)
     }
 
     deinit {
-        blocks.deinitialize(count: capacity)
-        modes.deinitialize(count: capacity)
+        // Only queued requests hold a block (a taken one is the running
+        // loop's, and a loop is not freed while it runs).
+        for k in 0..<queued {
+            let i = Int(ring[k])
+            (blocks + i).deinitialize(count: 1)
+            (modes + i).deinitialize(count: 1)
+        }
         states.deallocate()
         blocks.deallocate()
         modes.deallocate()
@@ -191,6 +221,7 @@ final class PerformQueue: @unchecked Sendable {
         waited.deallocate()
         freeList.deallocate()
         ring.deallocate()
+        ranRing.deallocate()
     }
 
     var mayHavePending: Bool { pendingCount.load(ordering: .acquiring) > 0 }
@@ -216,21 +247,39 @@ final class PerformQueue: @unchecked Sendable {
     }
 
     func post(_ block: @escaping @Sendable () -> Void, _ m: [RunLoopMode], due d: UInt64, waited w: Bool) -> PostResult {
+        post(due: d, waited: w) { i in
+            (blocks + i).initialize(to: Block(run: block))
+            (modes + i).initialize(to: m)
+        }
+    }
+
+    /// Posts a work item's block (never waited for).
+    func post(_ item: PerformWorkItem, due d: UInt64) -> PostResult {
+        post(due: d, waited: false) { i in
+            (blocks + i).initialize(to: Block(run: item.block))
+            (modes + i).initialize(to: item.modes)
+        }
+    }
+
+    /// Takes a free slot, has `store` fill slot i's block and modes, and
+    /// queues it; all under the lock.
+    @inline(__always)
+    private func post(due d: UInt64, waited w: Bool, store: (Int) -> Void) -> PostResult {
         lock.withLock { () -> PostResult in
             if closed { return .closed }
+            if freeCount == 0 { reclaimRanSlots() }
             guard freeCount > 0 else { return .full }
             freeCount -= 1
             let slot = freeList[freeCount]
             let i = Int(slot)
             let gen = ((states[i] >> 3) &+ 1) & 0x1FFF_FFFF
             Futex.store(states + i, gen << 3 | Self.posted)
-            blocks[i] = Block(run: block)
-            modes[i] = m
+            store(i)
             due[i] = d
             waited[i] = w
-            ring[(head + queued) % capacity] = slot
+            ring[queued] = slot
             queued += 1
-            pendingCount.add(1, ordering: .releasing)
+            pendingCount.wrappingAdd(1, ordering: .releasing)
             return .posted(PerformToken(slot: slot, generation: gen))
         }
     }
@@ -243,7 +292,7 @@ final class PerformQueue: @unchecked Sendable {
             closed = true
             dropped.reserveCapacity(queued)
             for k in 0..<queued {
-                let slot = ring[(head + k) % capacity]
+                let slot = ring[k]
                 dropped.append(empty(slot))
                 finish(slot, tellingWaiter: Self.refused)
             }
@@ -257,7 +306,7 @@ final class PerformQueue: @unchecked Sendable {
     func hasPending(named mode: RunLoopMode) -> Bool {
         if !mayHavePending { return false }
         return lock.withLock { () in
-            for k in 0..<queued where modes[Int(ring[(head + k) % capacity])].contains(mode) { return true }
+            for k in 0..<queued where modes[Int(ring[k])].contains(mode) { return true }
             return false
         }
     }
@@ -266,7 +315,7 @@ final class PerformQueue: @unchecked Sendable {
     func hasPending(for ms: ModeState) -> Bool {
         if !mayHavePending { return false }
         return lock.withLock { () in
-            for k in 0..<queued where Self.matches(modes[Int(ring[(head + k) % capacity])], ms) { return true }
+            for k in 0..<queued where Self.matches(modes[Int(ring[k])], ms) { return true }
             return false
         }
     }
@@ -277,20 +326,23 @@ final class PerformQueue: @unchecked Sendable {
         return lock.withLock { () in
             var next = UInt64.max
             for k in 0..<queued {
-                let i = Int(ring[(head + k) % capacity])
+                let i = Int(ring[k])
                 if Self.matches(modes[i], ms) && due[i] < next { next = due[i] }
             }
             return next
         }
     }
 
-    /// Moves the due requests for `ms` out of the ring, in FIFO order.
+    /// Moves the due requests for `ms` out of the ring, in FIFO order; they
+    /// are no longer pending. Slots of requests run since the last take go
+    /// back on the free list on the way.
     func take(for ms: ModeState, now: UInt64, into out: UnsafeMutablePointer<Int32>, nextDue: inout UInt64) -> Int {
         lock.withLock { () in
+            reclaimRanSlots()
             var taken = 0
             var kept = 0
             for k in 0..<queued {
-                let slot = ring[(head + k) % capacity]
+                let slot = ring[k]
                 let i = Int(slot)
                 if Self.matches(modes[i], ms) {
                     if due[i] <= now {
@@ -301,30 +353,51 @@ final class PerformQueue: @unchecked Sendable {
                     }
                     if due[i] < nextDue { nextDue = due[i] }
                 }
-                ring[(head + kept) % capacity] = slot
+                ring[kept] = slot
                 kept += 1
             }
             queued = kept
+            if taken > 0 { pendingCount.wrappingSubtract(taken, ordering: .releasing) }
             return taken
         }
     }
 
-    /// Calls the block of a taken request (see `Callouts.swift`).
-    @inline(__always)
-    func runBlock(_ slot: Int32) {
-        blocks[Int(slot)]!.run()
+    /// With the lock held: the slots of requests that ran are free again.
+    @inline(__always) private func reclaimRanSlots() {
+        let tail = ranTail.load(ordering: .acquiring)
+        while ranHead != tail {
+            release(ranRing[ranHeadIndex])
+            ranHeadIndex = ranHeadIndex + 1 == capacity ? 0 : ranHeadIndex + 1
+            ranHead &+= 1
+        }
     }
 
-    /// Runs a taken request, then frees its slot (or hands it to its waiter).
+    /// Owner thread, for a request that ran: its slot goes back (see `ranRing`).
+    @inline(__always) private func handBack(_ slot: Int32) {
+        ranRing[ranTailIndex] = slot
+        ranTailIndex = ranTailIndex + 1 == capacity ? 0 : ranTailIndex + 1
+        ranTail.store(ranTail.load(ordering: .relaxed) &+ 1, ordering: .releasing)
+    }
+
+    /// Runs a taken request, then frees its slot (or hands it to its
+    /// waiter), without the lock: a taken slot is the owner's alone until
+    /// it is handed back (`ranRing`) or its waiter is told it is done.
     func run(_ slot: Int32) {
-        __BOARDLOOP_IS_CALLING_OUT_TO_A_PERFORM_REQUEST__(self, slot)
-        let emptied = lock.withLock { () -> Emptied in
-            let e = empty(slot)
-            finish(slot, tellingWaiter: Self.done)
-            return e
+        let i = Int(slot)
+        // Emptied before the slot is handed on (a post may then reuse it);
+        // the block's context and the modes array are released at the end
+        // of this function, outside any lock.
+        let block = (blocks + i).move()
+        let requestModes = (modes + i).move()
+        __BOARDLOOP_IS_CALLING_OUT_TO_A_PERFORM_REQUEST__(block)
+        if waited[i] {
+            // The waiter frees the slot under the lock once it has seen `done`.
+            setState(slot, Self.done)
+            Futex.wakeAll(states + i)
+        } else {
+            handBack(slot)
         }
-        // The block's context and the modes array are released here, outside the lock.
-        _ = emptied
+        _ = (block, requestModes)
     }
 
     func cancel(_ token: PerformToken) -> Bool {
@@ -395,10 +468,8 @@ final class PerformQueue: @unchecked Sendable {
     /// slot; the request is no longer pending.
     @inline(__always) private func empty(_ slot: Int32) -> Emptied {
         let i = Int(slot)
-        let e = Emptied(block: blocks[i], modes: modes[i])
-        blocks[i] = nil
-        modes[i] = []
-        pendingCount.subtract(1, ordering: .releasing)
+        let e = Emptied(block: (blocks + i).move(), modes: (modes + i).move())
+        pendingCount.wrappingSubtract(1, ordering: .releasing)
         return e
     }
 
@@ -424,9 +495,9 @@ final class PerformQueue: @unchecked Sendable {
     private func removeFromRing(_ slot: Int32) {
         var kept = 0
         for k in 0..<queued {
-            let s = ring[(head + k) % capacity]
+            let s = ring[k]
             if s == slot { continue }
-            ring[(head + kept) % capacity] = s
+            ring[kept] = s
             kept += 1
         }
         queued = kept

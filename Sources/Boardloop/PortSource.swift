@@ -110,6 +110,17 @@ public final class PortSource: @unchecked Sendable {
     @exclusivity(unchecked) public var invalidationHandler: (() -> Void)?
     /// How many times the handler was called.
     @exclusivity(unchecked) public internal(set) var dispatchCount: UInt64 = 0
+    /// How many dispatches of this source are running (more than one only
+    /// when a handler runs the loop again). The loop dispatches a source
+    /// without retaining it: its port table holds it. While this is not
+    /// zero, leaving the loop moves the table's reference to `keptAlive`
+    /// instead of releasing it, and the dispatch releases it when it ends.
+    @exclusivity(unchecked) var dispatchDepth: UInt32 = 0
+    @exclusivity(unchecked) var keptAlive: PortSource?
+    /// Likewise the object the source belongs to (`retainedOwner`), which
+    /// the loop would otherwise release when the source leaves it: a
+    /// message port's handler runs on its port without retaining it.
+    @exclusivity(unchecked) var keptOwner: AnyObject?
 
     public init(fd: Int32, interest: Interest = .readable, order: Int = 0, handler: @escaping (PortSource, Events) -> Void) {
         self.fd = fd
@@ -201,7 +212,16 @@ extension PortSource: RegisteredItem {
         return taken
     }
 
-    func freeSlot(in loop: BoardRunLoop) { loop.ports.remove(item.slot) }
+    func freeSlot(in loop: BoardRunLoop) {
+        // A source leaving its loop during its own dispatch (its handler
+        // invalidated it, say) stays alive until that dispatch ends: the
+        // dispatch holds no reference of its own (see `dispatchDepth`).
+        if dispatchDepth > 0 {
+            keptAlive = loop.ports.take(item.slot)
+        } else {
+            loop.ports.remove(item.slot)
+        }
+    }
 
     /// The loop watches its own duplicate of `fd` (see `openRegisteredFD`).
     func joined(_ loop: BoardRunLoop) throws(RunLoopError) { try openRegisteredFD() }
@@ -232,7 +252,14 @@ extension PortSource: RegisteredItem {
     func leaving(_ loop: BoardRunLoop) -> AnyObject? {
         if heldInKernel { loop.dropHeld(item.slot) }
         heldInKernel = false
-        return closeRegisteredFD()
+        let owner = closeRegisteredFD()
+        // Leaving during one of its dispatches: the owner stays alive until
+        // that dispatch ends (see `keptOwner`).
+        if dispatchDepth > 0 && owner != nil {
+            keptOwner = owner
+            return nil
+        }
+        return owner
     }
 
     /// Tells what the source belongs to (a message port, say) that it is gone.

@@ -40,11 +40,30 @@ public final class RunLoopTimer: @unchecked Sendable {
     @exclusivity(unchecked) var isFiring = false
     /// Set when the fire date is changed while the handler runs.
     @exclusivity(unchecked) var movedDuringFire = false
+    /// How many fires of this timer are under way (one at most: a nested
+    /// run does not fire a firing timer). The loop fires a timer without
+    /// retaining it: its timer table holds it. While this is not zero,
+    /// leaving the loop moves the table's reference to `keptAlive` instead
+    /// of releasing it, and the fire releases it when it ends.
+    @exclusivity(unchecked) var fireDepth: UInt32 = 0
+    @exclusivity(unchecked) var keptAlive: RunLoopTimer?
     let remote = RemoteRequests()
 
     /// The last fire, with its lateness and skipped periods.
     @exclusivity(unchecked) public internal(set) var lastFire: TimerFire?
-    @exclusivity(unchecked) public internal(set) var statistics = TimerStatistics()
+    /// Totals over the timer's life.
+    public var statistics: TimerStatistics {
+        TimerStatistics(
+            fires: fires, skippedPeriods: skippedPeriods,
+            maxLateness: .nanoseconds(Int64(clamping: maxLatenessNanoseconds)),
+            totalLateness: .nanoseconds(Int64(clamping: totalLatenessNanoseconds)))
+    }
+    // The statistics, in integer nanoseconds: a fire adds to them without
+    // Duration's 128-bit arithmetic.
+    @exclusivity(unchecked) var fires: UInt64 = 0
+    @exclusivity(unchecked) var skippedPeriods: UInt64 = 0
+    @exclusivity(unchecked) var maxLatenessNanoseconds: UInt64 = 0
+    @exclusivity(unchecked) var totalLatenessNanoseconds: UInt64 = 0
 
     /// - Parameters:
     ///   - fireAt: the first fire time, on the loop's clock (`loop.now + delay`).
@@ -115,18 +134,29 @@ extension RunLoopTimer: RegisteredItem {
 
     func takeSlot(in loop: BoardRunLoop) -> (slot: Int32, generation: UInt32)? { loop.timers.insert(self) }
 
-    func freeSlot(in loop: BoardRunLoop) { loop.timers.remove(item.slot) }
+    func freeSlot(in loop: BoardRunLoop) {
+        // A timer leaving its loop while it fires (its handler invalidated
+        // it, or it fired once) stays alive until the fire ends (see `fireDepth`).
+        if fireDepth > 0 {
+            keptAlive = loop.timers.take(item.slot)
+        } else {
+            loop.timers.remove(item.slot)
+        }
+    }
 
     func joined(_ loop: BoardRunLoop) throws(RunLoopError) {
         loop.timerKeys[Int(item.slot)] = TimerKey(fire: fireNanoseconds, tolerance: toleranceNanoseconds, order: order, seq: item.seq)
+        loop.timersChanged()
     }
 
     func enter(_ ms: ModeState, of loop: BoardRunLoop) throws(RunLoopError) {
         item.modeMask |= ms.bit
         ms.timers.insert(item.slot, keys: loop.timerKeys)
+        loop.timersChanged()
     }
 
     func leave(_ ms: ModeState, of loop: BoardRunLoop) {
         ms.timers.remove(item.slot, keys: loop.timerKeys)
+        loop.timersChanged()
     }
 }

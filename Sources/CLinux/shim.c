@@ -34,13 +34,9 @@ int bl_epoll_wait(int epfd, void *events, int max, int timeout_ms) {
     return epoll_wait(epfd, (struct epoll_event *)events, max, timeout_ms);
 }
 
-uint32_t bl_epoll_event_events(const void *events, int i) {
-    return ((const struct epoll_event *)events)[i].events;
-}
-
-uint64_t bl_epoll_event_data(const void *events, int i) {
-    return ((const struct epoll_event *)events)[i].data.u64;
-}
+_Static_assert(sizeof(bl_epoll_event) == sizeof(struct epoll_event), "bl_epoll_event mirrors struct epoll_event");
+_Static_assert(offsetof(bl_epoll_event, events) == offsetof(struct epoll_event, events), "bl_epoll_event.events");
+_Static_assert(offsetof(bl_epoll_event, data) == offsetof(struct epoll_event, data), "bl_epoll_event.data");
 
 int bl_eventfd(unsigned int initval, int semaphore) {
     return eventfd(initval, EFD_NONBLOCK | EFD_CLOEXEC | (semaphore ? EFD_SEMAPHORE : 0));
@@ -69,12 +65,6 @@ int bl_timerfd_arm_abs(int fd, uint64_t deadline_ns) {
 int bl_timerfd_read(int fd, uint64_t *expirations) {
     ssize_t n = read(fd, expirations, sizeof *expirations);
     return n == (ssize_t)sizeof *expirations ? 0 : -1;
-}
-
-uint64_t bl_monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void fill_set(sigset_t *set, const int *signals, int count) {
@@ -154,20 +144,6 @@ int bl_futex_wait(uint32_t *addr, uint32_t expected, int64_t timeout_ns) {
 int bl_futex_wake(uint32_t *addr, int count) {
     return (int)syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
 }
-
-uint32_t bl_atomic_load_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
-void bl_atomic_store_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
-int bl_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
-    return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-}
-uint32_t bl_atomic_exchange_u32(uint32_t *p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
-uint32_t bl_atomic_fetch_add_u32(uint32_t *p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
-uint64_t bl_atomic_load_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
-void bl_atomic_store_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
-int bl_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired) {
-    return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-}
-uint64_t bl_atomic_fetch_add_u64(uint64_t *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 
 pid_t bl_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 

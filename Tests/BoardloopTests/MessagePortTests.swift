@@ -278,3 +278,32 @@ func request(_ p: BoardMessagePort, id: Int32, value: Int64, timeout: Duration) 
     let r = try p.sendRequest(id: id, payload: UnsafeRawBufferPointer(req), timeout: timeout, replyInto: out)
     return (r.id, r.length, out.load(as: Int64.self))
 }
+
+extension MessagePortTests {
+    func testAPortOnlyItsLoopHoldsSurvivesInvalidatingItselfInItsHandler() throws {
+        // The port's source calls the port without retaining it; the loop
+        // must keep the port alive through the dispatch in which it leaves
+        // (the receive path goes on using the port after the handler
+        // returns: a use after free that ASan reports in a release build).
+        let loop = try makeLoop()
+        let log = Log()
+        final class Witness { let log: Log; init(_ log: Log) { self.log = log }; deinit { log.add("released") } }
+        weak var weakPort: BoardMessagePort?
+        do {
+            let witness = Witness(log)
+            let port = try BoardMessagePort(label: "self-invalidating", slots: 4, slotSize: 8) { msg in
+                withExtendedLifetime(witness) {}
+                weakPort?.invalidate()
+                log.add("got \(msg.id), valid \(weakPort?.isValid ?? true)")
+            }
+            try port.schedule(on: loop)
+            weakPort = port
+            try port.send(id: 7)
+            try port.send(id: 8)
+        }
+        try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(30)) { _ in loop.stop() }, mode: .default)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
+        XCTAssertEqual(log.entries, ["got 7, valid false", "released"], "the second message was dropped by the invalidation")
+        XCTAssertNil(weakPort)
+    }
+}

@@ -130,4 +130,57 @@ final class ReadyListTests: XCTestCase {
         XCTAssertEqual(result, .stopped)
         XCTAssertEqual(reads, [5, nil])
     }
+
+    func testASourceOnlyTheLoopHoldsSurvivesInvalidatingItselfInItsHandler() throws {
+        // The loop dispatches without retaining the source; its port table's
+        // reference must outlive a dispatch whose handler removes the source
+        // (ASan reports a use after free if it does not).
+        let loop = try makeLoop()
+        let pipe = Pipe()
+        final class Gone { let log: Log; init(_ log: Log) { self.log = log }; deinit { log.add("released") } }
+        let log = Log()
+        do {
+            let gone = Gone(log)
+            try loop.add(PortSource(fd: pipe.readEnd) { source, _ in
+                _ = pipe.readByte()
+                source.invalidate()
+                withExtendedLifetime(gone) {}
+                log.add("handled \(source.dispatchCount), valid \(source.isValid)")
+            }, mode: .default)
+        }
+        try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(30)) { _ in loop.stop() }, mode: .default)
+        pipe.write([1])
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
+        XCTAssertEqual(log.entries, ["handled 1, valid false", "released"])
+    }
+
+    func testASourceRemovedInANestedRunOfItsOwnHandlerLivesUntilTheOuterDispatchEnds() throws {
+        let loop = try makeLoop()
+        let outer = Pipe(), inner = Pipe()
+        let log = Log()
+        final class Gone { let log: Log; init(_ log: Log) { self.log = log }; deinit { log.add("released") } }
+        var outerSource: PortSource? = nil
+        do {
+            let gone = Gone(log)
+            outerSource = PortSource(fd: outer.readEnd) { source, _ in
+                _ = outer.readByte()
+                inner.write([1])
+                _ = try? loop.run(mode: .default, timeout: testDeadline, returnAfterSourceHandled: true)
+                withExtendedLifetime(gone) {}
+                log.add("outer after nested run, valid \(source.isValid)")
+            }
+        }
+        try loop.add(outerSource!, mode: .default)
+        try loop.add(PortSource(fd: inner.readEnd) { source, _ in
+            _ = inner.readByte()
+            outerSource?.invalidate()
+            outerSource = nil
+            source.invalidate()
+            log.add("inner")
+        }, mode: .default)
+        try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(30)) { _ in loop.stop() }, mode: .default)
+        outer.write([1])
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
+        XCTAssertEqual(log.entries, ["inner", "outer after nested run, valid false", "released"])
+    }
 }

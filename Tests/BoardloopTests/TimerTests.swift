@@ -233,4 +233,34 @@ final class TimerTests: XCTestCase {
         XCTAssertEqual(timer.statistics.fires, 5)
         XCTAssertGreaterThanOrEqual(timer.statistics.maxLateness, fires.map(\.lateness).max()!)
     }
+
+    func testTimersOnlyTheLoopHoldsSurviveLeavingItDuringTheirOwnFire() throws {
+        // The loop fires timers without retaining them; its table's reference
+        // must outlive a fire that ends the timer: a one-shot timer (the loop
+        // invalidates it after its handler) and a repeating one invalidating
+        // itself in its handler. (ASan reports a use after free if not.)
+        let loop = try makeLoop()
+        final class Witness { let log: Log; let name: String
+            init(_ log: Log, _ name: String) { self.log = log; self.name = name }
+            deinit { log.add("\(name) released") } }
+        let log = Log()
+        do {
+            let once = Witness(log, "one-shot")
+            try loop.add(RunLoopTimer(fireAt: loop.now) { t in
+                withExtendedLifetime(once) {}
+                log.add("one-shot fired \(t.statistics.fires)")
+            }, mode: .default)
+            let repeating = Witness(log, "repeating")
+            try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(1), interval: .milliseconds(1)) { t in
+                t.invalidate()
+                withExtendedLifetime(repeating) {}
+                log.add("repeating fired \(t.statistics.fires), valid \(t.isValid)")
+            }, mode: .default)
+        }
+        try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(30)) { _ in loop.stop() }, mode: .default)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
+        XCTAssertEqual(log.entries, [
+            "one-shot fired 1", "one-shot released", "repeating fired 1, valid false", "repeating released",
+        ])
+    }
 }

@@ -41,13 +41,23 @@ struct SlotTable<Item: AnyObject>: ~Copyable {
 
     /// Frees `slot`; its generation moves on so stale references miss.
     mutating func remove(_ slot: Int32) {
+        _ = take(slot)
+    }
+
+    /// Frees `slot` like `remove`, handing the table's reference to the
+    /// caller instead of releasing it.
+    mutating func take(_ slot: Int32) -> Item? {
         let i = Int(slot)
-        guard items[i] != nil else { return }
-        items[i] = nil
+        guard let item = (items + i).move() else {
+            (items + i).initialize(to: nil)
+            return nil
+        }
+        (items + i).initialize(to: nil)
         generations[i] = (generations[i] &+ 1) & 0x3FFF_FFFF
         if generations[i] == 0 { generations[i] = 1 }
         free[freeCount] = slot
         freeCount += 1
+        return item
     }
 
     @inline(__always) subscript(slot: Int32) -> Item? { items[Int(slot)] }
@@ -63,6 +73,21 @@ struct SlotTable<Item: AnyObject>: ~Copyable {
     @inline(__always) func lookup(_ slot: Int32, _ generation: UInt32) -> Item? {
         guard slot >= 0, Int(slot) < capacity, generations[Int(slot)] == generation else { return nil }
         return items[Int(slot)]
+    }
+
+    /// The item in `slot` if it is still the one `generation` named, without
+    /// taking a reference: the table's own keeps it alive until its slot is
+    /// freed, so the caller must make sure that cannot happen while it uses
+    /// the item (see `PortSource.dispatchDepth`).
+    @inline(__always) func unretained(_ slot: Int32, _ generation: UInt32) -> Unmanaged<Item>? {
+        guard slot >= 0, Int(slot) < capacity, generations[Int(slot)] == generation else { return nil }
+        return UnsafeRawPointer(items + Int(slot)).load(as: Unmanaged<Item>?.self)
+    }
+
+    /// The item in `slot`, without taking a reference (see the other
+    /// `unretained`), for a slot known to be current.
+    @inline(__always) func unretained(_ slot: Int32) -> Unmanaged<Item>? {
+        UnsafeRawPointer(items + Int(slot)).load(as: Unmanaged<Item>?.self)
     }
 
     /// Calls `body` for every occupied slot (owner-only bookkeeping, not the run path).

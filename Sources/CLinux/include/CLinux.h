@@ -41,10 +41,27 @@ int bl_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data);
 size_t bl_epoll_event_size(void);
 /// epoll_wait into a caller-owned buffer of `max` kernel events.
 int bl_epoll_wait(int epfd, void *events, int max, int timeout_ms);
+
+/// The kernel's `struct epoll_event`, mirrored (packed on x86_64, as glibc
+/// declares it; shim.c checks the layout against <sys/epoll.h>), so the
+/// accessors below are inline: the loop reads two fields per event.
+typedef struct
+#if defined(__x86_64__)
+__attribute__((packed))
+#endif
+{
+    uint32_t events;
+    uint64_t data;
+} bl_epoll_event;
+
 /// Readiness bits of event `i` in a buffer filled by bl_epoll_wait.
-uint32_t bl_epoll_event_events(const void *events, int i);
+static inline uint32_t bl_epoll_event_events(const void *events, int i) {
+    return ((const bl_epoll_event *)events)[i].events;
+}
 /// User data of event `i` in a buffer filled by bl_epoll_wait.
-uint64_t bl_epoll_event_data(const void *events, int i);
+static inline uint64_t bl_epoll_event_data(const void *events, int i) {
+    return ((const bl_epoll_event *)events)[i].data;
+}
 
 // ---- eventfd ------------------------------------------------------------
 /// eventfd(initval, EFD_NONBLOCK | EFD_CLOEXEC [| EFD_SEMAPHORE]).
@@ -65,8 +82,13 @@ int bl_timerfd_arm_abs(int fd, uint64_t deadline_ns);
 int bl_timerfd_read(int fd, uint64_t *expirations);
 
 // ---- time ---------------------------------------------------------------
-/// CLOCK_MONOTONIC in nanoseconds (vDSO, no syscall on x86_64/arm64).
-uint64_t bl_monotonic_ns(void);
+/// CLOCK_MONOTONIC in nanoseconds (vDSO, no syscall on x86_64/arm64);
+/// inline, as the loop reads it on its hot path.
+static inline uint64_t bl_monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 // ---- signalfd -----------------------------------------------------------
 /// The fields of a `struct signalfd_siginfo` that boardloop reports.
@@ -110,16 +132,22 @@ int bl_futex_wait(uint32_t *addr, uint32_t expected, int64_t timeout_ns);
 int bl_futex_wake(uint32_t *addr, int count);
 
 // ---- 32/64-bit atomics on raw memory (C11, sequentially consistent) -----
-uint32_t bl_atomic_load_u32(const uint32_t *p);
-void bl_atomic_store_u32(uint32_t *p, uint32_t v);
+// Inline: the perform queue reads and writes its slots' state words on
+// every post, take and run.
+static inline uint32_t bl_atomic_load_u32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+static inline void bl_atomic_store_u32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
 /// Compare-and-swap; returns 1 on success (and *p == desired), 0 otherwise.
-int bl_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired);
-uint32_t bl_atomic_exchange_u32(uint32_t *p, uint32_t v);
-uint32_t bl_atomic_fetch_add_u32(uint32_t *p, uint32_t v);
-uint64_t bl_atomic_load_u64(const uint64_t *p);
-void bl_atomic_store_u64(uint64_t *p, uint64_t v);
-int bl_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired);
-uint64_t bl_atomic_fetch_add_u64(uint64_t *p, uint64_t v);
+static inline int bl_atomic_cas_u32(uint32_t *p, uint32_t expected, uint32_t desired) {
+    return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+static inline uint32_t bl_atomic_exchange_u32(uint32_t *p, uint32_t v) { return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST); }
+static inline uint32_t bl_atomic_fetch_add_u32(uint32_t *p, uint32_t v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+static inline uint64_t bl_atomic_load_u64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+static inline void bl_atomic_store_u64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+static inline int bl_atomic_cas_u64(uint64_t *p, uint64_t expected, uint64_t desired) {
+    return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+static inline uint64_t bl_atomic_fetch_add_u64(uint64_t *p, uint64_t v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 
 // ---- threads ------------------------------------------------------------
 /// gettid(2).
