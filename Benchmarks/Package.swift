@@ -19,6 +19,8 @@
 //   instr-driver      one scenario, a fixed number of events, for callgrind:
 //                     `scripts/bench.sh --instructions`,
 //                     `scripts/instruction-gate.sh` (run by .ci/run).
+//   instr-daemon      the same for the daemon's reaction path (its own
+//                     driver: instr-driver does not link the daemon).
 import PackageDescription
 import struct Foundation.URL
 
@@ -68,7 +70,6 @@ let package = Package(
             name: "instr-driver",
             dependencies: [
                 "CInstrRef",
-                .product(name: "BoardDaemon", package: boardloop),
                 .product(name: "Boardloop", package: boardloop),
                 .product(name: "BoardloopGPIO", package: boardloop),
                 .product(name: "BoardloopGPIOMock", package: boardloop),
@@ -77,6 +78,17 @@ let package = Package(
             // capture) without the runtime's dynamic exclusivity checks, as
             // the C reference's `done++`: they cost 76 of the fd scenario's
             // instructions per event, none of them the engine's.
+            swiftSettings: [.swiftLanguageMode(.v5), .unsafeFlags(["-enforce-exclusivity=unchecked"])]),
+        .executableTarget(
+            name: "instr-daemon",
+            dependencies: [
+                .product(name: "BoardDaemon", package: boardloop),
+                .product(name: "Boardloop", package: boardloop),
+                .product(name: "BoardloopGPIO", package: boardloop),
+                .product(name: "BoardloopGPIOMock", package: boardloop),
+            ],
+            // As instr-driver: the driver's own counters without run-time
+            // exclusivity checks (the daemon's code keeps its settings).
             swiftSettings: [.swiftLanguageMode(.v5), .unsafeFlags(["-enforce-exclusivity=unchecked"])]),
         .executableTarget(
             name: "BoardloopOps",

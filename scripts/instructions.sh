@@ -35,14 +35,18 @@ while [ $# -gt 0 ]; do
     shift
 done
 scripts/install-deps.sh libuv1-dev valgrind >&2
-(cd Benchmarks && swift build -c release --product instr-driver >&2)
+(cd Benchmarks && swift build -c release --product instr-driver >&2 && swift build -c release --product instr-daemon >&2)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # valgrind 3.19 cannot read the debug information the Swift toolchain
-# writes; a copy without it keeps the symbol names callgrind reports.
-bin="$work/instr-driver"
-cp "$(cd Benchmarks && swift build -c release --show-bin-path)/instr-driver" "$bin"
-strip --strip-debug "$bin"
+# writes; copies without it keep the symbol names callgrind reports. The
+# daemon's scenario has a driver of its own (instr-driver does not link
+# the daemon, Yams and Foundation).
+for d in instr-driver instr-daemon; do
+    cp "$(cd Benchmarks && swift build -c release --show-bin-path)/$d" "$work/$d"
+    strip --strip-debug "$work/$d"
+done
+driver() { if [ "$1" = reaction ]; then echo "$work/instr-daemon"; else echo "$work/instr-driver"; fi; }
 
 # Events per scenario (the shorter run; the longer one has twice as many).
 events() {
@@ -57,8 +61,8 @@ count() {
     local out="$work/cg.$1.$2.$3"
     # Deterministic hashing: Swift seeds its hashes per process, and the
     # daemon's scenario (config loading, dictionaries) would vary with it.
-    if ! SWIFT_DETERMINISTIC_HASHING=1 valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" "$1" "$2" "$3" >"$work/log" 2>&1; then
-        echo "instructions.sh: instr-driver $1 $2 $3 failed:" >&2
+    if ! SWIFT_DETERMINISTIC_HASHING=1 valgrind --tool=callgrind --callgrind-out-file="$out" "$(driver "$1")" "$1" "$2" "$3" >"$work/log" 2>&1; then
+        echo "instructions.sh: $(basename "$(driver "$1")") $1 $2 $3 failed:" >&2
         tail -5 "$work/log" >&2
         return 1
     fi

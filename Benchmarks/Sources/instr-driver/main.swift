@@ -12,8 +12,7 @@
 //     timer         boardloop | raw | raw-periodic   fires of a 1 ms repeating timer
 //     message       boardloop                BoardMessagePort ping-pong between two loops
 //     gpio          boardloop                mock-chip edge -> handler, one edge per pass
-//     reaction      boardd | engine          an edge toggles an output: through boardd's config path,
-//                                            or written by hand with the engine (Reaction.swift)
+//   (the daemon's reaction scenario is instr-daemon's)
 import Boardloop
 import BoardloopGPIO
 import BoardloopGPIOMock
@@ -187,8 +186,6 @@ do {
     case ("timer", "raw-periodic"): check(ir_raw_timer_periodic(events, 1_000_000))
     case ("message", "boardloop"): try boardloopMessage(events)
     case ("gpio", "boardloop"): try boardloopGPIO(events)
-    case ("reaction", "boardd"): try boarddReaction(events)
-    case ("reaction", "engine"): try engineReaction(events)
     default:
         fputs("instr-driver: no implementation '\(impl)' of scenario '\(scenario)'\n", stderr)
         exit(2)
