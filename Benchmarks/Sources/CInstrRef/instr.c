@@ -175,6 +175,38 @@ int ir_uv_wake(long round_trips) {
     return 0;
 }
 
+/* One thread: an async handle whose callback sends it again, `posts`
+ * times. uv_async_send from the loop's own thread still goes through the
+ * loop's eventfd (a write, an epoll_wait, a read): libuv's one way to hand
+ * work to a loop, and the same-thread counterpart of boardloop's work item
+ * re-posting itself. (Across threads the count is not comparable under
+ * valgrind: see ir_uv_wake.) */
+typedef struct { uv_loop_t *loop; long count, target; } uv_self_ctx;
+
+static void uv_self_cb(uv_async_t *h) {
+    uv_self_ctx *c = h->data;
+    if (++c->count >= c->target) {
+        uv_stop(c->loop);
+        return;
+    }
+    uv_async_send(h);
+}
+
+int ir_uv_perform(long posts) {
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    uv_async_t async;
+    uv_self_ctx ctx = { &loop, 0, posts };
+    uv_async_init(&loop, &async, uv_self_cb);
+    async.data = &ctx;
+    uv_async_send(&async);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_close((uv_handle_t *)&async, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    return ctx.count == posts ? 0 : -EPROTO;
+}
+
 // --- timer ------------------------------------------------------------------
 
 static uint64_t now_ns(void) {

@@ -7,7 +7,8 @@
 //     fd            boardloop | raw | uv     8 always-readable pipes, one read + write-back per dispatch
 //     wake-item     boardloop | raw | uv     round trips A -> B -> A; boardloop posts PerformWorkItems
 //     wake-closure  boardloop                the same with closure literals (each allocates its context)
-//     perform-item  boardloop                a perform request re-posting itself on one thread (work item)
+//     perform-item  boardloop | uv           a perform request re-posting itself on one thread (work item;
+//                                            libuv: an async handle re-sent from its callback)
 //     perform-closure boardloop              the same with closure literals
 //     timer         boardloop | raw | raw-periodic   fires of a 1 ms repeating timer
 //     message       boardloop                BoardMessagePort ping-pong between two loops
@@ -180,6 +181,7 @@ do {
     case ("wake-item", "uv"): check(ir_uv_wake(events))
     case ("wake-closure", "boardloop"): try boardloopWake(events, workItems: false)
     case ("perform-item", "boardloop"): try boardloopPerformSelf(events, workItems: true)
+    case ("perform-item", "uv"): check(ir_uv_perform(events))
     case ("perform-closure", "boardloop"): try boardloopPerformSelf(events, workItems: false)
     case ("timer", "boardloop"): try boardloopTimer(events)
     case ("timer", "raw"): check(ir_raw_timer_oneshot(events, 1_000_000))

@@ -21,6 +21,9 @@ int ir_uv_fd(long dispatches);
 int ir_raw_wake(long round_trips);
 /// The same with libuv: one loop per thread, uv_async_send each way.
 int ir_uv_wake(long round_trips);
+/// One thread: a libuv async handle re-sending itself from its callback,
+/// `posts` times (the counterpart of a work item re-posting itself).
+int ir_uv_perform(long posts);
 
 /// A one-shot CLOCK_MONOTONIC timerfd re-armed (absolute) after each fire,
 /// `period_ns` apart, read after the handler: the engine's way. `fires`
