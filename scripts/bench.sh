@@ -11,12 +11,13 @@
 # Release build of Benchmarks/ (its own package: the library's users never
 # build package-benchmark). Run as root for the PM QoS hold (see BENCHMARKS.md).
 set -euo pipefail
-cd "$(dirname "$0")/../Benchmarks"
+scripts="$(cd "$(dirname "$0")" && pwd)"
+cd "$scripts/../Benchmarks"
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
 
 if [ "${1:-}" = "--instructions" ]; then
     shift
-    exec "$(dirname "$0")/instructions.sh" "$@"
+    exec "$scripts/instructions.sh" "$@"
 fi
 if [ "${1:-}" = "--ops" ]; then
     shift

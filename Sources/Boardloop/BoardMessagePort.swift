@@ -291,7 +291,7 @@ public final class BoardMessagePort: @unchecked Sendable {
 
     private func deadline(after timeout: Duration) -> UInt64 {
         // No timeout is the common case: skip Duration's 128-bit arithmetic.
-        if timeout == .zero { return 0 }
+        if !timeout.isPositive { return 0 }
         let ns = timeout.nanosecondsClamped
         return ns > 0 ? MonotonicClock.nanoseconds &+ UInt64(ns) : 0
     }

@@ -90,7 +90,7 @@ extension BoardRunLoop {
     @inline(__always)
     private func dueTime(after delay: Duration) -> UInt64 {
         // (No delay is the common case: skip the clock and Duration's 128-bit arithmetic.)
-        guard delay > .zero else { return 0 }
+        guard delay.isPositive else { return 0 }
         let ns = delay.nanosecondsClamped
         return ns > 0 ? nowNanoseconds &+ UInt64(ns) : 0
     }

@@ -45,6 +45,12 @@ public struct MonotonicInstant: Comparable, Hashable, Sendable, CustomStringConv
 }
 
 extension Duration {
+    /// Whether the duration is longer than zero, without a call into the
+    /// standard library (`> .zero` is two: `zero` and `<`): Duration is
+    /// @frozen, its value the 128-bit attosecond count (`_high`, `_low`).
+    @inline(__always)
+    var isPositive: Bool { _high > 0 || (_high == 0 && _low != 0) }
+
     /// The duration in whole nanoseconds, clamped to Int64 (about 292 years).
     @inline(__always)
     public var nanosecondsClamped: Int64 {

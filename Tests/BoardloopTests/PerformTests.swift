@@ -71,6 +71,23 @@ final class PerformTests: XCTestCase {
         XCTAssertEqual(ranAt.value, start + .milliseconds(50))
     }
 
+    func testZeroNegativeAndSubNanosecondDelaysRunAtOnceAndLongOnesWait() throws {
+        let clock = ManualClock()
+        let loop = try makeLoop(clock: .manual(clock))
+        try loop.add(farTimer(), mode: .default)
+        let log = Log()
+        try loop.perform(after: .zero) { log.add("zero") }
+        try loop.perform(after: .nanoseconds(-5)) { log.add("negative") }
+        try loop.perform(after: .seconds(-3_000_000_000)) { log.add("very negative") }
+        try loop.perform(after: Duration(secondsComponent: 0, attosecondsComponent: 1)) { log.add("one attosecond") }
+        try loop.perform(after: .nanoseconds(1)) { log.add("one ns") }
+        try loop.perform(after: .seconds(3_000_000_000)) { log.add("never") }
+        _ = try loop.run(mode: .default, timeout: .zero)
+        XCTAssertEqual(log.entries, ["zero", "negative", "very negative", "one attosecond"])
+        try loop.advanceManualClock(by: .nanoseconds(1))
+        XCTAssertEqual(log.entries, ["zero", "negative", "very negative", "one attosecond", "one ns"])
+    }
+
     func testDelayOnRealClockWakesTheLoop() throws {
         let loop = try makeLoop()
         try loop.add(farTimer(), mode: .default)
