@@ -123,27 +123,41 @@ int bb_raw_wake(uint64_t *samples, int warmup, int iterations, int cpu_a, int cp
 
 // --- 2. timer --------------------------------------------------------------
 
-int bb_raw_timer(uint64_t period_ns, int warmup, int fires, int64_t *lateness, uint64_t *missed, int cpu) {
+/// The repeating timer of both raw references: periodic (the kernel re-arms
+/// it: it_interval) or, with `oneshot`, armed (absolute) for the next grid
+/// point before each wait and read after the "handler", as the engine does.
+static int raw_timer(uint64_t period_ns, int warmup, int fires, int64_t *lateness, uint64_t *missed, int cpu, int oneshot) {
     bb_pin_self(cpu);
-    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | (oneshot ? TFD_NONBLOCK : 0));
     if (tfd < 0) return -errno;
     int ep = epoll_with(tfd);
     if (ep < 0) return ep;
     uint64_t t0 = bb_now_ns() + period_ns;
-    struct itimerspec its = {
-        .it_value = {.tv_sec = (time_t)(t0 / 1000000000ull), .tv_nsec = (long)(t0 % 1000000000ull)},
-        .it_interval = {.tv_sec = (time_t)(period_ns / 1000000000ull), .tv_nsec = (long)(period_ns % 1000000000ull)},
-    };
-    if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL) != 0) return -errno;
+    if (!oneshot) {
+        struct itimerspec its = {
+            .it_value = {.tv_sec = (time_t)(t0 / 1000000000ull), .tv_nsec = (long)(t0 % 1000000000ull)},
+            .it_interval = {.tv_sec = (time_t)(period_ns / 1000000000ull), .tv_nsec = (long)(period_ns % 1000000000ull)},
+        };
+        if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL) != 0) return -errno;
+    }
     struct epoll_event evs[8];
     int64_t last_k = -1;
-    uint64_t miss = 0;
+    uint64_t miss = 0, exp;
     for (int i = 0; i < warmup + fires;) {
+        if (oneshot) {
+            // The next grid point after the last one fired for.
+            uint64_t next = t0 + (uint64_t)(last_k + 1) * period_ns;
+            struct itimerspec its = {
+                .it_value = {.tv_sec = (time_t)(next / 1000000000ull), .tv_nsec = (long)(next % 1000000000ull)},
+            };
+            if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL) != 0) return -errno;
+        }
         int n = epoll_wait(ep, evs, 8, -1);
         if (n <= 0) continue;
-        uint64_t exp;
-        if (read(tfd, &exp, sizeof exp) != sizeof exp) continue;
-        // Measured where a loop's timer handler would start: after the read.
+        // Periodic: read first, as a loop must before its handler; one-shot:
+        // the read comes after the handler (below).
+        if (!oneshot && read(tfd, &exp, sizeof exp) != sizeof exp) continue;
+        // Measured where a loop's timer handler would start.
         uint64_t now = bb_now_ns();
         // The same measure as every other timer row: the grid point at or
         // before now is the one fired for; grid points in between were missed.
@@ -154,6 +168,7 @@ int bb_raw_timer(uint64_t period_ns, int warmup, int fires, int64_t *lateness, u
         }
         last_k = k;
         i++;
+        if (oneshot) (void)!read(tfd, &exp, sizeof exp);
     }
     *missed = miss;
     close(ep);
@@ -161,43 +176,12 @@ int bb_raw_timer(uint64_t period_ns, int warmup, int fires, int64_t *lateness, u
     return 0;
 }
 
-/// The same timer built the way the engine builds its timers: a one-shot
-/// timerfd armed (absolute) for the next grid point before each wait, and
-/// read after the "handler" has run.
+int bb_raw_timer(uint64_t period_ns, int warmup, int fires, int64_t *lateness, uint64_t *missed, int cpu) {
+    return raw_timer(period_ns, warmup, fires, lateness, missed, cpu, 0);
+}
+
 int bb_raw_timer_oneshot(uint64_t period_ns, int warmup, int fires, int64_t *lateness, uint64_t *missed, int cpu) {
-    bb_pin_self(cpu);
-    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    if (tfd < 0) return -errno;
-    int ep = epoll_with(tfd);
-    if (ep < 0) return ep;
-    uint64_t t0 = bb_now_ns() + period_ns;
-    struct epoll_event evs[8];
-    int64_t last_k = -1;
-    uint64_t miss = 0;
-    for (int i = 0; i < warmup + fires;) {
-        // The next grid point after the last one fired for.
-        uint64_t next = t0 + (uint64_t)(last_k + 1) * period_ns;
-        struct itimerspec its = {
-            .it_value = {.tv_sec = (time_t)(next / 1000000000ull), .tv_nsec = (long)(next % 1000000000ull)},
-        };
-        if (timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL) != 0) return -errno;
-        int n = epoll_wait(ep, evs, 8, -1);
-        if (n <= 0) continue;
-        uint64_t now = bb_now_ns();
-        int64_t k = (int64_t)((now - t0) / period_ns);
-        if (i >= warmup) {
-            lateness[i - warmup] = (int64_t)(now - (t0 + (uint64_t)k * period_ns));
-            if (last_k >= 0 && k > last_k + 1) miss += (uint64_t)(k - last_k - 1);
-        }
-        last_k = k;
-        i++;
-        uint64_t exp;
-        (void)!read(tfd, &exp, sizeof exp);  // drained after the handler
-    }
-    *missed = miss;
-    close(ep);
-    close(tfd);
-    return 0;
+    return raw_timer(period_ns, warmup, fires, lateness, missed, cpu, 1);
 }
 
 // --- 3. fd -----------------------------------------------------------------
