@@ -125,7 +125,7 @@ if [ "$mode" = table ]; then
         [ "$s" = timer ] && echo "    (timer raw: the better of a one-shot timerfd re-armed like the engine, $r1, and a periodic one, $r2)"
         case "$s" in wake-item|wake-closure|message)
             echo "    (two threads: the median of three runs; varies by a few percent with valgrind's thread switching, so not gated)" ;; esac
-        [ "$s" = perform-item ] && echo "    (libuv: uv_async_send from the loop's own thread, through its eventfd; boardloop's same-thread post needs no system call while the loop is awake)"
+        [ "$s" = perform-item ] && echo "    (libuv: uv_async_send from the loop's own thread, through its eventfd; callgrind counts user space only, so neither side's system calls count)"
         [ "$s" = wake-item ] && echo "    (libuv: not comparable here — uv_async_send's handshake spin-waits up to 997 iterations while valgrind runs one thread at a time, which a real CPU never does)"
         [ "$s" = reaction ] && echo "    (boardd's config path: an edge toggles an output; raw column: the same reaction written by hand with the engine and the GPIO layer)"
         [ "$top" = 1 ] && top_functions "$s" "$impl"
