@@ -101,7 +101,7 @@ final class InputLine: @unchecked Sendable {
     /// The modes the line's source (and timer) are in: every mode when held
     /// events are drained as they come, else the modes that admit the line.
     var modes: [RunLoopMode] {
-        config.held.drain > 0 && config.held.drainEvery == .zero ? [.common] : rt.modes(admitting: config.priority)
+        config.held.drainsOnReadiness ? [.common] : rt.modes(admitting: config.priority)
     }
 
     var needsTimer: Bool {
@@ -126,7 +126,7 @@ final class InputLine: @unchecked Sendable {
             timer = t
         }
         let holding = rt.modes(holding: config.priority)
-        if config.held.drain > 0 && config.held.drainEvery > .zero && !holding.isEmpty {
+        if config.held.drainsOnTimer && !holding.isEmpty {
             let period = config.held.drainEvery
             let t = RunLoopTimer(fireAt: rt.loop.now + period, interval: period, tolerance: config.held.drainTolerance) {
                 [unowned self] _ in self.drainTimerFired()

@@ -175,7 +175,7 @@ extension ConfigParser {
             timers += inputs.filter { !$0.filters.isEmpty }.count
             timers += inputs.filter { $0.gestures != nil }.count
             timers += inputs.filter { $0.rateLimit != nil }.count
-            let drainTimers = inputs.filter { $0.held.drain > 0 && $0.held.drainEvery > .zero }.count
+            let drainTimers = inputs.filter(\.held.drainsOnTimer).count
             timers += drainTimers
             timers += timedReactionsPerLoop[i]
             timers += pulsedLines.filter { lines[$0.index].loop == id }.count

@@ -211,6 +211,11 @@ public struct HeldEvents: Sendable, Equatable {
         self.drain = drain
         self.drainEvery = drainEvery
     }
+    /// Held events are read at every readiness of the line's fd (`drain`
+    /// alone): the fd stays in every mode.
+    public var drainsOnReadiness: Bool { drain > 0 && drainEvery == .zero }
+    /// Held events are read by a timer (`drain` with `drain_every`).
+    public var drainsOnTimer: Bool { drain > 0 && drainEvery > .zero }
     /// The drain timer's tolerance: half its period. The timer may fire that
     /// much late, which lets it fire in a pass another timer (a task's) wakes
     /// the loop for instead of waking the loop itself.

@@ -186,16 +186,17 @@ final class LoopRuntime: @unchecked Sendable {
 
     func runLoopMode(_ m: ModeID) -> RunLoopMode { runModes[m.index] }
 
-    func modes(admitting p: PriorityID) -> [RunLoopMode] {
-        var out: [RunLoopMode] = []
-        for (i, mask) in admitMask.enumerated() where mask & (UInt64(1) << UInt64(p.index)) != 0 { out.append(runModes[i]) }
-        return out
-    }
+    /// The modes that admit a priority's sources.
+    func modes(admitting p: PriorityID) -> [RunLoopMode] { modes(of: p, admitted: true) }
 
     /// The modes that hold a priority's sources (the rest).
-    func modes(holding p: PriorityID) -> [RunLoopMode] {
+    func modes(holding p: PriorityID) -> [RunLoopMode] { modes(of: p, admitted: false) }
+
+    private func modes(of p: PriorityID, admitted: Bool) -> [RunLoopMode] {
         var out: [RunLoopMode] = []
-        for (i, mask) in admitMask.enumerated() where mask & (UInt64(1) << UInt64(p.index)) == 0 { out.append(runModes[i]) }
+        for (i, mask) in admitMask.enumerated() where (mask & (UInt64(1) << UInt64(p.index)) != 0) == admitted {
+            out.append(runModes[i])
+        }
         return out
     }
 
