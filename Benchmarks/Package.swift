@@ -29,6 +29,15 @@ import struct Foundation.URL
 let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
 let boardloop = root.lastPathComponent.lowercased()
 
+// The instruction drivers' own bookkeeping (the event counters their
+// handlers capture) without the runtime's dynamic exclusivity checks, as the
+// C reference's `done++`: they cost 76 of the fd scenario's instructions per
+// event, none of them the engine's. Only the drivers' own code: the
+// libraries they measure keep their settings.
+let instructionDriverSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v5), .unsafeFlags(["-enforce-exclusivity=unchecked"]),
+]
+
 let package = Package(
     name: "boardloop-benchmarks",
     platforms: [.macOS(.v13)],
@@ -74,11 +83,7 @@ let package = Package(
                 .product(name: "BoardloopGPIO", package: boardloop),
                 .product(name: "BoardloopGPIOMock", package: boardloop),
             ],
-            // The driver's own bookkeeping (the event counters its handlers
-            // capture) without the runtime's dynamic exclusivity checks, as
-            // the C reference's `done++`: they cost 76 of the fd scenario's
-            // instructions per event, none of them the engine's.
-            swiftSettings: [.swiftLanguageMode(.v5), .unsafeFlags(["-enforce-exclusivity=unchecked"])]),
+            swiftSettings: instructionDriverSettings),
         .executableTarget(
             name: "instr-daemon",
             dependencies: [
@@ -87,9 +92,7 @@ let package = Package(
                 .product(name: "BoardloopGPIO", package: boardloop),
                 .product(name: "BoardloopGPIOMock", package: boardloop),
             ],
-            // As instr-driver: the driver's own counters without run-time
-            // exclusivity checks (the daemon's code keeps its settings).
-            swiftSettings: [.swiftLanguageMode(.v5), .unsafeFlags(["-enforce-exclusivity=unchecked"])]),
+            swiftSettings: instructionDriverSettings),
         .executableTarget(
             name: "BoardloopOps",
             dependencies: [
