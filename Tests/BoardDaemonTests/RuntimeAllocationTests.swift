@@ -32,10 +32,7 @@ final class RuntimeAllocationTests: XCTestCase {
             try h.chip.setLevel(17, level)
             try h.chip.setLevel(23, level)
             _ = try loop.run(mode: .default, timeout: .zero)
-            // Moving a ManualClock is test scaffolding (it wakes its loops through an array): not counted.
-            AllocationCounter.endCountingOnThisThread()
-            clock.advance(by: .microseconds(500))
-            AllocationCounter.beginCountingOnThisThread()
+            advanceUncounted(clock, by: .microseconds(500))
             _ = try loop.run(mode: .default, timeout: .zero)
         }
         AllocationCounter.beginCountingOnThisThread()
@@ -63,9 +60,7 @@ final class RuntimeAllocationTests: XCTestCase {
         func millisecond() throws {
             level.toggle()
             try h.chip.setLevel(23, level)  // one held edge a millisecond; the 10 ms task runs in the mode
-            AllocationCounter.endCountingOnThisThread()
-            clock.advance(by: .milliseconds(1))  // test scaffolding, not counted
-            AllocationCounter.beginCountingOnThisThread()
+            advanceUncounted(clock, by: .milliseconds(1))
             try h.daemon.settle()  // passes in the running (critical) mode
         }
         try h.press()
@@ -83,4 +78,12 @@ final class RuntimeAllocationTests: XCTestCase {
         XCTAssertEqual(h.fires("count"), 0, "held")
         XCTAssertEqual(m.allocations, 0, "allocations over 5,000 held edges: \(m.allocations) (\(m.bytes) bytes)")
     }
+}
+
+/// Moves a manual clock outside the allocation count: it is test scaffolding
+/// (the clock wakes its loops through an array), not the event path.
+private func advanceUncounted(_ clock: ManualClock, by d: Duration) {
+    AllocationCounter.endCountingOnThisThread()
+    clock.advance(by: d)
+    AllocationCounter.beginCountingOnThisThread()
 }
