@@ -18,6 +18,94 @@
 #include <linux/capability.h>
 #include <sched.h>
 
+// The loop's own system calls on its hot path (the wait, and the wake-up
+// and timer counters) go to the kernel directly. Through glibc, read, write
+// and epoll_wait are cancellation points: in a process with threads each
+// call switches asynchronous cancellation on and off around the system call
+// (about 60 instructions, more than the rest of the wrapper), and syscall()
+// itself is a variadic call that shuffles every argument. The engine's
+// threads are never cancelled (pthread_cancel would unwind through Swift
+// frames, which Swift does not support), so on x86_64 and arm64 these are
+// the system call instruction itself, as musl issues it; elsewhere
+// syscall(). Under ThreadSanitizer the glibc calls stay: it sees the
+// eventfds' hand-offs through its interceptors.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define BL_LIBC_IO 1
+#endif
+#endif
+
+#if !defined(BL_LIBC_IO) && (defined(__x86_64__) || defined(__aarch64__))
+static inline long bl_raw_syscall(long n, long a, long b, long c, long d, long e, long f) {
+    long ret;
+#if defined(__x86_64__)
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    register long r9 __asm__("r9") = f;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+#else
+    register long x8 __asm__("x8") = n;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    register long x2 __asm__("x2") = c;
+    register long x3 __asm__("x3") = d;
+    register long x4 __asm__("x4") = e;
+    register long x5 __asm__("x5") = f;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory", "cc");
+    ret = x0;
+#endif
+    // The kernel returns -errno; callers expect -1 and errno, as from libc.
+    if ((unsigned long)ret > -4096UL) {
+        errno = (int)-ret;
+        return -1;
+    }
+    return ret;
+}
+#define BL_SYSCALL(n, a, b, c, d, e, f) bl_raw_syscall((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
+
+static inline long bl_raw_syscall3(long n, long a, long b, long c) {
+    long ret;
+#if defined(__x86_64__)
+    __asm__ volatile("syscall" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+#else
+    register long x8 __asm__("x8") = n;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    register long x2 __asm__("x2") = c;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory", "cc");
+    ret = x0;
+#endif
+    if ((unsigned long)ret > -4096UL) {
+        errno = (int)-ret;
+        return -1;
+    }
+    return ret;
+}
+#define BL_SYSCALL3(n, a, b, c) bl_raw_syscall3((n), (long)(a), (long)(b), (long)(c))
+#elif !defined(BL_LIBC_IO)
+#define BL_SYSCALL(n, a, b, c, d, e, f) syscall((n), (a), (b), (c), (d), (e), (f))
+#define BL_SYSCALL3(n, a, b, c) syscall((n), (a), (b), (c))
+#endif
+
+static inline ssize_t bl_read(int fd, void *buf, size_t n) {
+#ifdef BL_LIBC_IO
+    return read(fd, buf, n);
+#else
+    return BL_SYSCALL3(SYS_read, fd, buf, n);
+#endif
+}
+
+static inline ssize_t bl_write(int fd, const void *buf, size_t n) {
+#ifdef BL_LIBC_IO
+    return write(fd, buf, n);
+#else
+    return BL_SYSCALL3(SYS_write, fd, buf, n);
+#endif
+}
+
 int bl_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
 int bl_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data) {
@@ -31,7 +119,12 @@ int bl_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data) {
 size_t bl_epoll_event_size(void) { return sizeof(struct epoll_event); }
 
 int bl_epoll_wait(int epfd, void *events, int max, int timeout_ms) {
+#ifdef BL_LIBC_IO
     return epoll_wait(epfd, (struct epoll_event *)events, max, timeout_ms);
+#else
+    // epoll_pwait with no signal mask is epoll_wait (arm64 has only the former).
+    return (int)BL_SYSCALL(SYS_epoll_pwait, epfd, events, max, timeout_ms, NULL, _NSIG / 8);
+#endif
 }
 
 _Static_assert(sizeof(bl_epoll_event) == sizeof(struct epoll_event), "bl_epoll_event mirrors struct epoll_event");
@@ -43,12 +136,12 @@ int bl_eventfd(unsigned int initval, int semaphore) {
 }
 
 int bl_eventfd_write(int fd, uint64_t value) {
-    ssize_t n = write(fd, &value, sizeof value);
+    ssize_t n = bl_write(fd, &value, sizeof value);
     return n == (ssize_t)sizeof value ? 0 : -1;
 }
 
 int bl_eventfd_read(int fd, uint64_t *value) {
-    ssize_t n = read(fd, value, sizeof *value);
+    ssize_t n = bl_read(fd, value, sizeof *value);
     return n == (ssize_t)sizeof *value ? 0 : -1;
 }
 
@@ -63,7 +156,7 @@ int bl_timerfd_arm_abs(int fd, uint64_t deadline_ns) {
 }
 
 int bl_timerfd_read(int fd, uint64_t *expirations) {
-    ssize_t n = read(fd, expirations, sizeof *expirations);
+    ssize_t n = bl_read(fd, expirations, sizeof *expirations);
     return n == (ssize_t)sizeof *expirations ? 0 : -1;
 }
 
