@@ -28,3 +28,8 @@ func __BOARDLOOP_IS_CALLING_OUT_TO_A_PORT_SOURCE__(_ source: PortSource, _ event
 func __BOARDLOOP_IS_CALLING_OUT_TO_A_PERFORM_REQUEST__(_ block: borrowing PerformQueue.Block) {
     block.run()
 }
+
+@inline(never)
+func __BOARDLOOP_IS_CALLING_OUT_TO_A_PERFORM_REQUEST__(_ item: PerformWorkItem) {
+    item.block()
+}

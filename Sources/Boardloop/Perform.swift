@@ -117,9 +117,8 @@ extension BoardRunLoop {
     private func runPendingPerforms(_ ms: ModeState) -> UInt64 {
         var next = UInt64.max
         var taken = 0
-        let now = nowNanoseconds
         withSnapshot(performs.capacity, fill: { buffer in
-            taken = performs.take(for: ms, now: now, into: buffer, nextDue: &next)
+            taken = performs.take(for: ms, clock: manualClock, into: buffer, nextDue: &next)
         }) { buffer in
             workCount &+= UInt64(taken)
             for i in 0..<taken { performs.run(buffer[i]) }
@@ -160,17 +159,26 @@ final class PerformQueue: @unchecked Sendable {
     struct Block {
         let run: @Sendable () -> Void
     }
-    /// A request's block and modes, initialized from its post until it is
-    /// emptied (taken to run, cancelled or dropped); a free slot's are
-    /// uninitialized memory, so posting stores without releasing anything.
+    /// A closure request's block and modes, initialized from its post until
+    /// it is emptied (taken to run, cancelled or dropped); a free slot's, and
+    /// a work item's, are uninitialized memory, so posting stores without
+    /// releasing anything.
     private let blocks: UnsafeMutablePointer<Block>
     private let modes: UnsafeMutablePointer<[RunLoopMode]>
+    /// A work item request's item, with the one reference the queue holds
+    /// (nil for a closure request). The item already holds its block and
+    /// modes, so posting it retains one object, not its block and its modes
+    /// array one by one, and releases one after it ran.
+    private let workItems: UnsafeMutablePointer<Unmanaged<PerformWorkItem>?>
     private let due: UnsafeMutablePointer<UInt64>
     private let waited: UnsafeMutablePointer<Bool>
     private let freeList: UnsafeMutablePointer<Int32>
     @exclusivity(unchecked) private var freeCount: Int
     private let ring: UnsafeMutablePointer<Int32>
     @exclusivity(unchecked) private var queued = 0
+    /// Queued requests with a delay (a due time other than 0): while there
+    /// are none, taking does not read the clock.
+    @exclusivity(unchecked) private var delayed = 0
     private let pendingCount = Atomic<Int>(0)
     /// Set when the loop ends: nothing more is accepted.
     @exclusivity(unchecked) private var closed = false
@@ -195,6 +203,8 @@ final class PerformQueue: @unchecked Sendable {
         states.initialize(repeating: 0, count: capacity)
         blocks = .allocate(capacity: capacity)
         modes = .allocate(capacity: capacity)
+        workItems = .allocate(capacity: capacity)
+        workItems.initialize(repeating: nil, count: capacity)
         due = .allocate(capacity: capacity)
         due.initialize(repeating: 0, count: capacity)
         waited = .allocate(capacity: capacity)
@@ -209,14 +219,11 @@ final class PerformQueue: @unchecked Sendable {
     deinit {
         // Only queued requests hold a block (a taken one is the running
         // loop's, and a loop is not freed while it runs).
-        for k in 0..<queued {
-            let i = Int(ring[k])
-            (blocks + i).deinitialize(count: 1)
-            (modes + i).deinitialize(count: 1)
-        }
+        for k in 0..<queued { _ = empty(ring[k]) }
         states.deallocate()
         blocks.deallocate()
         modes.deallocate()
+        workItems.deallocate()
         due.deallocate()
         waited.deallocate()
         freeList.deallocate()
@@ -230,6 +237,18 @@ final class PerformQueue: @unchecked Sendable {
     @inline(__always) private func generation(_ slot: Int32) -> UInt32 { Futex.load(states + Int(slot)) >> 3 }
     @inline(__always) private func setState(_ slot: Int32, _ s: UInt32) {
         Futex.store(states + Int(slot), (Futex.load(states + Int(slot)) & ~7) | s)
+    }
+
+    /// Whether the request in slot `i` runs in `ms`.
+    @inline(__always) private func matches(_ i: Int, _ ms: ModeState) -> Bool {
+        if let item = workItems[i] { return item._withUnsafeGuaranteedRef { Self.matches($0.modes, ms) } }
+        return Self.matches(modes[i], ms)
+    }
+
+    /// Whether the request in slot `i` names `mode` itself (not through `.common`).
+    private func names(_ i: Int, _ mode: RunLoopMode) -> Bool {
+        if let item = workItems[i] { return item._withUnsafeGuaranteedRef { $0.modes.contains(mode) } }
+        return modes[i].contains(mode)
     }
 
     static func matches(_ modes: [RunLoopMode], _ ms: ModeState) -> Bool {
@@ -250,14 +269,14 @@ final class PerformQueue: @unchecked Sendable {
         post(due: d, waited: w) { i in
             (blocks + i).initialize(to: Block(run: block))
             (modes + i).initialize(to: m)
+            workItems[i] = nil
         }
     }
 
     /// Posts a work item's block (never waited for).
     func post(_ item: PerformWorkItem, due d: UInt64) -> PostResult {
         post(due: d, waited: false) { i in
-            (blocks + i).initialize(to: Block(run: item.block))
-            (modes + i).initialize(to: item.modes)
+            workItems[i] = .passRetained(item)
         }
     }
 
@@ -276,6 +295,7 @@ final class PerformQueue: @unchecked Sendable {
             Futex.store(states + i, gen << 3 | Self.posted)
             store(i)
             due[i] = d
+            if d != 0 { delayed += 1 }
             waited[i] = w
             ring[queued] = slot
             queued += 1
@@ -290,6 +310,7 @@ final class PerformQueue: @unchecked Sendable {
         var dropped: [Emptied] = []
         lock.withLock {
             closed = true
+            delayed = 0
             dropped.reserveCapacity(queued)
             for k in 0..<queued {
                 let slot = ring[k]
@@ -306,7 +327,7 @@ final class PerformQueue: @unchecked Sendable {
     func hasPending(named mode: RunLoopMode) -> Bool {
         if !mayHavePending { return false }
         return lock.withLock { () in
-            for k in 0..<queued where modes[Int(ring[k])].contains(mode) { return true }
+            for k in 0..<queued where names(Int(ring[k]), mode) { return true }
             return false
         }
     }
@@ -315,7 +336,7 @@ final class PerformQueue: @unchecked Sendable {
     func hasPending(for ms: ModeState) -> Bool {
         if !mayHavePending { return false }
         return lock.withLock { () in
-            for k in 0..<queued where Self.matches(modes[Int(ring[k])], ms) { return true }
+            for k in 0..<queued where matches(Int(ring[k]), ms) { return true }
             return false
         }
     }
@@ -327,7 +348,7 @@ final class PerformQueue: @unchecked Sendable {
             var next = UInt64.max
             for k in 0..<queued {
                 let i = Int(ring[k])
-                if Self.matches(modes[i], ms) && due[i] < next { next = due[i] }
+                if matches(i, ms) && due[i] < next { next = due[i] }
             }
             return next
         }
@@ -336,16 +357,20 @@ final class PerformQueue: @unchecked Sendable {
     /// Moves the due requests for `ms` out of the ring, in FIFO order; they
     /// are no longer pending. Slots of requests run since the last take go
     /// back on the free list on the way.
-    func take(for ms: ModeState, now: UInt64, into out: UnsafeMutablePointer<Int32>, nextDue: inout UInt64) -> Int {
+    /// The clock (the loop's manual clock, or the monotonic one) is read
+    /// only if a delayed request is queued.
+    func take(for ms: ModeState, clock: ManualClock?, into out: UnsafeMutablePointer<Int32>, nextDue: inout UInt64) -> Int {
         lock.withLock { () in
             reclaimRanSlots()
+            let now = delayed == 0 ? 0 : clock?.now.nanoseconds ?? MonotonicClock.nanoseconds
             var taken = 0
             var kept = 0
             for k in 0..<queued {
                 let slot = ring[k]
                 let i = Int(slot)
-                if Self.matches(modes[i], ms) {
+                if matches(i, ms) {
                     if due[i] <= now {
+                        if due[i] != 0 { delayed -= 1 }
                         setState(slot, Self.running)
                         out[taken] = slot
                         taken += 1
@@ -385,11 +410,18 @@ final class PerformQueue: @unchecked Sendable {
     func run(_ slot: Int32) {
         let i = Int(slot)
         // Emptied before the slot is handed on (a post may then reuse it);
-        // the block's context and the modes array are released at the end
-        // of this function, outside any lock.
-        let block = (blocks + i).move()
-        let requestModes = (modes + i).move()
-        __BOARDLOOP_IS_CALLING_OUT_TO_A_PERFORM_REQUEST__(block)
+        // the queue's reference (to the work item, or to the block's context
+        // and the modes array) is released at the end of this function,
+        // outside any lock.
+        let item = workItems[i]
+        var closure: Emptied?
+        if let item {
+            workItems[i] = nil
+            item._withUnsafeGuaranteedRef { __BOARDLOOP_IS_CALLING_OUT_TO_A_PERFORM_REQUEST__($0) }
+        } else {
+            closure = empty(slot, pending: false)
+            if let block = closure?.block { __BOARDLOOP_IS_CALLING_OUT_TO_A_PERFORM_REQUEST__(block) }
+        }
         if waited[i] {
             // The waiter frees the slot under the lock once it has seen `done`.
             setState(slot, Self.done)
@@ -397,7 +429,8 @@ final class PerformQueue: @unchecked Sendable {
         } else {
             handBack(slot)
         }
-        _ = (block, requestModes)
+        item?.release()
+        _ = closure
     }
 
     func cancel(_ token: PerformToken) -> Bool {
@@ -460,16 +493,24 @@ final class PerformQueue: @unchecked Sendable {
     /// What a finished request leaves: released by the caller after the
     /// lock, since releasing a block's context may run deinits.
     private struct Emptied {
+        let item: PerformWorkItem?
         let block: Block?
-        let modes: [RunLoopMode]
+        let modes: [RunLoopMode]?
     }
 
-    /// With the lock held: takes the request's block and modes out of its
-    /// slot; the request is no longer pending.
-    @inline(__always) private func empty(_ slot: Int32) -> Emptied {
+    /// Takes the request's work item, or its block and modes, out of its
+    /// slot (with the lock held, or by the owner for a taken request); with
+    /// `pending`, it was still counted as pending and no longer is.
+    @inline(__always) private func empty(_ slot: Int32, pending: Bool = true) -> Emptied {
         let i = Int(slot)
-        let e = Emptied(block: (blocks + i).move(), modes: (modes + i).move())
-        pendingCount.wrappingSubtract(1, ordering: .releasing)
+        let e: Emptied
+        if let item = workItems[i] {
+            workItems[i] = nil
+            e = Emptied(item: item.takeRetainedValue(), block: nil, modes: nil)
+        } else {
+            e = Emptied(item: nil, block: (blocks + i).move(), modes: (modes + i).move())
+        }
+        if pending { pendingCount.wrappingSubtract(1, ordering: .releasing) }
         return e
     }
 
@@ -496,7 +537,10 @@ final class PerformQueue: @unchecked Sendable {
         var kept = 0
         for k in 0..<queued {
             let s = ring[k]
-            if s == slot { continue }
+            if s == slot {
+                if due[Int(s)] != 0 { delayed -= 1 }
+                continue
+            }
             ring[kept] = s
             kept += 1
         }
