@@ -1,11 +1,14 @@
+import CLinux
 import Glibc
 
-/// A pthread mutex for the few places the engine shares state across
-/// threads (the perform queue, the manual clock's loop list). pthread rather
-/// than `Synchronization.Mutex`: ThreadSanitizer intercepts pthread locks and
-/// so sees the ordering they create; the standard library's futex-based
-/// mutex is opaque to it and reports false races. Uncontended, both cost the
-/// same; neither allocates after creation.
+/// A pthread mutex for the places the engine shares state across threads
+/// off the hot path (the manual clock's loop list, the item binding lock,
+/// the message port registry), and the base of `Monitor`'s condition
+/// variable. pthread rather than `Synchronization.Mutex`: ThreadSanitizer
+/// intercepts pthread locks and so sees the ordering they create; the
+/// standard library's futex-based mutex is opaque to it (its atomics are in
+/// the uninstrumented standard library) and reports false races. Neither
+/// allocates after creation. The perform queue takes `FutexLock`, below.
 class Lock: @unchecked Sendable {
     let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
@@ -64,4 +67,34 @@ final class Monitor: Lock, @unchecked Sendable {
 
     /// Wakes every waiter (call with or without the lock held).
     func broadcast() { pthread_cond_broadcast(cond) }
+}
+
+/// A mutex on one futex word, for the lock a cross-thread hand-off takes on
+/// every request (the perform queue's): uncontended, taking it is one
+/// compare-and-swap and releasing it one exchange, inline, where a pthread
+/// mutex costs two library calls. A contended lock spins briefly, then
+/// sleeps in the kernel. ThreadSanitizer sees the ordering it creates: the
+/// acquire and release are atomics in instrumented code (C11 atomics inlined
+/// into this module), not in an uninstrumented library. No condition
+/// variable: where a thread must sleep until state changes, use `Monitor`.
+final class FutexLock: @unchecked Sendable {
+    private let word: UnsafeMutablePointer<UInt32>
+
+    init() {
+        word = .allocate(capacity: 1)
+        word.initialize(to: 0)
+    }
+
+    deinit { word.deallocate() }
+
+    /// Whether a thread found the lock held and marked it (it sleeps, or is
+    /// about to, until the holder's unlock wakes it). For tests.
+    var isContended: Bool { Futex.load(word) == 2 }
+
+    @inline(__always)
+    func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        bl_lock(word)
+        defer { bl_unlock(word) }
+        return try body()
+    }
 }

@@ -132,7 +132,7 @@ extension BoardRunLoop {
 /// is also a futex, so `performAndWait` sleeps in the kernel until it changes.
 final class PerformQueue: @unchecked Sendable {
     let capacity: Int
-    private let lock = Lock()
+    private let lock = FutexLock()
 
     private static let free: UInt32 = 0
     private static let posted: UInt32 = 1

@@ -238,6 +238,37 @@ int bl_futex_wake(uint32_t *addr, int count) {
     return (int)syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, count, NULL, NULL, 0);
 }
 
+/// A spin-wait hint to the CPU (x86 pause, arm yield).
+static inline void bl_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+    __asm__ volatile("yield");
+#endif
+}
+
+void bl_lock_wait(uint32_t *word) {
+    // Held: spin a little first, as the holder keeps the lock for a few
+    // dozen instructions, unless sleepers are already queued.
+    for (int spin = 0; spin < 100; spin++) {
+        uint32_t state = __atomic_load_n(word, __ATOMIC_RELAXED);
+        if (state == 0) {
+            uint32_t expected = 0;
+            if (__atomic_compare_exchange_n(word, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return;
+        } else if (state == 2) {
+            break;
+        }
+        bl_cpu_relax();
+    }
+    // Mark the lock contended (2) as we take or wait for it: the unlock
+    // that follows wakes a sleeper.
+    while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0) {
+        syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+    }
+}
+
+void bl_lock_wake(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
+
 pid_t bl_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
 static __thread pid_t cached_tid;

@@ -131,6 +131,23 @@ int bl_futex_wait(uint32_t *addr, uint32_t expected, int64_t timeout_ns);
 /// Wakes up to `count` waiters on addr.
 int bl_futex_wake(uint32_t *addr, int count);
 
+// ---- a mutex on one futex word ------------------------------------------
+// 0 free, 1 held, 2 held with (maybe) sleepers: Drepper's "Futexes Are
+// Tricky" mutex, as Rust's standard library and musl lock. Uncontended, a
+// lock is one compare-and-swap and an unlock one exchange, inline; a
+// pthread mutex is two calls of about 25 instructions each.
+/// Takes the lock, sleeping while another thread holds it (bl_lock_wait).
+void bl_lock_wait(uint32_t *word);
+/// Wakes one thread sleeping in bl_lock_wait.
+void bl_lock_wake(uint32_t *word);
+static inline void bl_lock(uint32_t *word) {
+    uint32_t expected = 0;
+    if (!__atomic_compare_exchange_n(word, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) bl_lock_wait(word);
+}
+static inline void bl_unlock(uint32_t *word) {
+    if (__atomic_exchange_n(word, 0, __ATOMIC_RELEASE) == 2) bl_lock_wake(word);
+}
+
 // ---- 32/64-bit atomics on raw memory (C11, sequentially consistent) -----
 // Inline: the perform queue reads and writes its slots' state words on
 // every post, take and run.
