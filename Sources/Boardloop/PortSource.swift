@@ -56,14 +56,13 @@ public final class PortSource: @unchecked Sendable {
         /// EPOLLHUP/EPOLLRDHUP: the other end hung up.
         public static let hangup = Events(rawValue: 8)
 
+        /// From epoll's bits (IN 0x1, PRI 0x2, OUT 0x4, ERR 0x8, HUP 0x10,
+        /// RDHUP 0x2000) by shifts, without a branch per bit: readable is IN
+        /// or PRI, writable/error/hangup are OUT/ERR/HUP one bit lower, and
+        /// RDHUP is hangup too.
         @inline(__always)
         init(epoll e: UInt32) {
-            var r: UInt32 = 0
-            if e & (BL_EPOLLIN | BL_EPOLLPRI) != 0 { r |= 1 }
-            if e & BL_EPOLLOUT != 0 { r |= 2 }
-            if e & BL_EPOLLERR != 0 { r |= 4 }
-            if e & (BL_EPOLLHUP | BL_EPOLLRDHUP) != 0 { r |= 8 }
-            rawValue = r
+            rawValue = ((e | e &>> 1) & 1) | (e &>> 1 & 0xE) | (e &>> 10 & 8)
         }
 
         public var description: String {

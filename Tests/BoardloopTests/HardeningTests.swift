@@ -558,6 +558,24 @@ final class HardeningTests: XCTestCase {
         XCTAssertEqual(seen.map(\.port), ["first", "inner", "second"])
         XCTAssertEqual(seen.map(\.mode), [.default, "inner", .default], "no port was dispatched outside its mode")
     }
+
+    // MARK: What a dispatch reports
+
+    func testEveryCombinationOfEpollBitsMapsToTheEventsItMeans() {
+        // (EPOLLIN, PRI, OUT, ERR, HUP, RDHUP) and bits that must not leak:
+        // EPOLLRDNORM 0x40, EPOLLWRNORM 0x100, EPOLLEXCLUSIVE 1 << 28, EPOLLET 1 << 31.
+        let bits: [UInt32] = [0x1, 0x2, 0x4, 0x8, 0x10, 0x2000, 0x40, 0x100, 1 << 28, 1 << 31]
+        for mask in 0..<(1 << bits.count) {
+            var e: UInt32 = 0
+            for (k, b) in bits.enumerated() where mask & (1 << k) != 0 { e |= b }
+            var expected: PortSource.Events = []
+            if e & (0x1 | 0x2) != 0 { expected.insert(.readable) }
+            if e & 0x4 != 0 { expected.insert(.writable) }
+            if e & 0x8 != 0 { expected.insert(.error) }
+            if e & (0x10 | 0x2000) != 0 { expected.insert(.hangup) }
+            XCTAssertEqual(PortSource.Events(epoll: e), expected, "epoll events 0x\(String(e, radix: 16))")
+        }
+    }
 }
 
 // MARK: Helpers
