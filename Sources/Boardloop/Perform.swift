@@ -39,8 +39,15 @@ extension BoardRunLoop {
 
     /// Queues a pre-registered work item (no allocation). Safe from any thread.
     @discardableResult
-    public func perform(_ item: PerformWorkItem, after delay: Duration = .zero) throws(RunLoopError) -> PerformToken {
-        // The item's block and modes are copied once, into the queue's slot.
+    public func perform(_ item: PerformWorkItem) throws(RunLoopError) -> PerformToken {
+        // (Without a delay: no Duration to read, and a due time of 0.)
+        try posted(performs.post(item, due: 0))
+    }
+
+    /// Queues a pre-registered work item to run no earlier than `delay` from
+    /// now (on the loop's clock). No allocation. Safe from any thread.
+    @discardableResult
+    public func perform(_ item: PerformWorkItem, after delay: Duration) throws(RunLoopError) -> PerformToken {
         try posted(performs.post(item, due: dueTime(after: delay)))
     }
 
