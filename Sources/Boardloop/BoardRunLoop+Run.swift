@@ -360,10 +360,17 @@ extension BoardRunLoop {
 
     /// Performs the mode's signalled sources in (order, signal time) order —
     /// sources of equal order in the order they were signalled, as in CF. A
-    /// mode without custom sources costs one comparison here.
+    /// mode without custom sources costs one comparison here, and a mode
+    /// whose sources cannot be signalled (no signal since its last walk,
+    /// which left none signalled) one atomic load.
     @inline(__always)
     private func fireSignalledCustomSources(_ ms: ModeState, stopAfterHandle: Bool) -> Bool {
-        ms.customs.count > 0 && performSignalledCustomSources(ms, stopAfterHandle: stopAfterHandle)
+        guard ms.customs.count > 0 else { return false }
+        let epoch = customSignalEpoch.load(ordering: .acquiring)
+        guard epoch != ms.customScanEpoch || ms.customsLeftSignalled else { return false }
+        ms.customScanEpoch = epoch
+        ms.customsLeftSignalled = false
+        return performSignalledCustomSources(ms, stopAfterHandle: stopAfterHandle)
     }
 
     /// The signal stamp of the custom source in `slot` of a mode's list
@@ -410,6 +417,7 @@ extension BoardRunLoop {
                     let now = nowNanoseconds
                     if !s.limiter.admit(now: now) {
                         if s.limiter.heldUntil < nextCustomRelease { nextCustomRelease = s.limiter.heldUntil }
+                        ms.customsLeftSignalled = true
                         continue
                     }
                 }
@@ -418,7 +426,10 @@ extension BoardRunLoop {
                 workCount &+= 1
                 __BOARDLOOP_IS_CALLING_OUT_TO_A_CUSTOM_SOURCE__(s)
                 handled = true
-                if stopAfterHandle { break }
+                if stopAfterHandle {
+                    if i + 1 < ready { ms.customsLeftSignalled = true }
+                    break
+                }
             }
         }
         return handled

@@ -44,7 +44,10 @@ public final class CustomSource: @unchecked Sendable {
     public func signal() {
         guard signalStamp.load(ordering: .relaxed) == 0 else { return }
         let stamp = customSignalClock.add(1, ordering: .relaxed).newValue
-        _ = signalStamp.compareExchange(expected: 0, desired: stamp, ordering: .acquiringAndReleasing)
+        if signalStamp.compareExchange(expected: 0, desired: stamp, ordering: .acquiringAndReleasing).exchanged {
+            // After the stamp: a loop that sees the new epoch sees the stamp.
+            customSignalEpoch.add(1, ordering: .releasing)
+        }
     }
 
     /// `signal()`, then wakes the loop the source is scheduled on (if any).
@@ -83,6 +86,13 @@ public final class CustomSource: @unchecked Sendable {
 /// Stamps for `CustomSource.signal()`: a process-wide order of signals.
 let customSignalClock = Atomic<UInt64>(0)
 
+/// Moves on after every signal, once the source's stamp is stored: a pass
+/// walks a mode's custom sources only when a signal came since its last
+/// walk (or that walk left some signalled), instead of reading every
+/// source's stamp on every pass. Process-wide (a signal does not know its
+/// loop without a lock), so a signal elsewhere costs a loop one walk.
+let customSignalEpoch = Atomic<UInt64>(0)
+
 extension CustomSource: RegisteredItem {
     static var kindName: String { "CustomSource" }
     static var capacity: RunLoopCapacity { .sources }
@@ -97,6 +107,8 @@ extension CustomSource: RegisteredItem {
         item.modeMask |= ms.bit
         let order = self.order
         ms.customs.insert(item.slot) { other in loop.customs[other]!.order > order }
+        // It may have been signalled already: the mode's next pass walks.
+        ms.customsLeftSignalled = true
         scheduleCallback?(loop, ms.mode!)
     }
 

@@ -13,6 +13,11 @@ final class ModeState {
     @exclusivity(unchecked) var isCommon = false
     /// Custom sources, sorted by (order, insertion).
     @exclusivity(unchecked) var customs: OrderedSlots
+    /// `customSignalEpoch` as of the last walk of the custom sources, and
+    /// whether a walk since then left any of them signalled (held by a rate
+    /// limit, or after a handled source ended the run), or a source joined.
+    @exclusivity(unchecked) var customScanEpoch: UInt64 = .max
+    @exclusivity(unchecked) var customsLeftSignalled = false
     /// Observers, sorted by (order, insertion).
     @exclusivity(unchecked) var observers: OrderedSlots
     /// Union of the activities the mode's observers ask for.

@@ -61,6 +61,56 @@ final class RateLimitTests: XCTestCase {
         source = nil // its perform closure refers to it
     }
 
+    // A pass walks a mode's custom sources only after a signal or when its
+    // last walk left some signalled: the three ways a source stays or
+    // becomes signalled without a new signal.
+
+    func testCustomSourceHeldByItsRateLimitPerformsOnceReleasedWithoutANewSignal() throws {
+        let clock = ManualClock()
+        let loop = try makeLoop(clock: .manual(clock))
+        var performs: [MonotonicInstant] = []
+        let source = CustomSource { performs.append(loop.now) }
+        source.rateLimit = try RateLimit(count: 1, per: .milliseconds(50))
+        try loop.add(source, mode: .default)
+        let start = loop.now
+        source.signal()
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .zero), .timedOut)
+        source.signal()  // over the limit: held, and no signal follows
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .zero), .timedOut)
+        XCTAssertEqual(performs, [start])
+        try loop.advanceManualClock(by: .milliseconds(60))
+        XCTAssertEqual(performs, [start, start + .milliseconds(50)])
+        XCTAssertFalse(source.isSignalled)
+    }
+
+    func testSourcesLeftSignalledByAReturnAfterOneHandledPerformOnTheNextRun() throws {
+        let loop = try makeLoop()
+        var order: [Int] = []
+        let first = CustomSource(order: 1) { order.append(1) }
+        let second = CustomSource(order: 2) { order.append(2) }
+        try loop.add(first, mode: .default)
+        try loop.add(second, mode: .default)
+        first.signal()
+        second.signal()
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: true), .handledSource)
+        XCTAssertEqual(order, [1])
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: true), .handledSource)
+        XCTAssertEqual(order, [1, 2])
+    }
+
+    func testASourceSignalledBeforeItJoinsAModePerformsOnThatModesNextPass() throws {
+        let loop = try makeLoop()
+        var performed = 0
+        try loop.add(CustomSource {}, mode: .default)
+        let late = CustomSource { performed += 1 }
+        late.signal()
+        // This pass walks the mode's sources after the signal; `late` is not one yet.
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .zero), .timedOut)
+        try loop.add(late, mode: .default)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .zero), .timedOut)
+        XCTAssertEqual(performed, 1)
+    }
+
     /// On the real clock, a port that is always ready: dispatches stay within
     /// the limit for the time that passed, and the loop still times out.
     func testRealClockStormIsBounded() throws {
