@@ -304,7 +304,7 @@ let badConfigs: [(String, [String])] = [
             ])
         // Bytes that are not UTF-8 (a Latin-1 "é"), rejected rather than replaced.
         let latin1 = dir + "/latin1.yaml"
-        FileManager.default.createFile(atPath: latin1, contents: Data([0x62, 0x6F, 0x61, 0x72, 0x64, 0x3A, 0x20, 0xE9, 0x0A]))
+        #expect(FileManager.default.createFile(atPath: latin1, contents: Data([0x62, 0x6F, 0x61, 0x72, 0x64, 0x3A, 0x20, 0xE9, 0x0A])))
         #expect(
             ConfigLoader.load(path: latin1, options: Fixtures.options()).diagnostics.map(\.description) == [
                 "\(latin1): error: the file is not UTF-8 text"

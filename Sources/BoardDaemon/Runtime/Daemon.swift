@@ -264,7 +264,7 @@ public final class Daemon: @unchecked Sendable {
         let ready = PerformWorkItem(modes: [.common]) { [unowned self] in self.announceReady() }
         try loop.perform(ready)
         while !stopRequested {
-            _ = try loop.run(mode: .default, timeout: .seconds(86_400 * 365))
+            _ = try loop.run(mode: .default, timeout: runWithoutDeadline)
         }
         deadline?.invalidate()
         shutdown()

@@ -22,6 +22,11 @@ struct Post: BitwiseCopyable, Sendable {
 }
 
 /// Message ids on a loop's port.
+/// How long the daemon's run calls last: CF's "forever" (1e10 s, as
+/// `BoardRunLoop.run()`), which the engine treats as no deadline at all, so
+/// a pass does not read the clock to check one. The runs end by `stop()`.
+let runWithoutDeadline = Duration.seconds(10_000_000_000)
+
 enum PortMessage: Int32 {
     case action = 1
     /// The watchdog's "are you running passes?"
@@ -430,7 +435,7 @@ final class LoopRuntime: @unchecked Sendable {
         defer { driving = false }
         while !stopping && effectiveMode != 0 {
             runningNested = effectiveMode
-            do { _ = try loop.run(mode: runModes[effectiveMode], timeout: .seconds(86_400 * 365)) } catch {
+            do { _ = try loop.run(mode: runModes[effectiveMode], timeout: runWithoutDeadline) } catch {
                 logger.error("\(name): cannot run mode \(config.modes[effectiveMode].name): \(error)")
                 break
             }
