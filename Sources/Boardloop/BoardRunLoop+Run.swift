@@ -88,17 +88,19 @@ extension BoardRunLoop {
         let pollOnly = deadline == 0
         while true {
             openWakeUpWindow()
+            let postsAtStart = ownerPosts
             if applyRemoteRequests() && isEmpty(ms) { return .finished }
             notify(ms, .beforeTimers)                                                   // 2
             notify(ms, .beforeSources)                                                  // 3
             var performWake = runPerforms(ms)
             var handled = fireSignalledCustomSources(ms, stopAfterHandle: stopAfterHandle)  // 4
             if handled { performWake = min(performWake, runPerforms(ms)) }
-            let sleeps = !handled && !pollOnly
+            let sleeps = !handled && !pollOnly && ownerPosts == postsAtStart
             var wake = WakeReasons()
             if !hasReadyPort(ms, probing: sleeps, wake: &wake) {                        // 5
                 if sleeps { notify(ms, .beforeWaiting) }                                // 6
-                let until = sleeps ? nextWakeDeadline(ms, runDeadline: deadline, performWake: performWake) : 0
+                // (A beforeWaiting observer may have posted a request.)
+                let until = sleeps && ownerPosts == postsAtStart ? nextWakeDeadline(ms, runDeadline: deadline, performWake: performWake) : 0
                 wake.merge(waitForWork(ms, until: until))                               // 7
                 if sleeps { notify(ms, .afterWaiting) }                                 // 8
             }

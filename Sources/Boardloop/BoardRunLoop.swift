@@ -55,6 +55,14 @@ public final class BoardRunLoop: @unchecked Sendable {
     /// True while a wake-up would be redundant: one is already written, or
     /// the loop is not between the start of a pass and its sleep.
     let wakePending = Atomic<Bool>(true)
+    /// Perform requests the owner thread posted during a run, which wrote no
+    /// wake-up: a pass in which this moved does not sleep (a count, not a
+    /// flag, so a nested run cannot clear what its outer pass must see).
+    /// Owner thread only.
+    @exclusivity(unchecked) var ownerPosts: UInt64 = 0
+    /// How many times a wake-up was written to the eventfd (for tests).
+    let wakeUpWrites = Atomic<UInt64>(0)
+    package var wakeUpWriteCount: UInt64 { wakeUpWrites.load(ordering: .relaxed) }
     let stopRequested = Atomic<Bool>(false)
     /// The ready list: the ports the last `epoll_wait` returned, sorted by
     /// order (stable: epoll's order among equals), dispatched one per pass
@@ -239,6 +247,7 @@ public final class BoardRunLoop: @unchecked Sendable {
     public func wakeUp() {
         if !wakePending.exchange(true, ordering: .acquiringAndReleasing) {
             poller.wake.signal()
+            wakeUpWrites.add(1, ordering: .relaxed)
         }
     }
 

@@ -107,7 +107,15 @@ extension BoardRunLoop {
     private func posted(_ result: PerformQueue.PostResult) throws(RunLoopError) -> PerformToken {
         switch result {
         case .posted(let token):
-            wakeUp()
+            // The owner posting during a run (a perform block re-posting,
+            // an observer before the sleep) writes no wake-up: the pass
+            // sees `ownerPosts` move and does not sleep. (runDepth is read
+            // only on the owner thread.)
+            if isOwnedByCurrentThread && runDepth > 0 {
+                ownerPosts &+= 1
+            } else {
+                wakeUp()
+            }
             return token
         case .full: throw .capacityExceeded(.pendingPerforms, limit: capacities.pendingPerforms)
         case .closed: throw .loopEnded(thread: ownerThread)

@@ -254,4 +254,56 @@ final class PerformTests: XCTestCase {
         _ = try loop.run(mode: .default, timeout: .zero)
         XCTAssertEqual(count.load(ordering: .relaxed), 10)
     }
+
+    // MARK: Posts from the owner thread
+
+    func testAWorkItemRepostingItselfWritesNoWakeUpAndRunsEveryTime() throws {
+        let loop = try makeLoop()
+        try loop.add(RunLoopTimer(fireAt: .distantFuture) { _ in }, mode: .default)
+        final class State: @unchecked Sendable { var runs = 0; var item: PerformWorkItem? }
+        let st = State()
+        st.item = PerformWorkItem {
+            st.runs += 1
+            if st.runs == 100 { loop.stop() } else { _ = try? loop.perform(st.item!) }
+        }
+        try loop.perform(st.item!)
+        let writes = loop.wakeUpWriteCount
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
+        XCTAssertEqual(st.runs, 100)
+        XCTAssertEqual(loop.wakeUpWriteCount - writes, 0, "the owner's own posts during a run need no wake-up")
+        st.item = nil
+    }
+
+    func testARequestPostedByABeforeWaitingObserverRunsWithoutSleeping() throws {
+        let loop = try makeLoop()
+        try loop.add(RunLoopTimer(fireAt: .distantFuture) { _ in }, mode: .default)
+        var posted = false
+        let observer = RunLoopObserver(activities: .beforeWaiting) { _, _ in
+            guard !posted else { return }
+            posted = true
+            _ = try? loop.perform { loop.stop() }
+        }
+        try loop.add(observer, mode: .default)
+        // Were the request left for a wake-up that never comes, the run
+        // would sleep to its deadline and time out.
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
+        XCTAssertTrue(posted)
+    }
+
+    func testARequestPostedForTheOuterRunDuringANestedRunIsNotSleptThrough() throws {
+        let loop = try makeLoop()
+        try loop.add(RunLoopTimer(fireAt: .distantFuture) { _ in }, mode: .default)
+        try loop.add(RunLoopTimer(fireAt: .distantFuture) { _ in }, mode: "inner")
+        final class Order: @unchecked Sendable { var steps: [String] = [] }
+        let order = Order()
+        try loop.perform {
+            _ = try? loop.perform { order.steps.append("outer request"); loop.stop() }
+            order.steps.append("nested run")
+            // The nested run's passes must not hide the post above from
+            // the outer pass that is about to decide whether to sleep.
+            _ = try? loop.run(mode: "inner", timeout: .zero)
+        }
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
+        XCTAssertEqual(order.steps, ["nested run", "outer request"])
+    }
 }
