@@ -215,48 +215,67 @@ extension BoardRunLoop {
         }
     }
 
-    /// A port on the ready list.
+    /// A port on the ready list: its token as epoll returned it (slot and
+    /// generation, checked when it is dispatched) and what was reported.
     struct ReadyPort {
-        var slot: Int32
-        var generation: UInt32
+        var token: UInt64
         var events: UInt32
-        var order: Int
+
+        @inline(__always) var slot: Int32 { Int32(bitPattern: UInt32(truncatingIfNeeded: token)) }
+        @inline(__always) var generation: UInt32 { UInt32(truncatingIfNeeded: token >> 32) }
     }
 
     /// Waits on the mode's epoll set. The ports it returns become the ready
-    /// list, replacing what was left of the last one; tokens of sources
-    /// that are gone (a stale generation) are dropped.
+    /// list, replacing what was left of the last one, in the kernel's order,
+    /// sorted by order only if the mode's ports have more than one. Each is
+    /// checked when it is dispatched (a source that is gone by then, or
+    /// already was, has a stale generation and is dropped), not here: most
+    /// ready lists are dispatched whole, and this loop stays a few
+    /// instructions a port.
     private func collectReadyPorts(_ ms: ModeState, timeoutMilliseconds: Int32) -> WakeReasons {
         var r = WakeReasons()
         readyCount = 0
         readyNext = 0
         let n = poller.waitForKernelEvents(on: ms.epfd, timeoutMilliseconds: timeoutMilliseconds)
+        let list = readyList
         var count = 0
         var i = 0
         while i < n {
-            switch poller.token(at: i) {
-            case .wakeUp:
-                r.wakeUp = true
-            case .timer:
-                r.timer = true
-            case .port(let slot, let generation):
-                if ports.isCurrent(slot, generation) {
-                    // Insertion sort by order, stable: the list is short.
-                    let entry = ReadyPort(slot: slot, generation: generation, events: poller.events(at: i), order: portOrders[Int(slot)])
-                    var j = count
-                    while j > 0 && readyList[j - 1].order > entry.order {
-                        readyList[j] = readyList[j - 1]
-                        j -= 1
-                    }
-                    readyList[j] = entry
-                    count += 1
-                }
+            let token = poller.rawToken(at: i)
+            switch Poller.kind(of: token) {
+            case .wakeUp: r.wakeUp = true
+            case .timer: r.timer = true
+            case .port:
+                list[count] = ReadyPort(token: token, events: poller.events(at: i))
+                count &+= 1
             }
-            i += 1
+            i &+= 1
         }
+        if count > 1 && ms.portOrdersVary { sortReadyList(count) }
         readyCount = count
         readyModeBit = ms.bit
         return r
+    }
+
+    /// Sorts the first `count` entries of the ready list by their ports'
+    /// orders, stably (an insertion sort: the list is short).
+    private func sortReadyList(_ count: Int) {
+        func order(_ e: ReadyPort) -> Int {
+            let slot = Int(e.slot)
+            return slot >= 0 && slot < capacities.sources ? portOrders[slot] : .max
+        }
+        var k = 1
+        while k < count {
+            let entry = readyList[k]
+            let o = order(entry)
+            var j = k
+            while j > 0 && order(readyList[j - 1]) > o {
+                readyList[j] = readyList[j - 1]
+                j -= 1
+            }
+            readyList[j] = entry
+            k += 1
+        }
     }
 
     /// Whether the ready list holds a port for `ms`. A list left by a wait

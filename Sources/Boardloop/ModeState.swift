@@ -28,6 +28,11 @@ final class ModeState {
     @exclusivity(unchecked) var timerDeadline: UInt64 = .max
     @exclusivity(unchecked) var timerDeadlineEpoch: UInt64 = .max
     @exclusivity(unchecked) var portCount = 0
+    /// The lowest and highest order of the ports that joined the mode since
+    /// it last had none: the ready list is sorted only when they differ.
+    @exclusivity(unchecked) var portOrderLow = Int.max
+    @exclusivity(unchecked) var portOrderHigh = Int.min
+    var portOrdersVary: Bool { portOrderLow < portOrderHigh }
 
     private let customBuffer: UnsafeMutablePointer<Int32>
     private let observerBuffer: UnsafeMutablePointer<Int32>

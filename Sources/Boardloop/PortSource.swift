@@ -238,10 +238,16 @@ extension PortSource: RegisteredItem {
         }
         item.modeMask |= ms.bit
         ms.portCount += 1
+        ms.portOrderLow = min(ms.portOrderLow, order)
+        ms.portOrderHigh = max(ms.portOrderHigh, order)
     }
 
     func leave(_ ms: ModeState, of loop: BoardRunLoop) {
         ms.portCount -= 1
+        if ms.portCount == 0 {
+            ms.portOrderLow = .max
+            ms.portOrderHigh = .min
+        }
         // The loop's own duplicate of the fd: removing it can never touch a
         // registration of another source, even if the user closed `fd` and
         // the number was reused.

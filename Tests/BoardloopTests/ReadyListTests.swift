@@ -35,6 +35,32 @@ final class ReadyListTests: XCTestCase {
         XCTAssertEqual(loop.waitCount - waitsBefore, 1, "all five came from one epoll_wait")
     }
 
+    /// The ready list is sorted only while the mode's ports have more than
+    /// one order: a port of a lower order joining ports of one order must
+    /// still come first, and after it leaves, nothing is left unsorted.
+    func testAPortOfALowerOrderJoiningPortsOfOneOrderIsHandledFirst() throws {
+        let loop = try makeLoop()
+        let log = Log()
+        let pipes = (0..<4).map { _ in Pipe() }
+        func port(_ i: Int, order: Int) -> PortSource {
+            PortSource(fd: pipes[i].readEnd, order: order) { _, _ in
+                _ = pipes[i].readByte()
+                log.add("p\(i)")
+            }
+        }
+        for i in 0..<3 { try loop.add(port(i, order: 5), mode: .default) }
+        let urgent = port(3, order: -1)
+        try loop.add(urgent, mode: .default)
+        for p in pipes { p.write([1]) }  // the kernel reports them in this order
+        for _ in 0..<4 { _ = try loop.run(mode: .default, timeout: testDeadline, returnAfterSourceHandled: true) }
+        XCTAssertEqual(log.entries.first, "p3", "the order -1 port is handled before the three of order 5")
+        XCTAssertEqual(log.entries.count, 4)
+        try loop.remove(urgent, mode: .default)
+        pipes[0].write([1])
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline, returnAfterSourceHandled: true), .handledSource)
+        XCTAssertEqual(log.entries.last, "p0")
+    }
+
     func testAPortRemovedByAnEarlierHandlerOfTheBatchIsNotHandled() throws {
         let loop = try makeLoop()
         let log = Log()

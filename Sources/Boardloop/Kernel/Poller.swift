@@ -50,12 +50,6 @@ final class Poller {
     /// port's token carries its slot and the slot's generation, so an event
     /// for a registration that has since gone (its slot reused) is
     /// recognised as stale.
-    enum Token {
-        case wakeUp
-        case timer
-        case port(slot: Int32, generation: UInt32)
-    }
-
     private static let wakeUpTag: UInt64 = 1 << 62
     private static let timerTag: UInt64 = 2 << 62
     private static let tagMask: UInt64 = 3 << 62
@@ -65,21 +59,26 @@ final class Poller {
         (UInt64(generation & 0x3FFF_FFFF) << 32) | UInt64(UInt32(bitPattern: slot))
     }
 
-    /// The token of the i-th event of the last wait.
-    @inline(__always)
-    func token(at i: Int) -> Token {
-        let data = events.data(at: i)
-        switch data & Self.tagMask {
-        case Self.wakeUpTag: return .wakeUp
-        case Self.timerTag: return .timer
-        default:
-            return .port(slot: Int32(bitPattern: UInt32(truncatingIfNeeded: data)), generation: UInt32(truncatingIfNeeded: data >> 32))
-        }
-    }
-
     /// The epoll events (`BL_EPOLL*` bits) of the i-th event of the last wait.
     @inline(__always)
     func events(at i: Int) -> UInt32 { events.events(at: i) }
+
+    /// The token of the i-th event of the last wait.
+    @inline(__always)
+    func rawToken(at i: Int) -> UInt64 { events.data(at: i) }
+
+    enum Kind { case wakeUp, timer, port }
+
+    /// What a raw token names (a port's slot and generation are its low
+    /// and high words).
+    @inline(__always)
+    static func kind(of token: UInt64) -> Kind {
+        switch token & tagMask {
+        case wakeUpTag: .wakeUp
+        case timerTag: .timer
+        default: .port
+        }
+    }
 
     // MARK: Sets and registrations
 

@@ -62,13 +62,6 @@ struct SlotTable<Item: AnyObject>: ~Copyable {
 
     @inline(__always) subscript(slot: Int32) -> Item? { items[Int(slot)] }
 
-    /// Whether `slot` still holds the item `generation` named, without
-    /// loading it (no reference is taken). A removal always moves the slot's
-    /// generation on, so a matching generation means the item is there.
-    @inline(__always) func isCurrent(_ slot: Int32, _ generation: UInt32) -> Bool {
-        slot >= 0 && Int(slot) < capacity && generations[Int(slot)] == generation
-    }
-
     /// The item in `slot` if it is still the one `generation` named.
     @inline(__always) func lookup(_ slot: Int32, _ generation: UInt32) -> Item? {
         guard slot >= 0, Int(slot) < capacity, generations[Int(slot)] == generation else { return nil }
