@@ -197,7 +197,9 @@ extension BoardRunLoop {
     private func exitReason(_ ms: ModeState, handled: Bool, stopAfterHandle: Bool, deadline: UInt64) -> RunResult? {
         if handled && stopAfterHandle { return .handledSource }
         if deadline == 0 || (deadline != .max && nowNanoseconds >= deadline) { return .timedOut }
-        if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
+        // A load first: the exchange is a locked read-modify-write of a
+        // line other threads write, on every pass.
+        if stopRequested.load(ordering: .relaxed) && stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
         if isEmpty(ms) { return .finished }
         return nil
     }
