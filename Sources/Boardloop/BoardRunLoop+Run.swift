@@ -114,9 +114,20 @@ extension BoardRunLoop {
     /// Wake-ups count from here until the loop wakes (CF's ignoreWakeUps):
     /// outside that window the loop is awake and checks everything before
     /// it sleeps again.
+    ///
+    /// An exchange, not a store: a poster queues its request, then exchanges
+    /// the flag to true and writes a wake-up only if it was false; the pass
+    /// opens the window, then checks the queues. With a plain store the
+    /// checks could read the queues before the store was visible (a store
+    /// followed by a load to another address may be reordered, on x86 by
+    /// the store buffer), while the poster still read the flag as true: the
+    /// request unseen, no wake-up written, the loop asleep. Both sides
+    /// exchanging the one flag puts them in one order: either the poster's
+    /// exchange comes after this one and writes the wake-up, or it comes
+    /// before, and this one's acquire makes the request visible.
     @inline(__always)
     private func openWakeUpWindow() {
-        wakePending.store(false, ordering: .releasing)
+        _ = wakePending.exchange(false, ordering: .acquiringAndReleasing)
     }
 
     /// Step 5: whether a port is ready, so the pass skips the sleep and its

@@ -22,6 +22,63 @@ final class RunAndThreadTests: XCTestCase {
         XCTAssertLessThan(MonotonicInstant.now - start, .seconds(60))
     }
 
+    /// A stop from another thread while the loop is awake (in a handler,
+    /// its wake-up window closed) still writes a wake-up: the pass checks
+    /// the stop flag only after its sleep, so a stop landing after that
+    /// check and before the next sleep would otherwise be slept through.
+    func testStopFromAnotherThreadWhileTheLoopIsAwakeWritesAWakeUp() throws {
+        let loop = try makeLoop()
+        let pipe = Pipe()
+        var writes: UInt64 = 0
+        let port = PortSource(fd: pipe.readEnd) { _, _ in
+            _ = pipe.readByte()
+            let before = loop.wakeUpWriteCount
+            JoinableThread { loop.stop() }.join()
+            writes = loop.wakeUpWriteCount - before
+        }
+        try loop.add(port, mode: .default)
+        pipe.write([1])
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
+        XCTAssertEqual(writes, 1, "the stop's wake-up was dropped because the loop was awake")
+    }
+
+    /// Two loops post work items to each other, many times over: a wake-up
+    /// lost in the hand-off (the poster reading the loop as awake while the
+    /// loop, about to sleep, had not yet seen the request) stalls both. The
+    /// race is a matter of nanoseconds and hardware store buffers, so this
+    /// catches it only now and then; each trip's deadline is what fails.
+    func testCrossThreadPingPongLosesNoWakeUp() throws {
+        let a = try makeLoop()
+        try a.add(farTimer(), mode: .default)
+        let worker = try LoopThread.start(name: "ping-pong")
+        let b = worker.loop!
+        final class State: @unchecked Sendable {
+            var trips = 0
+            var toA: PerformWorkItem?
+            var toB: PerformWorkItem?
+        }
+        let st = State()
+        let total = 50_000
+        st.toA = PerformWorkItem {
+            st.trips += 1
+            if st.trips == total { a.stop() } else { _ = try? b.perform(st.toB!) }
+        }
+        st.toB = PerformWorkItem { _ = try? a.perform(st.toA!) }
+        try b.perform(st.toB!)
+        var lastTrips = -1
+        while st.trips < total {
+            // A stalled hand-off leaves both loops asleep: no trip for 10 s.
+            let r = try a.run(mode: .default, timeout: testDeadline)
+            XCTAssertTrue(r == .stopped || st.trips > lastTrips, "no round trip for \(testDeadline) after \(st.trips): a wake-up was lost")
+            if r == .timedOut && st.trips == lastTrips { break }
+            lastTrips = st.trips
+        }
+        XCTAssertEqual(st.trips, total)
+        worker.stopAndJoin()
+        st.toA = nil
+        st.toB = nil
+    }
+
     func testSignalAndWakeUpFromAnotherThreadEndsSleep() throws {
         let loop = try makeLoop()
         let performedOn = Atomic<Int32>(0)
