@@ -12,6 +12,9 @@
 //     perform-closure boardloop              the same with closure literals
 //     timer         boardloop | raw | raw-periodic   fires of a 1 ms repeating timer
 //     message       boardloop                BoardMessagePort ping-pong between two loops
+//     message-burst boardloop | raw          one thread: a burst of 16 sends to its own port, then one
+//                                            pass of the loop receives them (per message: send + receive;
+//                                            raw: CBenchRaw's mutex ring + eventfd + epoll, one thread)
 //     gpio          boardloop                mock-chip edge -> handler, one edge per pass
 //   (the daemon's reaction scenario is instr-daemon's)
 import Boardloop
@@ -148,6 +151,34 @@ func boardloopMessage(_ n: Int) throws {
     portA.invalidate()
 }
 
+/// One thread, no wake-ups between threads: bursts of `messageBurst` sends to
+/// a port on this thread's loop, each burst received by one pass of the
+/// loop. The count per message is exact (nothing depends on scheduling).
+let messageBurst = 16
+
+func boardloopMessageBurst(_ n: Int) throws {
+    precondition(n % messageBurst == 0, "message-burst: events must be a multiple of \(messageBurst)")
+    let loop = try BoardRunLoop()
+    var got = 0
+    var sum: UInt64 = 0
+    let port = try BoardMessagePort(label: "burst", slots: 64, slotSize: 16) { m in
+        got += 1
+        sum &+= m.payload.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+    }
+    try port.schedule(on: loop)
+    struct Payload: BitwiseCopyable { var a: UInt64; var b: UInt64 }
+    var sent = 0
+    while sent < n {
+        for _ in 0..<messageBurst {
+            try port.send(id: 1, value: Payload(a: 0, b: UInt64(sent)))
+            sent += 1
+        }
+        _ = try loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: true)
+    }
+    precondition(got == n && sum == UInt64(n * (n - 1) / 2), "message-burst: \(got) of \(n) messages delivered")
+    port.invalidate()
+}
+
 func boardloopGPIO(_ n: Int) throws {
     let loop = try BoardRunLoop()
     let chip = try MockChip(label: "instr", lineCount: 8, eventBufferSize: 1024)
@@ -187,6 +218,8 @@ do {
     case ("timer", "raw"): check(ir_raw_timer_oneshot(events, 1_000_000))
     case ("timer", "raw-periodic"): check(ir_raw_timer_periodic(events, 1_000_000))
     case ("message", "boardloop"): try boardloopMessage(events)
+    case ("message-burst", "boardloop"): try boardloopMessageBurst(events)
+    case ("message-burst", "raw"): check(ir_raw_message_burst(events, Int(messageBurst)))
     case ("gpio", "boardloop"): try boardloopGPIO(events)
     default:
         fputs("instr-driver: no implementation '\(impl)' of scenario '\(scenario)'\n", stderr)
