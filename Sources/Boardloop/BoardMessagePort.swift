@@ -61,7 +61,7 @@ public enum BoardMessagePortError: Error, Equatable, Sendable, CustomStringConve
 /// can make a port in its setup, register its name and let it go). It is
 /// freed once invalidated, or when its loop ends (the loop's thread exited).
 public final class BoardMessagePort: @unchecked Sendable {
-    /// A received message. `payload` points into the port's receive buffer and
+    /// A received message. `payload` points into the port's receive area and
     /// is valid only while the handler runs.
     public struct Message {
         public let id: Int32
@@ -109,12 +109,20 @@ public final class BoardMessagePort: @unchecked Sendable {
     private let handler: (Message) -> Void
     private let monitor = Monitor()
     private let eventFD: EventFD
-    // The ring of queued messages (guarded by monitor).
+    /// A queued message but for its payload, which is in the payload slot of
+    /// the same index.
+    private struct Header {
+        var replyPort: BoardMessagePort?
+        var token: UInt64
+        var length: Int
+        var id: Int32
+    }
+    // The ring of queued messages (guarded by monitor). A slot's header is
+    // initialized only while the slot holds a message: sending initializes
+    // it, receiving moves it out (a reply port changes hands without being
+    // retained or released on the way).
     private let storage: UnsafeMutableRawPointer
-    private let ids: UnsafeMutablePointer<Int32>
-    private let lengths: UnsafeMutablePointer<Int>
-    private let replyPorts: UnsafeMutablePointer<BoardMessagePort?>
-    private let replyTokens: UnsafeMutablePointer<UInt64>
+    private let headers: UnsafeMutablePointer<Header>
     @exclusivity(unchecked) private var head = 0
     @exclusivity(unchecked) private var count = 0
     @exclusivity(unchecked) private var signalled = false
@@ -127,8 +135,20 @@ public final class BoardMessagePort: @unchecked Sendable {
     private let replyGenerations: UnsafeMutablePointer<UInt32>
     private let replyStates: UnsafeMutablePointer<UInt8>  // 0 free, 1 waiting, 2 replied
     @exclusivity(unchecked) private var freeReplies = 0
-    // The receiver's copy of the message being handled (owner thread only).
-    private let receiveBuffer: UnsafeMutableRawPointer
+    // The receive area (owner thread only): the messages one lock
+    // acquisition took out of the ring, handed to the handler from here
+    // without the lock. Entries takenNext..<takenEnd are still to deliver
+    // (initialized); the payload of entry j is in slot j of takenPayloads.
+    private let takenCapacity: Int
+    private let taken: UnsafeMutablePointer<Header>
+    private let takenPayloads: UnsafeMutableRawPointer
+    @exclusivity(unchecked) private var takenNext = 0
+    @exclusivity(unchecked) private var takenEnd = 0
+    /// Set with `valid` by `close()`: the receiver reads it before each
+    /// message of a batch it took, so an invalidation — by a handler of the
+    /// same batch or from another thread — drops the rest, as it drops those
+    /// still in the ring.
+    private let closed = Atomic<Bool>(false)
     private let receivedCount = Atomic<UInt64>(0)
     /// Names the port is registered under (guarded by monitor).
     @exclusivity(unchecked) private var registeredNames: [String] = []
@@ -136,6 +156,15 @@ public final class BoardMessagePort: @unchecked Sendable {
     /// The most slots a port may have, the largest slot, and the most memory
     /// its rings may take (payload ring and reply ring together).
     public static let maxima = (slots: 1 << 16, slotSize: 1 << 20, bytes: 64 << 20)
+
+    /// The receive area's payload bytes: a batch takes at most this much (but
+    /// always at least one message). 64 KiB holds a whole ring of small slots,
+    /// so one lock acquisition takes everything queued, and keeps a port of
+    /// large slots from doubling its memory.
+    private static let receiveAreaBytes = 64 << 10
+    /// Slots up to this size are copied out of the ring in whole runs (one
+    /// copy per contiguous run of slots instead of one per message).
+    private static let wholeSlotCopyLimit = 128
 
     /// - Parameters:
     ///   - slots: messages that can be queued at once.
@@ -163,11 +192,10 @@ public final class BoardMessagePort: @unchecked Sendable {
         self.slotSize = slotSize
         self.handler = handler
         storage = .allocate(byteCount: max(slots * slotSize, 1), alignment: 16)
-        ids = .allocate(capacity: slots)
-        lengths = .allocate(capacity: slots)
-        replyPorts = .allocate(capacity: slots)
-        replyPorts.initialize(repeating: nil, count: slots)
-        replyTokens = .allocate(capacity: slots)
+        // Zeroed: small slots are copied out whole, bytes past a short
+        // payload included.
+        storage.initializeMemory(as: UInt8.self, repeating: 0, count: max(slots * slotSize, 1))
+        headers = .allocate(capacity: slots)
         replyBuffers = .allocate(byteCount: max(slots * slotSize, 1), alignment: 16)
         replyLengths = .allocate(capacity: slots)
         replyIds = .allocate(capacity: slots)
@@ -176,7 +204,9 @@ public final class BoardMessagePort: @unchecked Sendable {
         replyStates = .allocate(capacity: slots)
         replyStates.initialize(repeating: 0, count: slots)
         freeReplies = slots
-        receiveBuffer = .allocate(byteCount: max(slotSize, 1), alignment: 16)
+        takenCapacity = min(slots, max(1, Self.receiveAreaBytes / max(slotSize, 1)))
+        taken = .allocate(capacity: takenCapacity)
+        takenPayloads = .allocate(byteCount: max(takenCapacity * slotSize, 1), alignment: 16)
         // unowned(unsafe): the handler is called only by a dispatch of the
         // source on its loop, and the loop keeps the port alive while the
         // source is scheduled (`lifetimeOwner` below) and, if the source
@@ -192,19 +222,18 @@ public final class BoardMessagePort: @unchecked Sendable {
 
     deinit {
         for name in registeredNames { BoardMessagePortRegistry.remove(name, self) }
-        replyPorts.deinitialize(count: slotCount)
+        dropQueued()
+        (taken + takenNext).deinitialize(count: takenEnd - takenNext)
         eventFD.close()
         storage.deallocate()
-        ids.deallocate()
-        lengths.deallocate()
-        replyPorts.deallocate()
-        replyTokens.deallocate()
+        headers.deallocate()
         replyBuffers.deallocate()
         replyLengths.deallocate()
         replyIds.deallocate()
         replyGenerations.deallocate()
         replyStates.deallocate()
-        receiveBuffer.deallocate()
+        taken.deallocate()
+        takenPayloads.deallocate()
     }
 
     /// Schedules the port's source on `loop` (the loop's thread only); that
@@ -321,12 +350,10 @@ public final class BoardMessagePort: @unchecked Sendable {
                 if count < slotCount { break }
                 if !waitForRoom(deadline) { throw .full(port: label, slots: slotCount, waited: timeout) }
             }
-            let i = (head + count) % slotCount
+            var i = head + count
+            if i >= slotCount { i -= slotCount }
             if payload.count > 0 { (storage + i * slotSize).copyMemory(from: payload.baseAddress!, byteCount: payload.count) }
-            ids[i] = id
-            lengths[i] = payload.count
-            replyPorts[i] = replyPort
-            replyTokens[i] = token
+            (headers + i).initialize(to: Header(replyPort: replyPort, token: token, length: payload.count, id: id))
             count += 1
             if !signalled {
                 signalled = true
@@ -339,40 +366,100 @@ public final class BoardMessagePort: @unchecked Sendable {
 
     private func receive() {
         eventFD.drain()
+        // A dispatch nested in a handler (one that ran the loop again) would
+        // first deliver the rest of the batch its caller took, keeping order
+        // and emptying the receive area before it is filled again. (The
+        // eventfd stays drained while a batch is handled — `signalled` is
+        // set, so senders do not write it — so this is a guard, not a path.)
+        deliverTaken()
         // At most one ring's worth per dispatch, so a flooded port cannot
-        // keep its loop from other sources; the rest stay signalled.
+        // keep its loop from other sources; the rest stay signalled. Each
+        // batch is one lock acquisition for everything queued (up to the
+        // receive area's size), and what arrived while a batch was handled is
+        // taken by the next, as long as the budget lasts.
         var budget = slotCount
         while budget > 0 {
-            budget -= 1
-            var id: Int32 = 0
-            var length = 0
-            var replyPort: BoardMessagePort?
-            var token: UInt64 = 0
-            let got = monitor.withLock { () -> Bool in
-                guard valid, count > 0 else {
-                    signalled = false
-                    return false
-                }
-                let i = head
-                length = lengths[i]
-                if length > 0 { receiveBuffer.copyMemory(from: storage + i * slotSize, byteCount: length) }
-                id = ids[i]
-                replyPort = replyPorts[i]
-                replyPorts[i] = nil
-                token = replyTokens[i]
-                head = (head + 1) % slotCount
-                count -= 1
-                if waitingSenders > 0 { monitor.broadcast() }
-                return true
-            }
-            if !got { return }
-            receivedCount.add(1, ordering: .relaxed)
-            handler(Message(id: id, payload: UnsafeRawBufferPointer(start: receiveBuffer, count: length), replyPort: replyPort, port: self, replyToken: token))
+            let n = take(min(budget, takenCapacity))
+            if n == 0 { return }
+            budget -= n
+            deliverTaken()
         }
         // Budget used up with messages left: keep the port ready.
         monitor.withLock {
             if count > 0 { eventFD.signal() } else { signalled = false }
         }
+    }
+
+    /// Moves up to `limit` queued messages into the (empty) receive area
+    /// under one acquisition of the lock, freeing their slots for senders at
+    /// once; returns how many (0: none queued, or the port is invalid — the
+    /// port is then no longer signalled).
+    private func take(_ limit: Int) -> Int {
+        let n = monitor.withLock { () -> Int in
+            guard valid, count > 0 else {
+                signalled = false
+                return 0
+            }
+            let n = min(count, limit)
+            // At most two runs: from head to the ring's end, then from its start.
+            let first = min(n, slotCount - head)
+            moveOut(from: head, to: 0, first)
+            if first < n { moveOut(from: 0, to: first, n - first) }
+            head += n
+            if head >= slotCount { head -= slotCount }
+            count -= n
+            if waitingSenders > 0 { monitor.broadcast() }
+            return n
+        }
+        takenNext = 0
+        takenEnd = n
+        return n
+    }
+
+    /// With the monitor held: moves `k` messages from ring slot `i` on to
+    /// receive-area entry `j` on.
+    @inline(__always)
+    private func moveOut(from i: Int, to j: Int, _ k: Int) {
+        (taken + j).moveInitialize(from: headers + i, count: k)
+        if slotSize <= Self.wholeSlotCopyLimit {
+            (takenPayloads + j * slotSize).copyMemory(from: storage + i * slotSize, byteCount: k * slotSize)
+        } else {
+            for m in 0..<k {
+                let length = taken[j + m].length
+                if length > 0 { (takenPayloads + (j + m) * slotSize).copyMemory(from: storage + (i + m) * slotSize, byteCount: length) }
+            }
+        }
+    }
+
+    /// Hands the receive area's messages to the handler, in order, without
+    /// the lock; drops them once the port is invalidated.
+    private func deliverTaken() {
+        while takenNext < takenEnd {
+            let j = takenNext
+            takenNext = j + 1
+            var h = (taken + j).move()
+            if closed.load(ordering: .acquiring) {
+                (taken + takenNext).deinitialize(count: takenEnd - takenNext)
+                takenNext = takenEnd
+                return
+            }
+            // Only this thread writes the count: no read-modify-write needed.
+            receivedCount.store(receivedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+            // The reply port moves on into the message (no retain here; the
+            // message's end releases it).
+            let replyPort = h.replyPort.take()
+            handler(Message(
+                id: h.id, payload: UnsafeRawBufferPointer(start: takenPayloads + j * slotSize, count: h.length),
+                replyPort: consume replyPort, port: self, replyToken: h.token))
+        }
+    }
+
+    /// With the monitor held (or from deinit): drops the queued messages.
+    private func dropQueued() {
+        let first = min(count, slotCount - head)
+        (headers + head).deinitialize(count: first)
+        headers.deinitialize(count: count - first)
+        count = 0
     }
 
     fileprivate func deliverReply(token: UInt64, id: Int32, payload: UnsafeRawBufferPointer) throws(BoardMessagePortError) {
@@ -418,8 +505,8 @@ public final class BoardMessagePort: @unchecked Sendable {
         let (wasValid, names) = monitor.withLock { () -> (Bool, [String]) in
             guard valid else { return (false, []) }
             valid = false
-            for k in 0..<count { replyPorts[(head + k) % slotCount] = nil }
-            count = 0
+            closed.store(true, ordering: .releasing)
+            dropQueued()
             monitor.broadcast()
             let n = registeredNames
             registeredNames = []
