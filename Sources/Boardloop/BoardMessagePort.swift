@@ -61,14 +61,21 @@ public enum BoardMessagePortError: Error, Equatable, Sendable, CustomStringConve
 /// can make a port in its setup, register its name and let it go). It is
 /// freed once invalidated, or when its loop ends (the loop's thread exited).
 public final class BoardMessagePort: @unchecked Sendable {
-    /// A received message. `payload` points into the port's receive area and
-    /// is valid only while the handler runs.
+    /// A received message, valid only while the handler runs: `payload`
+    /// points into the port's receive area, and `reply` and `load` use the
+    /// port without keeping it alive (as CF, which takes a request's reply
+    /// as its callback's return value). Copy what must outlive the handler;
+    /// `replyPort` is an ordinary strong reference and may be kept.
     public struct Message {
         public let id: Int32
         public let payload: UnsafeRawBufferPointer
         /// The port the sender asked replies to go to, if any.
         public let replyPort: BoardMessagePort?
-        let port: BoardMessagePort
+        // unowned(unsafe): a strong reference would be a retain and a release
+        // of the port per message, through its side table (the registry and
+        // the source hold it weakly) at some 60 instructions each. The loop
+        // keeps the port alive while its handler runs (see `source`).
+        unowned(unsafe) let port: BoardMessagePort
         let replyToken: UInt64
 
         /// Whether the sender waits in `sendRequest` for `reply`.
