@@ -266,6 +266,10 @@ public final class BoardMessagePort: @unchecked Sendable {
     }
 
     /// Sends the bytes of `value` as the payload.
+    /// (Inlinable: specialized for `T` where it is called, the copy of the
+    /// value and its closure cost nothing; unspecialized, they cost more
+    /// than sending does.)
+    @inlinable
     public func send<T: BitwiseCopyable>(id: Int32, value: T, replyPort: BoardMessagePort? = nil, timeout: Duration = .zero) throws(BoardMessagePortError) {
         var v = value
         try withUnsafeBytes(of: &v) { (p) throws(BoardMessagePortError) in
@@ -325,9 +329,15 @@ public final class BoardMessagePort: @unchecked Sendable {
         }
     }
 
+    @inline(__always)
     private func deadline(after timeout: Duration) -> UInt64 {
-        // No timeout is the common case: skip Duration's 128-bit arithmetic.
-        if !timeout.isPositive { return 0 }
+        // No timeout is the common case: skip Duration's 128-bit arithmetic
+        // (and the call).
+        timeout.isPositive ? Self.deadline(afterPositive: timeout) : 0
+    }
+
+    @inline(never)
+    private static func deadline(afterPositive timeout: Duration) -> UInt64 {
         let ns = timeout.nanosecondsClamped
         return ns > 0 ? MonotonicClock.nanoseconds &+ UInt64(ns) : 0
     }
@@ -342,6 +352,18 @@ public final class BoardMessagePort: @unchecked Sendable {
         return true
     }
 
+    /// With the monitor held: waits for a free slot until the deadline (out
+    /// of line: a send that finds room does not carry the waiting, its
+    /// deadline conversion included).
+    @inline(never)
+    private func waitForSlot(deadline: UInt64, timeout: Duration) throws(BoardMessagePortError) {
+        while true {
+            guard valid else { throw .invalidated(port: label) }
+            if count < slotCount { return }
+            if !waitForRoom(deadline) { throw .full(port: label, slots: slotCount, waited: timeout) }
+        }
+    }
+
     private func releaseReply(_ slot: Int) {
         replyStates[slot] = 0
         replyGenerations[slot] &+= 1
@@ -352,11 +374,7 @@ public final class BoardMessagePort: @unchecked Sendable {
     private func enqueue(id: Int32, payload: UnsafeRawBufferPointer, replyPort: BoardMessagePort?, token: UInt64, deadline: UInt64, timeout: Duration) throws(BoardMessagePortError) {
         guard payload.count <= slotSize else { throw .payloadTooLarge(port: label, size: payload.count, slotSize: slotSize) }
         try monitor.withLock { () throws(BoardMessagePortError) in
-            while true {
-                guard valid else { throw .invalidated(port: label) }
-                if count < slotCount { break }
-                if !waitForRoom(deadline) { throw .full(port: label, slots: slotCount, waited: timeout) }
-            }
+            if !valid || count == slotCount { try waitForSlot(deadline: deadline, timeout: timeout) }
             var i = head + count
             if i >= slotCount { i -= slotCount }
             if payload.count > 0 { (storage + i * slotSize).copyMemory(from: payload.baseAddress!, byteCount: payload.count) }
