@@ -117,17 +117,20 @@ public final class BoardMessagePort: @unchecked Sendable {
     private let monitor = Monitor()
     private let eventFD: EventFD
     /// A queued message but for its payload, which is in the payload slot of
-    /// the same index.
+    /// the same index. The reply port is held by hand (one retain, taken by
+    /// the sender, handed on to the message or released when the message is
+    /// dropped): most messages have none, and an Optional reference would
+    /// cost a call into the runtime per message even when nil. A plain value,
+    /// so headers move in bulk.
     private struct Header {
-        var replyPort: BoardMessagePort?
+        var replyPort: Unmanaged<BoardMessagePort>?
         var token: UInt64
         var length: Int
         var id: Int32
     }
     // The ring of queued messages (guarded by monitor). A slot's header is
-    // initialized only while the slot holds a message: sending initializes
-    // it, receiving moves it out (a reply port changes hands without being
-    // retained or released on the way).
+    // meaningful only while the slot holds a message: sending writes it,
+    // receiving moves it out with its reply port's retain.
     private let storage: UnsafeMutableRawPointer
     private let headers: UnsafeMutablePointer<Header>
     @exclusivity(unchecked) private var head = 0
@@ -145,7 +148,7 @@ public final class BoardMessagePort: @unchecked Sendable {
     // The receive area (owner thread only): the messages one lock
     // acquisition took out of the ring, handed to the handler from here
     // without the lock. Entries takenNext..<takenEnd are still to deliver
-    // (initialized); the payload of entry j is in slot j of takenPayloads.
+    // (their reply ports retained); the payload of entry j is in slot j of takenPayloads.
     private let takenCapacity: Int
     private let taken: UnsafeMutablePointer<Header>
     private let takenPayloads: UnsafeMutableRawPointer
@@ -230,7 +233,7 @@ public final class BoardMessagePort: @unchecked Sendable {
     deinit {
         for name in registeredNames { BoardMessagePortRegistry.remove(name, self) }
         dropQueued()
-        (taken + takenNext).deinitialize(count: takenEnd - takenNext)
+        Self.releaseReplyPorts(taken + takenNext, takenEnd - takenNext)
         eventFD.close()
         storage.deallocate()
         headers.deallocate()
@@ -378,7 +381,7 @@ public final class BoardMessagePort: @unchecked Sendable {
             var i = head + count
             if i >= slotCount { i -= slotCount }
             if payload.count > 0 { (storage + i * slotSize).copyMemory(from: payload.baseAddress!, byteCount: payload.count) }
-            (headers + i).initialize(to: Header(replyPort: replyPort, token: token, length: payload.count, id: id))
+            headers[i] = Header(replyPort: replyPort == nil ? nil : Self.retained(replyPort), token: token, length: payload.count, id: id)
             count += 1
             if !signalled {
                 signalled = true
@@ -462,29 +465,43 @@ public final class BoardMessagePort: @unchecked Sendable {
         while takenNext < takenEnd {
             let j = takenNext
             takenNext = j + 1
-            var h = (taken + j).move()
+            let h = taken[j]
             if closed.load(ordering: .acquiring) {
-                (taken + takenNext).deinitialize(count: takenEnd - takenNext)
+                Self.releaseReplyPorts(taken + j, takenEnd - j)
                 takenNext = takenEnd
                 return
             }
             // Only this thread writes the count: no read-modify-write needed.
             receivedCount.store(receivedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
-            // The reply port moves on into the message (no retain here; the
-            // message's end releases it).
-            let replyPort = h.replyPort.take()
-            handler(Message(
-                id: h.id, payload: UnsafeRawBufferPointer(start: takenPayloads + j * slotSize, count: h.length),
-                replyPort: consume replyPort, port: self, replyToken: h.token))
+            let payload = UnsafeRawBufferPointer(start: takenPayloads + j * slotSize, count: h.length)
+            if let r = h.replyPort {
+                // The sender's retain moves on into the message, whose end releases it.
+                handler(Message(id: h.id, payload: payload, replyPort: r.takeRetainedValue(), port: self, replyToken: h.token))
+            } else {
+                handler(Message(id: h.id, payload: payload, replyPort: nil, port: self, replyToken: h.token))
+            }
         }
     }
 
     /// With the monitor held (or from deinit): drops the queued messages.
     private func dropQueued() {
         let first = min(count, slotCount - head)
-        (headers + head).deinitialize(count: first)
-        headers.deinitialize(count: count - first)
+        Self.releaseReplyPorts(headers + head, first)
+        Self.releaseReplyPorts(headers, count - first)
         count = 0
+    }
+
+    /// A reply port's retain for a header. Out of line: inlined, the
+    /// optimizer retains the Optional whether or not it is nil (a call into
+    /// the runtime per message even without a reply port).
+    @inline(never)
+    private static func retained(_ port: BoardMessagePort?) -> Unmanaged<BoardMessagePort>? {
+        port.map { .passRetained($0) }
+    }
+
+    /// Releases the reply ports of `n` dropped messages' headers.
+    private static func releaseReplyPorts(_ h: UnsafeMutablePointer<Header>, _ n: Int) {
+        for k in 0..<n { h[k].replyPort?.release() }
     }
 
     fileprivate func deliverReply(token: UInt64, id: Int32, payload: UnsafeRawBufferPointer) throws(BoardMessagePortError) {

@@ -394,24 +394,35 @@ extension MessagePortTests {
     }
 
     /// Each message of a batch carries its own reply port and request token,
-    /// and its payload, valid while its handler runs.
+    /// and its payload, valid while its handler runs. The queue holds a reply
+    /// port until its message has been handled, then lets it go.
     func testABatchKeepsEachMessagesReplyPortAndPayload() throws {
         let loop = try makeLoop()
         let r1 = try BoardMessagePort(label: "r1", slots: 1, slotSize: 0) { _ in }
         let r2 = try BoardMessagePort(label: "r2", slots: 1, slotSize: 0) { _ in }
+        weak var weakR3: BoardMessagePort?
+        var r3Seen = false
         var got: [String] = []
         let port = try BoardMessagePort(label: "batch", slots: 8, slotSize: 8) { m in
             let v = (try? m.load(as: Int64.self)).map(String.init) ?? "-"
             let r = m.replyPort === r1 ? "r1" : m.replyPort === r2 ? "r2" : m.replyPort == nil ? "nil" : "?"
-            got.append("\(m.id):\(v):\(r):\(m.expectsReply)")
+            if m.id == 5 { r3Seen = m.replyPort != nil && m.replyPort === weakR3 } else { got.append("\(m.id):\(v):\(r):\(m.expectsReply)") }
         }
         try port.schedule(on: loop)
         try port.send(id: 1, value: Int64(10), replyPort: r1)
         try port.send(id: 2)
         try port.send(id: 3, value: Int64(-30), replyPort: r2)
         try port.send(id: 4, value: Int32(4), replyPort: r1)
+        do {
+            let r3 = try BoardMessagePort(label: "r3", slots: 1, slotSize: 0) { _ in }
+            weakR3 = r3
+            try port.send(id: 5, replyPort: r3)
+        }
+        XCTAssertNotNil(weakR3, "the queue holds the reply port")
         XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline, returnAfterSourceHandled: true), .handledSource)
         XCTAssertEqual(got, ["1:10:r1:false", "2:-:nil:false", "3:-30:r2:false", "4:-:r1:false"])
+        XCTAssertTrue(r3Seen)
+        XCTAssertNil(weakR3, "a handled message's reply port is released")
         port.invalidate()
         r1.invalidate()
         r2.invalidate()
