@@ -72,9 +72,10 @@ public final class BoardMessagePort: @unchecked Sendable {
         /// The port the sender asked replies to go to, if any.
         public let replyPort: BoardMessagePort?
         // unowned(unsafe): a strong reference would be a retain and a release
-        // of the port per message, through its side table (the registry and
-        // the source hold it weakly) at some 60 instructions each. The loop
-        // keeps the port alive while its handler runs (see `source`).
+        // of the port per message (atomic; on the runtime's slow path, some
+        // 60 instructions each, for a port with a side table: a registered
+        // one, which the registry refers to weakly). The loop keeps the port
+        // alive while its handler runs (see `source`).
         unowned(unsafe) let port: BoardMessagePort
         let replyToken: UInt64
 
@@ -221,16 +222,22 @@ public final class BoardMessagePort: @unchecked Sendable {
         // source on its loop, and the loop keeps the port alive while the
         // source is scheduled (`lifetimeOwner` below) and, if the source
         // leaves the loop during a dispatch, until that dispatch ends
-        // (PortSource.keptOwner). (`unowned` would take a reference per
-        // dispatch, through the port's side table.)
+        // (PortSource.keptOwner). (`unowned` would take and drop a strong
+        // reference per dispatch.)
         source = PortSource(fd: eventFD.fd, interest: .readable, order: order) { [unowned(unsafe) self] _, _ in self.receive() }
         // While the source is scheduled, the loop keeps the port alive; when
         // the source is invalidated (its loop ended, say), the port follows.
         source.lifetimeOwner = self
-        source.invalidationHandler = { [weak self] in _ = self?.close() }
+        // unowned, not weak (see `PortSource.lifetimeOwner`): the loop calls
+        // this only while the source is on it, and so while it keeps the
+        // port alive.
+        source.invalidationHandler = { [unowned self] in _ = self.close() }
     }
 
     deinit {
+        // The source may outlive the port (whoever kept `source`): it must
+        // not join a loop without it (it refers to the port unowned).
+        source.invalidate()
         for name in registeredNames { BoardMessagePortRegistry.remove(name, self) }
         dropQueued()
         Self.releaseReplyPorts(taken + takenNext, takenEnd - takenNext)

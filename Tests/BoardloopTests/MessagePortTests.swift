@@ -451,3 +451,21 @@ extension MessagePortTests {
         port.invalidate()
     }
 }
+
+extension MessagePortTests {
+    /// The port's source refers to its port unowned (a weak reference would
+    /// put every retain of the port on the runtime's slow path): a source
+    /// kept after its port is gone is invalidated and cannot join a loop.
+    func testASourceKeptAfterItsPortIsGoneCannotJoinALoop() throws {
+        let loop = try makeLoop()
+        var source: PortSource?
+        weak var weakPort: BoardMessagePort?
+        do {
+            let p = try BoardMessagePort(label: "gone", slots: 1, slotSize: 0) { _ in }
+            source = p.source
+            weakPort = p
+        }
+        XCTAssertNil(weakPort, "nothing but the caller held the port")
+        XCTAssertThrows(.invalidated(item: "PortSource")) { () throws(RunLoopError) in try loop.add(source!, mode: .default) }
+    }
+}
