@@ -455,6 +455,14 @@ public final class BoardMessagePort: @unchecked Sendable {
     /// receive-area entry `j` on.
     @inline(__always)
     private func moveOut(from i: Int, to j: Int, _ k: Int) {
+        // One message (a ping-pong's every batch) is copied in line: the
+        // bulk copies are calls into the C library.
+        if k == 1 {
+            let h = headers[i]
+            taken[j] = h
+            if h.length > 0 { (takenPayloads + j * slotSize).copyMemory(from: storage + i * slotSize, byteCount: h.length) }
+            return
+        }
         (taken + j).moveInitialize(from: headers + i, count: k)
         if slotSize <= Self.wholeSlotCopyLimit {
             (takenPayloads + j * slotSize).copyMemory(from: storage + i * slotSize, byteCount: k * slotSize)
