@@ -128,7 +128,7 @@ if [ "$mode" = table ]; then
         [ "$s" = timer ] && echo "    (timer raw: the better of a one-shot timerfd re-armed like the engine, $r1, and a periodic one, $r2)"
         case "$s" in wake-item|wake-closure|message)
             echo "    (two threads: the median of three runs; varies by a few percent with valgrind's thread switching, so not gated)" ;; esac
-        [ "$s" = message-burst ] && echo "    (one thread: bursts of 16 sends, then one pass of the loop receives them; per message, send and receive; raw: CBenchRaw's mutex ring, eventfd and epoll)"
+        [ "$s" = message-burst ] && echo "    (one thread: bursts of 16 sends through a stored reference to the port, then one pass of the loop receives them; per message, send and receive; raw: CBenchRaw's mutex ring, eventfd and epoll)"
         [ "$s" = perform-item ] && echo "    (libuv: uv_async_send from the loop's own thread, through its eventfd; callgrind counts user space only, so neither side's system calls count)"
         [ "$s" = wake-item ] && echo "    (libuv: not comparable here — uv_async_send's handshake spin-waits up to 997 iterations while valgrind runs one thread at a time, which a real CPU never does)"
         [ "$s" = reaction ] && echo "    (boardd's config path: an edge toggles an output; raw column: the same reaction written by hand with the engine and the GPIO layer)"
