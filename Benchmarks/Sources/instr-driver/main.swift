@@ -168,9 +168,10 @@ func boardloopMessageBurst(_ n: Int) throws {
     let loop = try BoardRunLoop()
     var got = 0
     var sum: UInt64 = 0
+    struct Payload: BitwiseCopyable { var a: UInt64; var b: UInt64 }
     let port = try BoardMessagePort(label: "burst", slots: 64, slotSize: 16) { m in
         got += 1
-        sum &+= m.payload.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+        sum &+= (try? m.load(as: Payload.self))?.b ?? 0
     }
     try port.schedule(on: loop)
     // Sent through a stored reference, as a program holds its ports: each
@@ -178,7 +179,6 @@ func boardloopMessageBurst(_ n: Int) throws {
     // unless the port has a side table (a weak reference to it somewhere).
     let holder = PortHolder()
     holder.port = port
-    struct Payload: BitwiseCopyable { var a: UInt64; var b: UInt64 }
     var sent = 0
     while sent < n {
         for _ in 0..<messageBurst {
