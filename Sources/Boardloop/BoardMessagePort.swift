@@ -84,12 +84,20 @@ public final class BoardMessagePort: @unchecked Sendable {
 
         /// Reads the payload as a value of `T` (unaligned load). A payload
         /// shorter than `T` — whatever a sender sent — throws
-        /// `.payloadTooShort` and reads nothing.
+        /// `.payloadTooShort` and reads nothing. (Inlinable: specialized for
+        /// `T` where it is called, it is a length check and a load; generic,
+        /// it went through `T`'s metadata, some 40 instructions a message.)
+        @inlinable
         public func load<T: BitwiseCopyable>(as type: T.Type) throws(BoardMessagePortError) -> T {
-            guard payload.count >= MemoryLayout<T>.size else {
-                throw .payloadTooShort(port: port.label, size: payload.count, needed: MemoryLayout<T>.size)
-            }
+            guard payload.count >= MemoryLayout<T>.size else { throw tooShort(needed: MemoryLayout<T>.size) }
             return payload.loadUnaligned(as: T.self)
+        }
+
+        /// The error for a payload shorter than `needed` (out of line: it
+        /// copies the port's label).
+        @usableFromInline @inline(never)
+        func tooShort(needed: Int) -> BoardMessagePortError {
+            .payloadTooShort(port: port.label, size: payload.count, needed: needed)
         }
 
         /// Answers a `sendRequest` with the bytes of `value`.
