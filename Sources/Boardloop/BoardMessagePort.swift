@@ -390,19 +390,36 @@ public final class BoardMessagePort: @unchecked Sendable {
     }
 
     private func enqueue(id: Int32, payload: UnsafeRawBufferPointer, replyPort: BoardMessagePort?, token: UInt64, deadline: UInt64, timeout: Duration) throws(BoardMessagePortError) {
-        guard payload.count <= slotSize else { throw .payloadTooLarge(port: label, size: payload.count, slotSize: slotSize) }
-        try monitor.withLock { () throws(BoardMessagePortError) in
-            if !valid || count == slotCount { try waitForSlot(deadline: deadline, timeout: timeout) }
-            var i = head + count
-            if i >= slotCount { i -= slotCount }
-            if payload.count > 0 { (storage + i * slotSize).copyMemory(from: payload.baseAddress!, byteCount: payload.count) }
-            headers[i] = Header(replyPort: replyPort == nil ? nil : Self.retained(replyPort), token: token, length: payload.count, id: id)
-            count += 1
-            if !signalled {
-                signalled = true
-                eventFD.signal()
+        let length = payload.count
+        guard length <= slotSize else { throw tooLarge(length) }
+        // The lock by hand rather than withLock's closure: only the rare
+        // wait can throw, so the common path carries no unwinding.
+        let mutex = monitor.mutex
+        pthread_mutex_lock(mutex)
+        if _slowPath(!valid || count == slotCount) {
+            do { try waitForSlot(deadline: deadline, timeout: timeout) } catch {
+                pthread_mutex_unlock(mutex)
+                throw error
             }
         }
+        // (Wrapping arithmetic: indices and counts are below slotCount.)
+        var i = head &+ count
+        if i >= slotCount { i &-= slotCount }
+        if length > 0 { (storage + i &* slotSize).copyMemory(from: payload.baseAddress!, byteCount: length) }
+        headers[i] = Header(replyPort: replyPort == nil ? nil : Self.retained(replyPort), token: token, length: length, id: id)
+        count &+= 1
+        if !signalled {
+            signalled = true
+            eventFD.signal()
+        }
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// The error for a payload larger than a slot (out of line: building it
+    /// copies the label).
+    @inline(never)
+    private func tooLarge(_ size: Int) -> BoardMessagePortError {
+        .payloadTooLarge(port: label, size: size, slotSize: slotSize)
     }
 
     // MARK: Receiving (owner loop thread)
