@@ -61,14 +61,22 @@ public enum BoardMessagePortError: Error, Equatable, Sendable, CustomStringConve
 /// can make a port in its setup, register its name and let it go). It is
 /// freed once invalidated, or when its loop ends (the loop's thread exited).
 public final class BoardMessagePort: @unchecked Sendable {
-    /// A received message. `payload` points into the port's receive buffer and
-    /// is valid only while the handler runs.
+    /// A received message, valid only while the handler runs: `payload`
+    /// points into the port's receive area, and `reply` and `load` use the
+    /// port without keeping it alive (as CF, which takes a request's reply
+    /// as its callback's return value). Copy what must outlive the handler;
+    /// `replyPort` is an ordinary strong reference and may be kept.
     public struct Message {
         public let id: Int32
         public let payload: UnsafeRawBufferPointer
         /// The port the sender asked replies to go to, if any.
         public let replyPort: BoardMessagePort?
-        let port: BoardMessagePort
+        // unowned(unsafe): a strong reference would be a retain and a release
+        // of the port per message (atomic; on the runtime's slow path, some
+        // 60 instructions each, for a port with a side table: a registered
+        // one, which the registry refers to weakly). The loop keeps the port
+        // alive while its handler runs (see `source`).
+        unowned(unsafe) let port: BoardMessagePort
         let replyToken: UInt64
 
         /// Whether the sender waits in `sendRequest` for `reply`.
@@ -76,12 +84,20 @@ public final class BoardMessagePort: @unchecked Sendable {
 
         /// Reads the payload as a value of `T` (unaligned load). A payload
         /// shorter than `T` — whatever a sender sent — throws
-        /// `.payloadTooShort` and reads nothing.
+        /// `.payloadTooShort` and reads nothing. (Inlinable: specialized for
+        /// `T` where it is called, it is a length check and a load; generic,
+        /// it went through `T`'s metadata, some 40 instructions a message.)
+        @inlinable
         public func load<T: BitwiseCopyable>(as type: T.Type) throws(BoardMessagePortError) -> T {
-            guard payload.count >= MemoryLayout<T>.size else {
-                throw .payloadTooShort(port: port.label, size: payload.count, needed: MemoryLayout<T>.size)
-            }
+            guard payload.count >= MemoryLayout<T>.size else { throw tooShort(needed: MemoryLayout<T>.size) }
             return payload.loadUnaligned(as: T.self)
+        }
+
+        /// The error for a payload shorter than `needed` (out of line: it
+        /// copies the port's label).
+        @usableFromInline @inline(never)
+        func tooShort(needed: Int) -> BoardMessagePortError {
+            .payloadTooShort(port: port.label, size: payload.count, needed: needed)
         }
 
         /// Answers a `sendRequest` with the bytes of `value`.
@@ -109,12 +125,23 @@ public final class BoardMessagePort: @unchecked Sendable {
     private let handler: (Message) -> Void
     private let monitor = Monitor()
     private let eventFD: EventFD
-    // The ring of queued messages (guarded by monitor).
+    /// A queued message but for its payload, which is in the payload slot of
+    /// the same index. The reply port is held by hand (one retain, taken by
+    /// the sender, handed on to the message or released when the message is
+    /// dropped): most messages have none, and an Optional reference would
+    /// cost a call into the runtime per message even when nil. A plain value,
+    /// so headers move in bulk.
+    private struct Header {
+        var replyPort: Unmanaged<BoardMessagePort>?
+        var token: UInt64
+        var length: Int
+        var id: Int32
+    }
+    // The ring of queued messages (guarded by monitor). A slot's header is
+    // meaningful only while the slot holds a message: sending writes it,
+    // receiving moves it out with its reply port's retain.
     private let storage: UnsafeMutableRawPointer
-    private let ids: UnsafeMutablePointer<Int32>
-    private let lengths: UnsafeMutablePointer<Int>
-    private let replyPorts: UnsafeMutablePointer<BoardMessagePort?>
-    private let replyTokens: UnsafeMutablePointer<UInt64>
+    private let headers: UnsafeMutablePointer<Header>
     @exclusivity(unchecked) private var head = 0
     @exclusivity(unchecked) private var count = 0
     @exclusivity(unchecked) private var signalled = false
@@ -127,8 +154,20 @@ public final class BoardMessagePort: @unchecked Sendable {
     private let replyGenerations: UnsafeMutablePointer<UInt32>
     private let replyStates: UnsafeMutablePointer<UInt8>  // 0 free, 1 waiting, 2 replied
     @exclusivity(unchecked) private var freeReplies = 0
-    // The receiver's copy of the message being handled (owner thread only).
-    private let receiveBuffer: UnsafeMutableRawPointer
+    // The receive area (owner thread only): the messages one lock
+    // acquisition took out of the ring, handed to the handler from here
+    // without the lock. Entries takenNext..<takenEnd are still to deliver
+    // (their reply ports retained); the payload of entry j is in slot j of takenPayloads.
+    private let takenCapacity: Int
+    private let taken: UnsafeMutablePointer<Header>
+    private let takenPayloads: UnsafeMutableRawPointer
+    @exclusivity(unchecked) private var takenNext = 0
+    @exclusivity(unchecked) private var takenEnd = 0
+    /// Set with `valid` by `close()`: the receiver reads it before each
+    /// message of a batch it took, so an invalidation — by a handler of the
+    /// same batch or from another thread — drops the rest, as it drops those
+    /// still in the ring.
+    private let closed = Atomic<Bool>(false)
     private let receivedCount = Atomic<UInt64>(0)
     /// Names the port is registered under (guarded by monitor).
     @exclusivity(unchecked) private var registeredNames: [String] = []
@@ -136,6 +175,15 @@ public final class BoardMessagePort: @unchecked Sendable {
     /// The most slots a port may have, the largest slot, and the most memory
     /// its rings may take (payload ring and reply ring together).
     public static let maxima = (slots: 1 << 16, slotSize: 1 << 20, bytes: 64 << 20)
+
+    /// The receive area's payload bytes: a batch takes at most this much (but
+    /// always at least one message). 64 KiB holds a whole ring of small slots,
+    /// so one lock acquisition takes everything queued, and keeps a port of
+    /// large slots from doubling its memory.
+    private static let receiveAreaBytes = 64 << 10
+    /// Slots up to this size are copied out of the ring in whole runs (one
+    /// copy per contiguous run of slots instead of one per message).
+    private static let wholeSlotCopyLimit = 128
 
     /// - Parameters:
     ///   - slots: messages that can be queued at once.
@@ -163,11 +211,10 @@ public final class BoardMessagePort: @unchecked Sendable {
         self.slotSize = slotSize
         self.handler = handler
         storage = .allocate(byteCount: max(slots * slotSize, 1), alignment: 16)
-        ids = .allocate(capacity: slots)
-        lengths = .allocate(capacity: slots)
-        replyPorts = .allocate(capacity: slots)
-        replyPorts.initialize(repeating: nil, count: slots)
-        replyTokens = .allocate(capacity: slots)
+        // Zeroed: small slots are copied out whole, bytes past a short
+        // payload included.
+        storage.initializeMemory(as: UInt8.self, repeating: 0, count: max(slots * slotSize, 1))
+        headers = .allocate(capacity: slots)
         replyBuffers = .allocate(byteCount: max(slots * slotSize, 1), alignment: 16)
         replyLengths = .allocate(capacity: slots)
         replyIds = .allocate(capacity: slots)
@@ -176,35 +223,42 @@ public final class BoardMessagePort: @unchecked Sendable {
         replyStates = .allocate(capacity: slots)
         replyStates.initialize(repeating: 0, count: slots)
         freeReplies = slots
-        receiveBuffer = .allocate(byteCount: max(slotSize, 1), alignment: 16)
+        takenCapacity = min(slots, max(1, Self.receiveAreaBytes / max(slotSize, 1)))
+        taken = .allocate(capacity: takenCapacity)
+        takenPayloads = .allocate(byteCount: max(takenCapacity * slotSize, 1), alignment: 16)
         // unowned(unsafe): the handler is called only by a dispatch of the
         // source on its loop, and the loop keeps the port alive while the
         // source is scheduled (`lifetimeOwner` below) and, if the source
         // leaves the loop during a dispatch, until that dispatch ends
-        // (PortSource.keptOwner). (`unowned` would take a reference per
-        // dispatch, through the port's side table.)
+        // (PortSource.keptOwner). (`unowned` would take and drop a strong
+        // reference per dispatch.)
         source = PortSource(fd: eventFD.fd, interest: .readable, order: order) { [unowned(unsafe) self] _, _ in self.receive() }
         // While the source is scheduled, the loop keeps the port alive; when
         // the source is invalidated (its loop ended, say), the port follows.
         source.lifetimeOwner = self
-        source.invalidationHandler = { [weak self] in _ = self?.close() }
+        // unowned, not weak (see `PortSource.lifetimeOwner`): the loop calls
+        // this only while the source is on it, and so while it keeps the
+        // port alive.
+        source.invalidationHandler = { [unowned self] in _ = self.close() }
     }
 
     deinit {
+        // The source may outlive the port (whoever kept `source`): it must
+        // not join a loop without it (it refers to the port unowned).
+        source.invalidate()
         for name in registeredNames { BoardMessagePortRegistry.remove(name, self) }
-        replyPorts.deinitialize(count: slotCount)
+        dropQueued()
+        Self.releaseReplyPorts(taken + takenNext, takenEnd - takenNext)
         eventFD.close()
         storage.deallocate()
-        ids.deallocate()
-        lengths.deallocate()
-        replyPorts.deallocate()
-        replyTokens.deallocate()
+        headers.deallocate()
         replyBuffers.deallocate()
         replyLengths.deallocate()
         replyIds.deallocate()
         replyGenerations.deallocate()
         replyStates.deallocate()
-        receiveBuffer.deallocate()
+        taken.deallocate()
+        takenPayloads.deallocate()
     }
 
     /// Schedules the port's source on `loop` (the loop's thread only); that
@@ -230,6 +284,10 @@ public final class BoardMessagePort: @unchecked Sendable {
     }
 
     /// Sends the bytes of `value` as the payload.
+    /// (Inlinable: specialized for `T` where it is called, the copy of the
+    /// value and its closure cost nothing; unspecialized, they cost more
+    /// than sending does.)
+    @inlinable
     public func send<T: BitwiseCopyable>(id: Int32, value: T, replyPort: BoardMessagePort? = nil, timeout: Duration = .zero) throws(BoardMessagePortError) {
         var v = value
         try withUnsafeBytes(of: &v) { (p) throws(BoardMessagePortError) in
@@ -289,9 +347,15 @@ public final class BoardMessagePort: @unchecked Sendable {
         }
     }
 
+    @inline(__always)
     private func deadline(after timeout: Duration) -> UInt64 {
-        // No timeout is the common case: skip Duration's 128-bit arithmetic.
-        if !timeout.isPositive { return 0 }
+        // No timeout is the common case: skip Duration's 128-bit arithmetic
+        // (and the call).
+        timeout.isPositive ? Self.deadline(afterPositive: timeout) : 0
+    }
+
+    @inline(never)
+    private static func deadline(afterPositive timeout: Duration) -> UInt64 {
         let ns = timeout.nanosecondsClamped
         return ns > 0 ? MonotonicClock.nanoseconds &+ UInt64(ns) : 0
     }
@@ -306,6 +370,18 @@ public final class BoardMessagePort: @unchecked Sendable {
         return true
     }
 
+    /// With the monitor held: waits for a free slot until the deadline (out
+    /// of line: a send that finds room does not carry the waiting, its
+    /// deadline conversion included).
+    @inline(never)
+    private func waitForSlot(deadline: UInt64, timeout: Duration) throws(BoardMessagePortError) {
+        while true {
+            guard valid else { throw .invalidated(port: label) }
+            if count < slotCount { return }
+            if !waitForRoom(deadline) { throw .full(port: label, slots: slotCount, waited: timeout) }
+        }
+    }
+
     private func releaseReply(_ slot: Int) {
         replyStates[slot] = 0
         replyGenerations[slot] &+= 1
@@ -314,65 +390,158 @@ public final class BoardMessagePort: @unchecked Sendable {
     }
 
     private func enqueue(id: Int32, payload: UnsafeRawBufferPointer, replyPort: BoardMessagePort?, token: UInt64, deadline: UInt64, timeout: Duration) throws(BoardMessagePortError) {
-        guard payload.count <= slotSize else { throw .payloadTooLarge(port: label, size: payload.count, slotSize: slotSize) }
-        try monitor.withLock { () throws(BoardMessagePortError) in
-            while true {
-                guard valid else { throw .invalidated(port: label) }
-                if count < slotCount { break }
-                if !waitForRoom(deadline) { throw .full(port: label, slots: slotCount, waited: timeout) }
-            }
-            let i = (head + count) % slotCount
-            if payload.count > 0 { (storage + i * slotSize).copyMemory(from: payload.baseAddress!, byteCount: payload.count) }
-            ids[i] = id
-            lengths[i] = payload.count
-            replyPorts[i] = replyPort
-            replyTokens[i] = token
-            count += 1
-            if !signalled {
-                signalled = true
-                eventFD.signal()
+        let length = payload.count
+        guard length <= slotSize else { throw tooLarge(length) }
+        // The lock by hand rather than withLock's closure: only the rare
+        // wait can throw, so the common path carries no unwinding.
+        let mutex = monitor.mutex
+        pthread_mutex_lock(mutex)
+        if _slowPath(!valid || count == slotCount) {
+            do { try waitForSlot(deadline: deadline, timeout: timeout) } catch {
+                pthread_mutex_unlock(mutex)
+                throw error
             }
         }
+        // (Wrapping arithmetic: indices and counts are below slotCount.)
+        var i = head &+ count
+        if i >= slotCount { i &-= slotCount }
+        if length > 0 { (storage + i &* slotSize).copyMemory(from: payload.baseAddress!, byteCount: length) }
+        headers[i] = Header(replyPort: replyPort == nil ? nil : Self.retained(replyPort), token: token, length: length, id: id)
+        count &+= 1
+        if !signalled {
+            signalled = true
+            eventFD.signal()
+        }
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// The error for a payload larger than a slot (out of line: building it
+    /// copies the label).
+    @inline(never)
+    private func tooLarge(_ size: Int) -> BoardMessagePortError {
+        .payloadTooLarge(port: label, size: size, slotSize: slotSize)
     }
 
     // MARK: Receiving (owner loop thread)
 
     private func receive() {
         eventFD.drain()
+        // A dispatch nested in a handler (one that ran the loop again) would
+        // first deliver the rest of the batch its caller took, keeping order
+        // and emptying the receive area before it is filled again. (The
+        // eventfd stays drained while a batch is handled — `signalled` is
+        // set, so senders do not write it — so this is a guard, not a path.)
+        deliverTaken()
         // At most one ring's worth per dispatch, so a flooded port cannot
-        // keep its loop from other sources; the rest stay signalled.
+        // keep its loop from other sources; the rest stay signalled. Each
+        // batch is one lock acquisition for everything queued (up to the
+        // receive area's size), and what arrived while a batch was handled is
+        // taken by the next, as long as the budget lasts.
         var budget = slotCount
         while budget > 0 {
-            budget -= 1
-            var id: Int32 = 0
-            var length = 0
-            var replyPort: BoardMessagePort?
-            var token: UInt64 = 0
-            let got = monitor.withLock { () -> Bool in
-                guard valid, count > 0 else {
-                    signalled = false
-                    return false
-                }
-                let i = head
-                length = lengths[i]
-                if length > 0 { receiveBuffer.copyMemory(from: storage + i * slotSize, byteCount: length) }
-                id = ids[i]
-                replyPort = replyPorts[i]
-                replyPorts[i] = nil
-                token = replyTokens[i]
-                head = (head + 1) % slotCount
-                count -= 1
-                if waitingSenders > 0 { monitor.broadcast() }
-                return true
-            }
-            if !got { return }
-            receivedCount.add(1, ordering: .relaxed)
-            handler(Message(id: id, payload: UnsafeRawBufferPointer(start: receiveBuffer, count: length), replyPort: replyPort, port: self, replyToken: token))
+            let n = take(min(budget, takenCapacity))
+            if n == 0 { return }
+            budget -= n
+            deliverTaken()
         }
         // Budget used up with messages left: keep the port ready.
         monitor.withLock {
             if count > 0 { eventFD.signal() } else { signalled = false }
         }
+    }
+
+    /// Moves up to `limit` queued messages into the (empty) receive area
+    /// under one acquisition of the lock, freeing their slots for senders at
+    /// once; returns how many (0: none queued, or the port is invalid — the
+    /// port is then no longer signalled).
+    private func take(_ limit: Int) -> Int {
+        let n = monitor.withLock { () -> Int in
+            guard valid, count > 0 else {
+                signalled = false
+                return 0
+            }
+            let n = min(count, limit)
+            // At most two runs: from head to the ring's end, then from its start.
+            let first = min(n, slotCount - head)
+            moveOut(from: head, to: 0, first)
+            if first < n { moveOut(from: 0, to: first, n - first) }
+            head += n
+            if head >= slotCount { head -= slotCount }
+            count -= n
+            if waitingSenders > 0 { monitor.broadcast() }
+            return n
+        }
+        takenNext = 0
+        takenEnd = n
+        return n
+    }
+
+    /// With the monitor held: moves `k` messages from ring slot `i` on to
+    /// receive-area entry `j` on.
+    @inline(__always)
+    private func moveOut(from i: Int, to j: Int, _ k: Int) {
+        // One message (a ping-pong's every batch) is copied in line: the
+        // bulk copies are calls into the C library.
+        if k == 1 {
+            let h = headers[i]
+            taken[j] = h
+            if h.length > 0 { (takenPayloads + j * slotSize).copyMemory(from: storage + i * slotSize, byteCount: h.length) }
+            return
+        }
+        (taken + j).moveInitialize(from: headers + i, count: k)
+        if slotSize <= Self.wholeSlotCopyLimit {
+            (takenPayloads + j * slotSize).copyMemory(from: storage + i * slotSize, byteCount: k * slotSize)
+        } else {
+            for m in 0..<k {
+                let length = taken[j + m].length
+                if length > 0 { (takenPayloads + (j + m) * slotSize).copyMemory(from: storage + (i + m) * slotSize, byteCount: length) }
+            }
+        }
+    }
+
+    /// Hands the receive area's messages to the handler, in order, without
+    /// the lock; drops them once the port is invalidated.
+    private func deliverTaken() {
+        while takenNext < takenEnd {
+            let j = takenNext
+            takenNext = j + 1
+            let h = taken[j]
+            if closed.load(ordering: .acquiring) {
+                Self.releaseReplyPorts(taken + j, takenEnd - j)
+                takenNext = takenEnd
+                return
+            }
+            // Only this thread writes the count: no read-modify-write needed.
+            receivedCount.store(receivedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
+            let payload = UnsafeRawBufferPointer(start: takenPayloads + j * slotSize, count: h.length)
+            if let r = h.replyPort {
+                // The sender's retain moves on into the message, whose end releases it.
+                handler(Message(id: h.id, payload: payload, replyPort: r.takeRetainedValue(), port: self, replyToken: h.token))
+            } else {
+                handler(Message(id: h.id, payload: payload, replyPort: nil, port: self, replyToken: h.token))
+            }
+        }
+    }
+
+    /// With the monitor held (or from deinit): drops the queued messages.
+    private func dropQueued() {
+        let first = min(count, slotCount - head)
+        Self.releaseReplyPorts(headers + head, first)
+        Self.releaseReplyPorts(headers, count - first)
+        count = 0
+    }
+
+    /// A reply port's retain for a header. Out of line: inlined, the
+    /// optimizer retains the Optional whether or not it is nil (a call into
+    /// the runtime per message even without a reply port).
+    @inline(never)
+    private static func retained(_ port: BoardMessagePort?) -> Unmanaged<BoardMessagePort>? {
+        port.map { .passRetained($0) }
+    }
+
+    /// Releases the reply ports of `n` dropped messages' headers.
+    private static func releaseReplyPorts(_ h: UnsafeMutablePointer<Header>, _ n: Int) {
+        for k in 0..<n { h[k].replyPort?.release() }
     }
 
     fileprivate func deliverReply(token: UInt64, id: Int32, payload: UnsafeRawBufferPointer) throws(BoardMessagePortError) {
@@ -418,8 +587,8 @@ public final class BoardMessagePort: @unchecked Sendable {
         let (wasValid, names) = monitor.withLock { () -> (Bool, [String]) in
             guard valid else { return (false, []) }
             valid = false
-            for k in 0..<count { replyPorts[(head + k) % slotCount] = nil }
-            count = 0
+            closed.store(true, ordering: .releasing)
+            dropQueued()
             monitor.broadcast()
             let n = registeredNames
             registeredNames = []

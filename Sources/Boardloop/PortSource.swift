@@ -93,8 +93,14 @@ public final class PortSource: @unchecked Sendable {
     let remote = RemoteRequests()
     /// The object this source belongs to (a message port, a signal source),
     /// which the loop keeps alive while the source is scheduled, as CF's run
-    /// loop retains its sources.
-    weak var lifetimeOwner: AnyObject? {
+    /// loop retains its sources. Unowned, not weak: a weak reference gives
+    /// its object a side table, and every retain and release of the object
+    /// then takes the runtime's slow path — for a message port, each time a
+    /// sender's code holds the port to send (some 130 instructions a
+    /// message). An owner therefore invalidates its source when it goes
+    /// (its deinit), so a source whose owner is gone can no longer join a
+    /// loop, and this reference is never read after its owner's end.
+    unowned(safe) var lifetimeOwner: AnyObject? {
         didSet { hasLifetimeOwner = true }
     }
     @exclusivity(unchecked) var hasLifetimeOwner = false
@@ -181,7 +187,8 @@ public final class PortSource: @unchecked Sendable {
     /// Makes the loop's duplicate of `fd` (when the source joins a loop).
     func openRegisteredFD() throws(RunLoopError) {
         // The source of a message port or signal source that is gone has
-        // nothing left to call.
+        // nothing left to call (its owner invalidated it in its deinit, so
+        // binding it failed before this; an owner cleared by hand is nil).
         if hasLifetimeOwner && lifetimeOwner == nil { throw .invalidated(item: "PortSource") }
         do { registeredFD = try Kernel.duplicate(fd) } catch {
             if error.code == .badFileDescriptor { throw .invalidArgument("fd \(fd) is not an open file descriptor; a port source needs an open fd") }

@@ -307,3 +307,165 @@ extension MessagePortTests {
         XCTAssertNil(weakPort)
     }
 }
+
+/// A dispatch takes everything queued under one lock acquisition and hands
+/// it to the handler from a receive area: what that must not change.
+extension MessagePortTests {
+    /// A full ring's messages each send one more to their own port from the
+    /// handler: the slots were freed when the batch was taken, so no send is
+    /// refused; a dispatch delivers at most one ring's worth (4) and the
+    /// rest follows in later dispatches, in order.
+    func testHandlerSendsToItsOwnPortDuringABatchOneRingPerDispatch() throws {
+        let loop = try makeLoop()
+        var got: [Int32] = []
+        var refused = 0
+        var port: BoardMessagePort!
+        port = try BoardMessagePort(label: "self-sender", slots: 4, slotSize: 4) { m in
+            got.append(m.id)
+            if m.id <= 8 { do { try port.send(id: m.id + 4) } catch { refused += 1 } }
+        }
+        try port.schedule(on: loop)
+        for id: Int32 in 1...4 { try port.send(id: id) }
+        var perDispatch: [[Int32]] = []
+        for _ in 0..<3 {
+            let before = got.count
+            XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline, returnAfterSourceHandled: true), .handledSource)
+            perDispatch.append(Array(got[before...]))
+        }
+        XCTAssertEqual(perDispatch, [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]], "one ring's worth per dispatch, in order")
+        XCTAssertEqual(refused, 0, "the batch's slots were free for the handler's sends")
+        XCTAssertEqual(port.messagesReceived, 12)
+        port.invalidate()
+    }
+
+    /// A sender waiting on a full ring is released when a batch is taken,
+    /// before the batch's handlers finish.
+    func testSenderBlockedOnAFullRingIsReleasedWhenABatchIsTaken() throws {
+        let loop = try makeLoop()
+        let sent = Atomic<Bool>(false)
+        var got: [Int32] = []
+        var releasedDuringBatch = false
+        let port = try BoardMessagePort(label: "full", slots: 2, slotSize: 4) { m in
+            if m.id == 1 { releasedDuringBatch = waitUntil(timeout: .seconds(10)) { sent.load(ordering: .acquiring) } }
+            got.append(m.id)
+        }
+        try port.schedule(on: loop)
+        try port.send(id: 1)
+        try port.send(id: 2)
+        let sender = JoinableThread {
+            do { try port.send(id: 3, timeout: .seconds(30)) } catch { XCTFail("blocked sender: \(error)") }
+            sent.store(true, ordering: .releasing)
+        }
+        XCTAssertTrue(try runUntil(loop) { got.count == 3 })
+        sender.join()
+        XCTAssertTrue(releasedDuringBatch, "the waiting sender got its slot while the batch was being handled")
+        XCTAssertEqual(got, [1, 2, 3])
+        port.invalidate()
+    }
+
+    /// Another thread invalidates the port while the handler runs the first
+    /// message of a batch: the rest of the batch is dropped, as queued
+    /// messages are, and their reply ports are released.
+    func testInvalidationFromAnotherThreadDuringABatchDropsTheRest() throws {
+        let loop = try makeLoop()
+        var got: [Int32] = []
+        weak var weakReply: BoardMessagePort?
+        var port: BoardMessagePort!
+        port = try BoardMessagePort(label: "invalidated", slots: 8, slotSize: 4) { m in
+            got.append(m.id)
+            if m.id == 1 {
+                let p = port!
+                let t = JoinableThread { p.invalidate() }
+                t.join()
+            }
+        }
+        try port.schedule(on: loop)
+        do {
+            let reply = try BoardMessagePort(label: "reply", slots: 1, slotSize: 0) { _ in }
+            weakReply = reply
+            for id: Int32 in 1...6 { try port.send(id: id, replyPort: id == 4 ? reply : nil) }
+        }
+        XCTAssertNotNil(weakReply, "the queued message holds its reply port")
+        try loop.add(RunLoopTimer(fireAt: loop.now + .milliseconds(30)) { _ in loop.stop() }, mode: .default)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
+        XCTAssertEqual(got, [1], "the batch's other messages were dropped by the invalidation")
+        XCTAssertNil(weakReply, "a dropped message's reply port is released")
+        XCTAssertFalse(port.isValid)
+    }
+
+    /// Each message of a batch carries its own reply port and request token,
+    /// and its payload, valid while its handler runs. The queue holds a reply
+    /// port until its message has been handled, then lets it go.
+    func testABatchKeepsEachMessagesReplyPortAndPayload() throws {
+        let loop = try makeLoop()
+        let r1 = try BoardMessagePort(label: "r1", slots: 1, slotSize: 0) { _ in }
+        let r2 = try BoardMessagePort(label: "r2", slots: 1, slotSize: 0) { _ in }
+        weak var weakR3: BoardMessagePort?
+        var r3Seen = false
+        var got: [String] = []
+        let port = try BoardMessagePort(label: "batch", slots: 8, slotSize: 8) { m in
+            let v = (try? m.load(as: Int64.self)).map(String.init) ?? "-"
+            let r = m.replyPort === r1 ? "r1" : m.replyPort === r2 ? "r2" : m.replyPort == nil ? "nil" : "?"
+            if m.id == 5 { r3Seen = m.replyPort != nil && m.replyPort === weakR3 } else { got.append("\(m.id):\(v):\(r):\(m.expectsReply)") }
+        }
+        try port.schedule(on: loop)
+        try port.send(id: 1, value: Int64(10), replyPort: r1)
+        try port.send(id: 2)
+        try port.send(id: 3, value: Int64(-30), replyPort: r2)
+        try port.send(id: 4, value: Int32(4), replyPort: r1)
+        do {
+            let r3 = try BoardMessagePort(label: "r3", slots: 1, slotSize: 0) { _ in }
+            weakR3 = r3
+            try port.send(id: 5, replyPort: r3)
+        }
+        XCTAssertNotNil(weakR3, "the queue holds the reply port")
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline, returnAfterSourceHandled: true), .handledSource)
+        XCTAssertEqual(got, ["1:10:r1:false", "2:-:nil:false", "3:-30:r2:false", "4:-:r1:false"])
+        XCTAssertTrue(r3Seen)
+        XCTAssertNil(weakR3, "a handled message's reply port is released")
+        port.invalidate()
+        r1.invalidate()
+        r2.invalidate()
+    }
+
+    /// A handler that runs the loop again while its batch is being handled:
+    /// each message is delivered once and in order (the port stays signalled
+    /// through a batch, so the nested pass has nothing of the port's to
+    /// dispatch; the message sent meanwhile comes after the batch).
+    func testAHandlerRunningTheLoopAgainKeepsTheBatchInOrder() throws {
+        let loop = try makeLoop()
+        var got: [Int32] = []
+        var port: BoardMessagePort!
+        port = try BoardMessagePort(label: "nested", slots: 8, slotSize: 4) { m in
+            got.append(m.id)
+            if m.id == 2 {
+                try? port.send(id: 10)
+                _ = try? loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: true)
+                got.append(-2)
+            }
+        }
+        try port.schedule(on: loop)
+        for id: Int32 in 1...5 { try port.send(id: id) }
+        XCTAssertTrue(try runUntil(loop) { got.count == 7 })
+        XCTAssertEqual(got, [1, 2, -2, 3, 4, 5, 10])
+        port.invalidate()
+    }
+}
+
+extension MessagePortTests {
+    /// The port's source refers to its port unowned (a weak reference would
+    /// put every retain of the port on the runtime's slow path): a source
+    /// kept after its port is gone is invalidated and cannot join a loop.
+    func testASourceKeptAfterItsPortIsGoneCannotJoinALoop() throws {
+        let loop = try makeLoop()
+        var source: PortSource?
+        weak var weakPort: BoardMessagePort?
+        do {
+            let p = try BoardMessagePort(label: "gone", slots: 1, slotSize: 0) { _ in }
+            source = p.source
+            weakPort = p
+        }
+        XCTAssertNil(weakPort, "nothing but the caller held the port")
+        XCTAssertThrows(.invalidated(item: "PortSource")) { () throws(RunLoopError) in try loop.add(source!, mode: .default) }
+    }
+}

@@ -57,9 +57,12 @@ public enum MessageScenario {
             var sequence: UInt64
         }
 
-        func sendNext() {
+        /// Sends the next message stamped `at` (the raw reference stamps it
+        /// with the clock read it took on receiving the previous one: one
+        /// clock read per message).
+        func sendNext(at t: UInt64 = now()) {
             do {
-                try portB.send(id: 1, value: Payload(sentAt: now(), sequence: UInt64(sent)))
+                try portB.send(id: 1, value: Payload(sentAt: t, sequence: UInt64(sent)))
                 sent += 1
             } catch {
                 failure = "\(error)"
@@ -109,7 +112,7 @@ public enum MessageScenario {
                         st.loopA.stop()
                         return
                     }
-                    if st.sent < st.total { st.sendNext() }
+                    if st.sent < st.total { st.sendNext(at: t) }
                 }
                 try port.schedule(on: loop)
                 st.portA = port

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
@@ -262,4 +263,76 @@ int ir_raw_timer_periodic(long fires, long period_ns) {
     close(ep);
     close(tfd);
     return 0;
+}
+
+// --- message-burst ----------------------------------------------------------
+
+// CBenchRaw's message-port ring (section 4 of raw.c), used from one thread.
+enum { MSG_SLOTS = 64, MSG_PAYLOAD = 16 };
+
+typedef struct {
+    pthread_mutex_t lock;
+    int head, count, signalled;
+    unsigned char slots[MSG_SLOTS][MSG_PAYLOAD];
+    int efd;
+} msg_ring;
+
+static int msg_send(msg_ring *r, const void *payload) {
+    pthread_mutex_lock(&r->lock);
+    if (r->count == MSG_SLOTS) {
+        pthread_mutex_unlock(&r->lock);
+        return -1;
+    }
+    memcpy(r->slots[(r->head + r->count) % MSG_SLOTS], payload, MSG_PAYLOAD);
+    r->count++;
+    if (!r->signalled) {
+        r->signalled = 1;
+        uint64_t one = 1;
+        (void)!write(r->efd, &one, sizeof one);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return 0;
+}
+
+int ir_raw_message_burst(long messages, long burst) {
+    static msg_ring r;
+    pthread_mutex_init(&r.lock, NULL);
+    r.efd = eventfd(0, EFD_CLOEXEC);
+    if (r.efd < 0) return -errno;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event e = { .events = EPOLLIN };
+    epoll_ctl(ep, EPOLL_CTL_ADD, r.efd, &e);
+    long sent = 0, got = 0;
+    uint64_t sum = 0;
+    while (sent < messages) {
+        for (long k = 0; k < burst; k++, sent++) {
+            uint64_t m[2] = { 0, (uint64_t)sent };
+            if (msg_send(&r, m) != 0) return -ENOSPC;
+        }
+        struct epoll_event got_ev;
+        while (epoll_wait(ep, &got_ev, 1, -1) < 1) {}
+        uint64_t v;
+        (void)!read(r.efd, &v, sizeof v);
+        unsigned char msg[MSG_PAYLOAD];
+        for (;;) {
+            pthread_mutex_lock(&r.lock);
+            if (r.count == 0) {
+                r.signalled = 0;
+                pthread_mutex_unlock(&r.lock);
+                break;
+            }
+            memcpy(msg, r.slots[r.head], MSG_PAYLOAD);
+            r.head = (r.head + 1) % MSG_SLOTS;
+            r.count--;
+            pthread_mutex_unlock(&r.lock);
+            uint64_t b;
+            memcpy(&b, msg + 8, 8);
+            sum += b;
+            got++;
+        }
+    }
+    close(ep);
+    close(r.efd);
+    pthread_mutex_destroy(&r.lock);
+    return got == messages && sum == (uint64_t)messages * (uint64_t)(messages - 1) / 2 ? 0 : -EIO;
 }

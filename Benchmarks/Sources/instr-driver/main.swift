@@ -12,6 +12,9 @@
 //     perform-closure boardloop              the same with closure literals
 //     timer         boardloop | raw | raw-periodic   fires of a 1 ms repeating timer
 //     message       boardloop                BoardMessagePort ping-pong between two loops
+//     message-burst boardloop | raw          one thread: a burst of 16 sends to its own port, then one
+//                                            pass of the loop receives them (per message: send + receive;
+//                                            raw: CBenchRaw's mutex ring + eventfd + epoll, one thread)
 //     gpio          boardloop                mock-chip edge -> handler, one edge per pass
 //   (the daemon's reaction scenario is instr-daemon's)
 import Boardloop
@@ -148,6 +151,46 @@ func boardloopMessage(_ n: Int) throws {
     portA.invalidate()
 }
 
+/// One thread, no wake-ups between threads: bursts of `messageBurst` sends to
+/// a port on this thread's loop, each burst received by one pass of the
+/// loop. The count per message is exact (nothing depends on scheduling).
+let messageBurst = 16
+
+final class PortHolder {
+    var port: BoardMessagePort?
+    /// Out of line, so the optimizer cannot keep the port retained across
+    /// the loop: one retain and one release per message, as a program's.
+    @inline(never) func take() -> BoardMessagePort { port! }
+}
+
+func boardloopMessageBurst(_ n: Int) throws {
+    precondition(n % messageBurst == 0, "message-burst: events must be a multiple of \(messageBurst)")
+    let loop = try BoardRunLoop()
+    var got = 0
+    var sum: UInt64 = 0
+    struct Payload: BitwiseCopyable { var a: UInt64; var b: UInt64 }
+    let port = try BoardMessagePort(label: "burst", slots: 64, slotSize: 16) { m in
+        got += 1
+        sum &+= (try? m.load(as: Payload.self))?.b ?? 0
+    }
+    try port.schedule(on: loop)
+    // Sent through a stored reference, as a program holds its ports: each
+    // send retains and releases the port, which costs a few instructions
+    // unless the port has a side table (a weak reference to it somewhere).
+    let holder = PortHolder()
+    holder.port = port
+    var sent = 0
+    while sent < n {
+        for _ in 0..<messageBurst {
+            try holder.take().send(id: 1, value: Payload(a: 0, b: UInt64(sent)))
+            sent += 1
+        }
+        _ = try loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: true)
+    }
+    precondition(got == n && sum == UInt64(n * (n - 1) / 2), "message-burst: \(got) of \(n) messages delivered")
+    port.invalidate()
+}
+
 func boardloopGPIO(_ n: Int) throws {
     let loop = try BoardRunLoop()
     let chip = try MockChip(label: "instr", lineCount: 8, eventBufferSize: 1024)
@@ -187,6 +230,8 @@ do {
     case ("timer", "raw"): check(ir_raw_timer_oneshot(events, 1_000_000))
     case ("timer", "raw-periodic"): check(ir_raw_timer_periodic(events, 1_000_000))
     case ("message", "boardloop"): try boardloopMessage(events)
+    case ("message-burst", "boardloop"): try boardloopMessageBurst(events)
+    case ("message-burst", "raw"): check(ir_raw_message_burst(events, Int(messageBurst)))
     case ("gpio", "boardloop"): try boardloopGPIO(events)
     default:
         fputs("instr-driver: no implementation '\(impl)' of scenario '\(scenario)'\n", stderr)

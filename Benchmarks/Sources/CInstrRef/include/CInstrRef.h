@@ -32,6 +32,12 @@ int ir_raw_timer_oneshot(long fires, long period_ns);
 /// A periodic timerfd (it_interval): the kernel re-arms it.
 int ir_raw_timer_periodic(long fires, long period_ns);
 
+/// One thread: bursts of `burst` 16-byte messages into a mutex-guarded ring
+/// of 64 slots (an eventfd written on empty -> non-empty), each burst
+/// received after epoll_wait, one lock round trip per message (CBenchRaw's
+/// message-port reference without the second thread). `messages` in all.
+int ir_raw_message_burst(long messages, long burst);
+
 #ifdef __cplusplus
 }
 #endif
