@@ -95,7 +95,10 @@ extension BoardRunLoop {
             var performWake = runPerforms(ms)
             var handled = fireSignalledCustomSources(ms, stopAfterHandle: stopAfterHandle)  // 4
             if handled { performWake = min(performWake, runPerforms(ms)) }
-            let sleeps = !handled && !pollOnly && ownerPosts == postsAtStart
+            // (A stop that came while the loop was awake wrote no wake-up:
+            // the window's exchange made it visible here, so it is not
+            // slept through.)
+            let sleeps = !handled && !pollOnly && ownerPosts == postsAtStart && !stopRequested.load(ordering: .relaxed)
             var wake = WakeReasons()
             if !hasReadyPort(ms, probing: sleeps, wake: &wake) {                        // 5
                 if sleeps { notify(ms, .beforeWaiting) }                                // 6

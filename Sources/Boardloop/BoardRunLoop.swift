@@ -255,14 +255,9 @@ public final class BoardRunLoop: @unchecked Sendable {
     /// made while no run call is active has no effect. Safe from any thread.
     public func stop() {
         stopRequested.store(true, ordering: .releasing)
-        // From the owner during a run, the pass sees the flag at its end.
-        // From anywhere else the wake-up is always written: a pass checks
-        // the flag only after its sleep, so a loop that is awake now (its
-        // window closed, a plain wakeUp() dropped) could sleep through it.
-        if isOwnedByCurrentThread && runDepth > 0 { return }
-        _ = wakePending.exchange(true, ordering: .acquiringAndReleasing)
-        poller.wake.signal()
-        wakeUpWrites.add(1, ordering: .relaxed)
+        // A loop that is awake drops this wake-up; its pass checks the flag
+        // before it sleeps (see `runPasses`).
+        wakeUp()
     }
 
     /// Whether the loop is blocked in the kernel waiting for an event.

@@ -22,26 +22,6 @@ final class RunAndThreadTests: XCTestCase {
         XCTAssertLessThan(MonotonicInstant.now - start, .seconds(60))
     }
 
-    /// A stop from another thread while the loop is awake (in a handler,
-    /// its wake-up window closed) still writes a wake-up: the pass checks
-    /// the stop flag only after its sleep, so a stop landing after that
-    /// check and before the next sleep would otherwise be slept through.
-    func testStopFromAnotherThreadWhileTheLoopIsAwakeWritesAWakeUp() throws {
-        let loop = try makeLoop()
-        let pipe = Pipe()
-        var writes: UInt64 = 0
-        let port = PortSource(fd: pipe.readEnd) { _, _ in
-            _ = pipe.readByte()
-            let before = loop.wakeUpWriteCount
-            JoinableThread { loop.stop() }.join()
-            writes = loop.wakeUpWriteCount - before
-        }
-        try loop.add(port, mode: .default)
-        pipe.write([1])
-        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
-        XCTAssertEqual(writes, 1, "the stop's wake-up was dropped because the loop was awake")
-    }
-
     /// Two loops post work items to each other, many times over: a wake-up
     /// lost in the hand-off (the poster reading the loop as awake while the
     /// loop, about to sleep, had not yet seen the request) stalls both. The
