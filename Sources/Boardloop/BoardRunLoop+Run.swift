@@ -173,8 +173,9 @@ extension BoardRunLoop {
     /// Step 9: what woke the loop. Due timers first (a flood of ready ports
     /// cannot starve them); otherwise one ready port. Ports not dispatched
     /// stay on the ready list (or ready in the kernel) for the next pass.
-    /// Then the perform requests that became due, and the wake-up and timer
-    /// fds are drained: after the work they announced, off the latency path.
+    /// Then the perform requests that became due, and the timer fd is
+    /// drained: after the work it announced, off the latency path. (The
+    /// wake-up eventfd is edge-triggered and never read.)
     /// Returns whether a source was handled.
     @inline(__always)
     private func handleWake(_ ms: ModeState, _ wake: WakeReasons) -> Bool {
@@ -185,7 +186,6 @@ extension BoardRunLoop {
             handled = dispatchReadyPort(ms)
         }
         _ = runPerforms(ms)
-        if wake.wakeUp { poller.wake.drain() }
         if wake.timer { poller.timerFired() }
         return handled
     }

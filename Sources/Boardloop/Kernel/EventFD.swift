@@ -17,10 +17,19 @@ struct EventFD {
     func close() { Kernel.close(fd) }
 
     /// Adds one to the counter, making the fd readable. Retried on EINTR;
-    /// safe from any thread.
+    /// safe from any thread. A counter at its maximum (2^64 - 2: only an fd
+    /// that is never read, after that many writes) is read back to zero
+    /// and written again.
     @inline(__always)
     func signal() {
-        while bl_eventfd_write(fd, 1) != 0 && Glibc.errno == EINTR {}
+        while bl_eventfd_write(fd, 1) != 0 {
+            let e = Glibc.errno
+            if e == EAGAIN {
+                drain()
+            } else if e != EINTR {
+                return
+            }
+        }
     }
 
     /// Reads the counter back to zero (nothing happens if it was zero: the

@@ -87,7 +87,11 @@ final class Poller {
     func makeSet(forMode index: Int) throws(SystemError) -> Int32 {
         let ep = try Epoll.create()
         do {
-            try Epoll.add(ep, wake.fd, events: BL_EPOLLIN, data: Self.wakeUpTag)
+            // Edge-triggered: every write reports the wake-up once, so the
+            // loop never reads the counter back (a system call per wake-up
+            // saved). A mode's set not waited on meanwhile keeps one
+            // report, which costs that mode one extra pass when it runs.
+            try Epoll.add(ep, wake.fd, events: BL_EPOLLIN | BL_EPOLLET, data: Self.wakeUpTag)
             try Epoll.add(ep, timer.fd, events: BL_EPOLLIN, data: Self.timerTag)
         } catch {
             Kernel.close(ep)
