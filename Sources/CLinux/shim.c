@@ -36,6 +36,15 @@
 #endif
 
 #if !defined(BL_LIBC_IO) && (defined(__x86_64__) || defined(__aarch64__))
+/// The kernel returns -errno; callers expect -1 and errno, as from libc.
+static inline long bl_syscall_result(long ret) {
+    if ((unsigned long)ret > -4096UL) {
+        errno = (int)-ret;
+        return -1;
+    }
+    return ret;
+}
+
 static inline long bl_raw_syscall(long n, long a, long b, long c, long d, long e, long f) {
     long ret;
 #if defined(__x86_64__)
@@ -57,12 +66,7 @@ static inline long bl_raw_syscall(long n, long a, long b, long c, long d, long e
     __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5) : "memory", "cc");
     ret = x0;
 #endif
-    // The kernel returns -errno; callers expect -1 and errno, as from libc.
-    if ((unsigned long)ret > -4096UL) {
-        errno = (int)-ret;
-        return -1;
-    }
-    return ret;
+    return bl_syscall_result(ret);
 }
 #define BL_SYSCALL(n, a, b, c, d, e, f) bl_raw_syscall((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
 
@@ -78,11 +82,7 @@ static inline long bl_raw_syscall3(long n, long a, long b, long c) {
     __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory", "cc");
     ret = x0;
 #endif
-    if ((unsigned long)ret > -4096UL) {
-        errno = (int)-ret;
-        return -1;
-    }
-    return ret;
+    return bl_syscall_result(ret);
 }
 #define BL_SYSCALL3(n, a, b, c) bl_raw_syscall3((n), (long)(a), (long)(b), (long)(c))
 #elif !defined(BL_LIBC_IO)
