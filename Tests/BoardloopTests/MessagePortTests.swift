@@ -336,6 +336,7 @@ extension MessagePortTests {
         XCTAssertEqual(refused, 0, "the batch's slots were free for the handler's sends")
         XCTAssertEqual(port.messagesReceived, 12)
         port.invalidate()
+        port = nil  // its handler refers to it
     }
 
     /// A sender waiting on a full ring is released when a batch is taken,
@@ -391,6 +392,7 @@ extension MessagePortTests {
         XCTAssertEqual(got, [1], "the batch's other messages were dropped by the invalidation")
         XCTAssertNil(weakReply, "a dropped message's reply port is released")
         XCTAssertFalse(port.isValid)
+        port = nil  // its handler refers to it
     }
 
     /// Each message of a batch carries its own reply port and request token,
@@ -449,6 +451,7 @@ extension MessagePortTests {
         XCTAssertTrue(try runUntil(loop) { got.count == 7 })
         XCTAssertEqual(got, [1, 2, -2, 3, 4, 5, 10])
         port.invalidate()
+        port = nil  // its handler refers to it
     }
 }
 
