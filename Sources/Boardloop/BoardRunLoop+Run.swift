@@ -274,24 +274,13 @@ extension BoardRunLoop {
     }
 
     /// Sorts the first `count` entries of the ready list by their ports'
-    /// orders, stably (an insertion sort: the list is short).
+    /// orders, stably.
     private func sortReadyList(_ count: Int) {
         func order(_ e: ReadyPort) -> Int {
             let slot = Int(e.slot)
             return slot >= 0 && slot < capacities.sources ? portOrders[slot] : .max
         }
-        var k = 1
-        while k < count {
-            let entry = readyList[k]
-            let o = order(entry)
-            var j = k
-            while j > 0 && order(readyList[j - 1]) > o {
-                readyList[j] = readyList[j - 1]
-                j -= 1
-            }
-            readyList[j] = entry
-            k += 1
-        }
+        sortStably(readyList, count: count) { order($0) < order($1) }
     }
 
     /// Whether the ready list holds a port for `ms`. A list left by a wait
@@ -439,7 +428,7 @@ extension BoardRunLoop {
                 buffer[ready] = slot
                 ready += 1
             }
-            sortSlots(buffer, count: ready) { a, b in
+            sortStably(buffer, count: ready) { a, b in
                 let x = customs.unretained(a)!, y = customs.unretained(b)!
                 // (Closures, not key paths: a key path is an object, made at run time in debug builds.)
                 let (xo, yo) = (x._withUnsafeGuaranteedRef { $0.order }, y._withUnsafeGuaranteedRef { $0.order })

@@ -78,7 +78,7 @@ extension BoardRunLoop {
         var due = 0
         withSnapshot(capacity, fill: { buffer in
             collectDue(ms, 0, now, buffer, &due)
-            sortSlots(buffer, count: due) { timerKeys[Int($0)] < timerKeys[Int($1)] }
+            sortStably(buffer, count: due) { timerKeys[Int($0)] < timerKeys[Int($1)] }
         }) { buffer in
             // The first handler is called at `now`; later ones after the
             // handlers before them, so the clock is read again for them.

@@ -97,11 +97,11 @@ struct ScratchStack: ~Copyable {
     mutating func pop(_ count: Int) { top -= count }
 }
 
-/// Sorts `count` slots in place, stably, by `precedes`: an insertion sort,
+/// Sorts `count` entries in place, stably, by `precedes`: an insertion sort,
 /// for the short lists a pass orders (the due timers, the signalled custom
-/// sources); no allocation.
+/// sources, a ready list of ports of several orders); no allocation.
 @inline(__always)
-func sortSlots(_ buffer: UnsafeMutablePointer<Int32>, count: Int, by precedes: (Int32, Int32) -> Bool) {
+func sortStably<Entry>(_ buffer: UnsafeMutablePointer<Entry>, count: Int, by precedes: (Entry, Entry) -> Bool) {
     var i = 1
     while i < count {
         let s = buffer[i]
