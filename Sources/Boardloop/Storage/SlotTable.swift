@@ -48,11 +48,9 @@ struct SlotTable<Item: AnyObject>: ~Copyable {
     /// caller instead of releasing it.
     mutating func take(_ slot: Int32) -> Item? {
         let i = Int(slot)
-        guard let item = (items + i).move() else {
-            (items + i).initialize(to: nil)
-            return nil
-        }
+        let taken = (items + i).move()
         (items + i).initialize(to: nil)
+        guard let item = taken else { return nil }
         generations[i] = (generations[i] &+ 1) & 0x3FFF_FFFF
         if generations[i] == 0 { generations[i] = 1 }
         free[freeCount] = slot
@@ -61,12 +59,6 @@ struct SlotTable<Item: AnyObject>: ~Copyable {
     }
 
     @inline(__always) subscript(slot: Int32) -> Item? { items[Int(slot)] }
-
-    /// The item in `slot` if it is still the one `generation` named.
-    @inline(__always) func lookup(_ slot: Int32, _ generation: UInt32) -> Item? {
-        guard slot >= 0, Int(slot) < capacity, generations[Int(slot)] == generation else { return nil }
-        return items[Int(slot)]
-    }
 
     /// The item in `slot` if it is still the one `generation` named, without
     /// taking a reference: the table's own keeps it alive until its slot is
