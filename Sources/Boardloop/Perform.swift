@@ -295,8 +295,8 @@ final class PerformQueue: @unchecked Sendable {
         }
     }
 
-    /// Takes a free slot, has `store` fill slot i's block and modes, and
-    /// queues it; all under the lock.
+    /// Takes a free slot, has `store` fill slot i with the request (a work
+    /// item, or a block and its modes), and queues it; all under the lock.
     @inline(__always)
     private func post(due d: UInt64, waited w: Bool, store: (Int) -> Void) -> PostResult {
         lock.withLock { () -> PostResult in

@@ -21,12 +21,12 @@ struct Post: BitwiseCopyable, Sendable {
     var ctx: Context
 }
 
-/// Message ids on a loop's port.
 /// How long the daemon's run calls last: CF's "forever" (1e10 s, as
 /// `BoardRunLoop.run()`), which the engine treats as no deadline at all, so
 /// a pass does not read the clock to check one. The runs end by `stop()`.
 let runWithoutDeadline = Duration.seconds(10_000_000_000)
 
+/// Message ids on a loop's port.
 enum PortMessage: Int32 {
     case action = 1
     /// The watchdog's "are you running passes?"
