@@ -263,11 +263,11 @@ void bl_lock_wait(uint32_t *word) {
     // Mark the lock contended (2) as we take or wait for it: the unlock
     // that follows wakes a sleeper.
     while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0) {
-        syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+        bl_futex_wait(word, 2, -1);
     }
 }
 
-void bl_lock_wake(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
+void bl_lock_wake(uint32_t *word) { bl_futex_wake(word, 1); }
 
 pid_t bl_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 
