@@ -49,7 +49,7 @@ let package = Package(
         .target(name: "CBenchRaw"),
         // Fixed-count references (raw kernel, libuv) for instruction counts.
         .systemLibrary(name: "Clibuv", pkgConfig: "libuv", providers: [.apt(["libuv1-dev"])]),
-        .target(name: "CInstrRef", dependencies: ["Clibuv"]),
+        .target(name: "CInstrRef", dependencies: ["Clibuv", "CBenchRaw"]),
         .target(
             name: "BenchScenarios",
             dependencies: [

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "CBenchRaw.h"
+#include "bb_ring.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,28 +60,6 @@ void bb_spin_until(uint64_t deadline_ns) {
     }
 }
 
-static int epoll_with(int fd) {
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    if (ep < 0) return -errno;
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
-    if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        int e = errno;
-        close(ep);
-        return -e;
-    }
-    return ep;
-}
-
-static void wait_one(int ep, int fd) {
-    struct epoll_event evs[8];
-    for (;;) {
-        int n = epoll_wait(ep, evs, 8, -1);
-        if (n > 0) break;
-    }
-    uint64_t v;
-    (void)!read(fd, &v, sizeof v);
-}
-
 // --- 1. wake ---------------------------------------------------------------
 
 struct wake_peer {
@@ -92,7 +71,7 @@ static void *wake_peer_main(void *arg) {
     bb_pin_self(p->cpu);
     uint64_t one = 1;
     for (int i = 0; i < p->rounds; i++) {
-        wait_one(p->ep, p->own);
+        bb_wait_one(p->ep, p->own);
         (void)!write(p->other, &one, sizeof one);
     }
     return NULL;
@@ -101,7 +80,7 @@ static void *wake_peer_main(void *arg) {
 int bb_raw_wake(uint64_t *samples, int warmup, int iterations, int cpu_a, int cpu_b) {
     int efa = eventfd(0, EFD_CLOEXEC), efb = eventfd(0, EFD_CLOEXEC);
     if (efa < 0 || efb < 0) return -errno;
-    int epa = epoll_with(efa), epb = epoll_with(efb);
+    int epa = bb_epoll_with(efa), epb = bb_epoll_with(efb);
     if (epa < 0 || epb < 0) return epa < 0 ? epa : epb;
     struct wake_peer b = {.ep = epb, .own = efb, .other = efa, .rounds = warmup + iterations, .cpu = cpu_b};
     pthread_t t;
@@ -112,7 +91,7 @@ int bb_raw_wake(uint64_t *samples, int warmup, int iterations, int cpu_a, int cp
     for (int i = 0; i < warmup + iterations; i++) {
         uint64_t t0 = bb_now_ns();
         (void)!write(efb, &one, sizeof one);
-        wait_one(epa, efa);
+        bb_wait_one(epa, efa);
         uint64_t t1 = bb_now_ns();
         if (i >= warmup) samples[i - warmup] = t1 - t0;
     }
@@ -130,7 +109,7 @@ static int raw_timer(uint64_t period_ns, int warmup, int fires, int64_t *latenes
     bb_pin_self(cpu);
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | (oneshot ? TFD_NONBLOCK : 0));
     if (tfd < 0) return -errno;
-    int ep = epoll_with(tfd);
+    int ep = bb_epoll_with(tfd);
     if (ep < 0) return ep;
     uint64_t t0 = bb_now_ns() + period_ns;
     if (!oneshot) {
@@ -299,90 +278,27 @@ double bb_raw_fd_consume(const int *fds, int n, long messages, uint64_t *latency
 
 // --- 4. message port ---------------------------------------------------------
 
-enum { RING_SLOTS = 64, PAYLOAD = 16 };
-
-struct ring {
-    pthread_mutex_t lock;
-    int head, count, signalled;
-    unsigned char slots[RING_SLOTS][PAYLOAD];
-    int efd, ep;
-};
-
-static int ring_init(struct ring *r) {
-    pthread_mutex_init(&r->lock, NULL);
-    r->head = r->count = r->signalled = 0;
-    r->efd = eventfd(0, EFD_CLOEXEC);
-    if (r->efd < 0) return -errno;
-    r->ep = epoll_with(r->efd);
-    return r->ep < 0 ? r->ep : 0;
-}
-
-static void ring_destroy(struct ring *r) {
-    close(r->ep);
-    close(r->efd);
-    pthread_mutex_destroy(&r->lock);
-}
-
-static int ring_send(struct ring *r, const void *payload) {
-    pthread_mutex_lock(&r->lock);
-    if (r->count == RING_SLOTS) {
-        pthread_mutex_unlock(&r->lock);
-        return -1;
-    }
-    memcpy(r->slots[(r->head + r->count) % RING_SLOTS], payload, PAYLOAD);
-    r->count++;
-    if (!r->signalled) {
-        r->signalled = 1;
-        uint64_t one = 1;
-        (void)!write(r->efd, &one, sizeof one);
-    }
-    pthread_mutex_unlock(&r->lock);
-    return 0;
-}
-
-/// Waits until the ring is signalled, then hands each queued message to
-/// `handle`; returns how many.
-static int ring_receive(struct ring *r, void (*handle)(void *ctx, const unsigned char *msg), void *ctx) {
-    wait_one(r->ep, r->efd);
-    int n = 0;
-    unsigned char msg[PAYLOAD];
-    for (;;) {
-        pthread_mutex_lock(&r->lock);
-        if (r->count == 0) {
-            r->signalled = 0;
-            pthread_mutex_unlock(&r->lock);
-            return n;
-        }
-        memcpy(msg, r->slots[r->head], PAYLOAD);
-        r->head = (r->head + 1) % RING_SLOTS;
-        r->count--;
-        pthread_mutex_unlock(&r->lock);
-        handle(ctx, msg);
-        n++;
-    }
-}
-
 struct msg_echo {
-    struct ring *in, *out;
+    bb_ring *in, *out;
     long total;
     int cpu;
 };
 
 static void echo_one(void *ctx, const unsigned char *msg) {
     struct msg_echo *e = ctx;
-    while (ring_send(e->out, msg) != 0) sched_yield();
+    while (bb_ring_send(e->out, msg) != 0) sched_yield();
 }
 
 static void *echo_main(void *arg) {
     struct msg_echo *e = arg;
     bb_pin_self(e->cpu);
     long seen = 0;
-    while (seen < e->total) seen += ring_receive(e->in, echo_one, e);
+    while (seen < e->total) seen += bb_ring_receive(e->in, echo_one, e);
     return NULL;
 }
 
 struct msg_origin {
-    struct ring *out;
+    bb_ring *out;
     long received, sent, total;
     int warmup;
     uint64_t *samples;
@@ -399,20 +315,20 @@ static void origin_one(void *ctx, const unsigned char *msg) {
     if (o->received == o->warmup) o->first_ns = now;
     o->received++;
     if (o->sent < o->total) {
-        unsigned char m[PAYLOAD];
+        unsigned char m[BB_RING_PAYLOAD];
         uint64_t s = (uint64_t)o->sent;
         memcpy(m, &now, 8);
         memcpy(m + 8, &s, 8);
-        ring_send(o->out, m);
+        bb_ring_send(o->out, m);
         o->sent++;
     }
 }
 
 double bb_raw_message(int window, int warmup, int iterations, uint64_t *samples, int cpu_a, int cpu_b) {
-    if (window < 1 || window > RING_SLOTS) return -EINVAL;
-    struct ring *to_b = calloc(1, sizeof *to_b), *to_a = calloc(1, sizeof *to_a);
-    int rc = ring_init(to_b);
-    if (rc == 0) rc = ring_init(to_a);
+    if (window < 1 || window > BB_RING_SLOTS) return -EINVAL;
+    bb_ring *to_b = calloc(1, sizeof *to_b), *to_a = calloc(1, sizeof *to_a);
+    int rc = bb_ring_init(to_b);
+    if (rc == 0) rc = bb_ring_init(to_a);
     if (rc != 0) return rc;
     long total = (long)warmup + iterations;
     struct msg_echo e = {.in = to_b, .out = to_a, .total = total, .cpu = cpu_b};
@@ -421,18 +337,18 @@ double bb_raw_message(int window, int warmup, int iterations, uint64_t *samples,
     bb_pin_self(cpu_a);
     struct msg_origin o = {.out = to_b, .total = total, .warmup = warmup, .samples = window == 1 ? samples : NULL};
     for (int i = 0; i < window; i++) {
-        unsigned char m[PAYLOAD];
+        unsigned char m[BB_RING_PAYLOAD];
         uint64_t now = bb_now_ns(), s = (uint64_t)i;
         memcpy(m, &now, 8);
         memcpy(m + 8, &s, 8);
-        ring_send(to_b, m);
+        bb_ring_send(to_b, m);
         o.sent++;
     }
-    while (o.received < total) ring_receive(to_a, origin_one, &o);
+    while (o.received < total) bb_ring_receive(to_a, origin_one, &o);
     uint64_t end = bb_now_ns();
     pthread_join(t, NULL);
-    ring_destroy(to_a);
-    ring_destroy(to_b);
+    bb_ring_destroy(to_a);
+    bb_ring_destroy(to_b);
     free(to_a);
     free(to_b);
     return end > o.first_ns ? (double)iterations * 1e9 / (double)(end - o.first_ns) : 0;

@@ -1,6 +1,7 @@
 // See CInstrRef.h.
 #define _GNU_SOURCE
 #include "CInstrRef.h"
+#include "bb_ring.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -267,72 +268,35 @@ int ir_raw_timer_periodic(long fires, long period_ns) {
 
 // --- message-burst ----------------------------------------------------------
 
-// CBenchRaw's message-port ring (section 4 of raw.c), used from one thread.
-enum { MSG_SLOTS = 64, MSG_PAYLOAD = 16 };
+// The raw message-port reference: CBenchRaw's ring (bb_ring.h), used
+// from one thread.
 
-typedef struct {
-    pthread_mutex_t lock;
-    int head, count, signalled;
-    unsigned char slots[MSG_SLOTS][MSG_PAYLOAD];
-    int efd;
-} msg_ring;
+struct burst_sum {
+    long got;
+    uint64_t sum;
+};
 
-static int msg_send(msg_ring *r, const void *payload) {
-    pthread_mutex_lock(&r->lock);
-    if (r->count == MSG_SLOTS) {
-        pthread_mutex_unlock(&r->lock);
-        return -1;
-    }
-    memcpy(r->slots[(r->head + r->count) % MSG_SLOTS], payload, MSG_PAYLOAD);
-    r->count++;
-    if (!r->signalled) {
-        r->signalled = 1;
-        uint64_t one = 1;
-        (void)!write(r->efd, &one, sizeof one);
-    }
-    pthread_mutex_unlock(&r->lock);
-    return 0;
+static void burst_one(void *ctx, const unsigned char *msg) {
+    struct burst_sum *b = ctx;
+    uint64_t v;
+    memcpy(&v, msg + 8, 8);
+    b->sum += v;
+    b->got++;
 }
 
 int ir_raw_message_burst(long messages, long burst) {
-    static msg_ring r;
-    pthread_mutex_init(&r.lock, NULL);
-    r.efd = eventfd(0, EFD_CLOEXEC);
-    if (r.efd < 0) return -errno;
-    int ep = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event e = { .events = EPOLLIN };
-    epoll_ctl(ep, EPOLL_CTL_ADD, r.efd, &e);
-    long sent = 0, got = 0;
-    uint64_t sum = 0;
+    static bb_ring r;
+    int rc = bb_ring_init(&r);
+    if (rc != 0) return rc;
+    long sent = 0;
+    struct burst_sum b = {0, 0};
     while (sent < messages) {
         for (long k = 0; k < burst; k++, sent++) {
             uint64_t m[2] = { 0, (uint64_t)sent };
-            if (msg_send(&r, m) != 0) return -ENOSPC;
+            if (bb_ring_send(&r, m) != 0) return -ENOSPC;
         }
-        struct epoll_event got_ev;
-        while (epoll_wait(ep, &got_ev, 1, -1) < 1) {}
-        uint64_t v;
-        (void)!read(r.efd, &v, sizeof v);
-        unsigned char msg[MSG_PAYLOAD];
-        for (;;) {
-            pthread_mutex_lock(&r.lock);
-            if (r.count == 0) {
-                r.signalled = 0;
-                pthread_mutex_unlock(&r.lock);
-                break;
-            }
-            memcpy(msg, r.slots[r.head], MSG_PAYLOAD);
-            r.head = (r.head + 1) % MSG_SLOTS;
-            r.count--;
-            pthread_mutex_unlock(&r.lock);
-            uint64_t b;
-            memcpy(&b, msg + 8, 8);
-            sum += b;
-            got++;
-        }
+        bb_ring_receive(&r, burst_one, &b);
     }
-    close(ep);
-    close(r.efd);
-    pthread_mutex_destroy(&r.lock);
-    return got == messages && sum == (uint64_t)messages * (uint64_t)(messages - 1) / 2 ? 0 : -EIO;
+    bb_ring_destroy(&r);
+    return b.got == messages && b.sum == (uint64_t)messages * (uint64_t)(messages - 1) / 2 ? 0 : -EIO;
 }
