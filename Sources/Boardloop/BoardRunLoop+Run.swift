@@ -87,6 +87,9 @@ extension BoardRunLoop {
         if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
         let pollOnly = deadline == 0
         while true {
+            if readyNext != readyCount, let result = runShortPasses(ms, deadline: deadline, stopAfterHandle: stopAfterHandle) {
+                return result
+            }
             openWakeUpWindow()
             let postsAtStart = ownerPosts
             if applyRemoteRequests() && isEmpty(ms) { return .finished }
@@ -112,6 +115,50 @@ extension BoardRunLoop {
                 return result
             }
         }
+    }
+
+    /// Passes that do nothing but dispatch the next port on the ready list
+    /// (see `nextPassOnlyDispatches`), as long as the next one would; the
+    /// run's result if one of them ends it, nil when the next pass is a full
+    /// one. Not inlined: the full pass keeps its own code as it was.
+    @inline(never)
+    private func runShortPasses(_ ms: ModeState, deadline: UInt64, stopAfterHandle: Bool) -> RunResult? {
+        while nextPassOnlyDispatches(ms) {
+            let handled = dispatchReadyPort(ms)                                         // 9
+            _ = runPerforms(ms)
+            if let result = exitReason(ms, handled: handled, stopAfterHandle: stopAfterHandle, deadline: deadline) {
+                return result
+            }
+        }
+        return nil
+    }
+
+    /// Whether the next pass would do nothing but dispatch the next port on
+    /// the ready list, so it can skip the checks that would find nothing:
+    /// a port the last wait in this mode reported is left (so steps 5 to 8
+    /// are skipped, as by any pass that finds a ready port), and steps 2 to
+    /// 4 and the first half of 9 have nothing to do — no observer of
+    /// `beforeTimers` or `beforeSources`, no request from another thread,
+    /// no perform request queued, no custom source that may be signalled,
+    /// no timer due and no rate-limit hold to end. What such a pass does
+    /// then is the rest of the full pass: the dispatch, the perform requests
+    /// it made, the end-of-pass checks.
+    ///
+    /// The wake-up window stays closed meanwhile: a poster on another thread
+    /// queues its request without writing a wake-up, the check here sees it,
+    /// and the full pass that runs it opens the window before it may sleep.
+    @inline(__always)
+    private func nextPassOnlyDispatches(_ ms: ModeState) -> Bool {
+        let passObservers = RunLoopActivity.beforeTimers.rawValue | RunLoopActivity.beforeSources.rawValue
+        guard readyNext != readyCount, readyModeBit == ms.bit, ms.observerMask & passObservers == 0,
+              heldPortCount == 0, nextCustomRelease == .max,
+              !remotePending.load(ordering: .relaxed), !performs.mayHavePending
+        else { return false }
+        if ms.customs.count > 0 && (ms.customsLeftSignalled || customSignalEpoch.load(ordering: .relaxed) != ms.customScanEpoch) {
+            return false
+        }
+        let timerDue = nextTimerDeadline(ms)
+        return timerDue == .max || timerDue > nowNanoseconds
     }
 
     /// Wake-ups count from here until the loop wakes (CF's ignoreWakeUps):

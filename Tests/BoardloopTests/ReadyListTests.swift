@@ -61,6 +61,159 @@ final class ReadyListTests: XCTestCase {
         XCTAssertEqual(log.entries.last, "p0")
     }
 
+    // MARK: What a handler of a batch causes, the very next pass sees
+
+    /// Three ports ready at one wait, orders 0, 1, 2; port `at`'s handler
+    /// runs `hook`, the last one stops the loop. The first port of a batch
+    /// is dispatched by a full pass (the one that waited), the others by
+    /// passes that only dispatch the next port while nothing else has work:
+    /// each test runs with the hook in both, and expects the same.
+    private func runBatch(hookAt at: Int, _ body: (BoardRunLoop, Log) throws -> () -> Void,
+                          clock: RunLoopClock = .monotonic, file: StaticString = #filePath, line: UInt = #line) throws -> [String] {
+        let loop = try makeLoop(clock: clock)
+        let log = Log()
+        let hook = try body(loop, log)
+        let pipes = [Pipe(), Pipe(), Pipe()]
+        for (i, pipe) in pipes.enumerated() {
+            try loop.add(PortSource(fd: pipe.readEnd, order: i) { _, _ in
+                _ = pipe.readByte()
+                log.add("p\(i)")
+                if i == at { hook() }
+                if i == 2 { loop.stop() }
+            }, mode: .default)
+        }
+        for p in pipes { p.write([1]) }
+        let waits = loop.waitCount
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped, file: file, line: line)
+        XCTAssertEqual(loop.waitCount - waits, 1, "one wait reported all three", file: file, line: line)
+        return log.entries
+    }
+
+    func testAnObserverAddedByAHandlerOfABatchIsNotifiedFromTheNextPass() throws {
+        for at in 0...1 {
+            let entries = try runBatch(hookAt: at) { loop, log in
+                let observer = RunLoopObserver(activities: [.beforeTimers, .beforeSources]) { _, activity in log.add("\(activity)") }
+                return { try! loop.add(observer, mode: .default) }
+            }
+            let pass = ["beforeTimers", "beforeSources"]
+            let expected = at == 0 ? ["p0"] + pass + ["p1"] + pass + ["p2"] : ["p0", "p1"] + pass + ["p2"]
+            XCTAssertEqual(entries, expected, "hook in p\(at)")
+        }
+    }
+
+    func testAPerformPostedByAHandlerOfABatchRunsAtTheEndOfItsPass() throws {
+        for at in 0...1 {
+            let entries = try runBatch(hookAt: at) { loop, log in { _ = try! loop.perform { log.add("perform") } } }
+            var expected = ["p0", "p1", "p2"]
+            expected.insert("perform", at: at + 1)
+            XCTAssertEqual(entries, expected, "hook in p\(at)")
+        }
+    }
+
+    func testAPerformPostedFromAnotherThreadDuringABatchRunsBeforeTheNextPort() throws {
+        for at in 0...1 {
+            let entries = try runBatch(hookAt: at) { loop, log in {
+                // Queued (the poster has returned) before the handler returns.
+                let poster = JoinableThread { _ = try! loop.perform { log.add("remote perform") } }
+                poster.join()
+            } }
+            var expected = ["p0", "p1", "p2"]
+            expected.insert("remote perform", at: at + 1)
+            XCTAssertEqual(entries, expected, "hook in p\(at)")
+        }
+    }
+
+    func testACustomSourceSignalledByAHandlerOfABatchIsPerformedInTheNextPass() throws {
+        for at in 0...1 {
+            let entries = try runBatch(hookAt: at) { loop, log in
+                let custom = CustomSource { log.add("custom") }
+                try loop.add(custom, mode: .default)
+                return { custom.signal() }
+            }
+            var expected = ["p0", "p1", "p2"]
+            expected.insert("custom", at: at + 1)
+            XCTAssertEqual(entries, expected, "hook in p\(at)")
+        }
+    }
+
+    func testATimerThatFallsDueDuringABatchFiresBeforeTheNextPort() throws {
+        for at in 0...1 {
+            let clock = ManualClock()
+            let entries = try runBatch(hookAt: at, { loop, log in
+                try loop.add(RunLoopTimer(fireAt: clock.now + .milliseconds(10)) { _ in log.add("timer") }, mode: .default)
+                return { clock.advance(by: .milliseconds(10)) }
+            }, clock: .manual(clock))
+            var expected = ["p0", "p1", "p2"]
+            expected.insert("timer", at: at + 1)
+            XCTAssertEqual(entries, expected, "hook in p\(at)")
+        }
+    }
+
+    func testAStopFromAHandlerOfABatchEndsTheRunAfterItsPassAndTheRestComeInTheNext() throws {
+        for at in 0...1 {
+            let loop = try makeLoop()
+            let log = Log()
+            let pipes = [Pipe(), Pipe(), Pipe()]
+            for (i, pipe) in pipes.enumerated() {
+                try loop.add(PortSource(fd: pipe.readEnd, order: i) { _, _ in
+                    _ = pipe.readByte()
+                    log.add("p\(i)")
+                    if i == at {
+                        loop.stop()
+                        _ = try! loop.perform { log.add("perform") }
+                    }
+                    if i == 2 { loop.stop() }
+                }, mode: .default)
+            }
+            for p in pipes { p.write([1]) }
+            XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
+            var expected = Array(["p0", "p1", "p2"][...at])
+            expected.append("perform")
+            XCTAssertEqual(log.entries, expected, "the pass ran what its handler posted, then the run ended (hook in p\(at))")
+            XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
+            XCTAssertEqual(log.entries, expected + ["p0", "p1", "p2"][(at + 1)...], "the kernel reported the rest again")
+        }
+    }
+
+    func testAHandlerOfABatchRemovingTheLastSourcesEndsTheRunAsFinished() throws {
+        for at in 0...1 {
+            let loop = try makeLoop()
+            let log = Log()
+            let pipes = [Pipe(), Pipe(), Pipe()]
+            var sources: [PortSource] = []
+            for (i, pipe) in pipes.enumerated() {
+                sources.append(PortSource(fd: pipe.readEnd, order: i) { _, _ in
+                    _ = pipe.readByte()
+                    log.add("p\(i)")
+                    if i == at { for s in sources { s.invalidate() } }
+                })
+                try loop.add(sources[i], mode: .default)
+            }
+            for p in pipes { p.write([1]) }
+            XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .finished, "hook in p\(at)")
+            XCTAssertEqual(log.entries, Array(["p0", "p1", "p2"][...at]))
+            sources = []
+        }
+    }
+
+    func testWithReturnAfterSourceHandledEachPortOfABatchIsOneRun() throws {
+        let loop = try makeLoop()
+        let log = Log()
+        let pipes = [Pipe(), Pipe(), Pipe()]
+        for (i, pipe) in pipes.enumerated() {
+            try loop.add(PortSource(fd: pipe.readEnd, order: i) { _, _ in
+                _ = pipe.readByte()
+                log.add("p\(i)")
+            }, mode: .default)
+        }
+        for p in pipes { p.write([1]) }
+        for i in 0..<3 {
+            XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline, returnAfterSourceHandled: true), .handledSource)
+            XCTAssertEqual(log.entries.count, i + 1)
+        }
+        XCTAssertEqual(log.entries, ["p0", "p1", "p2"])
+    }
+
     func testAPortRemovedByAnEarlierHandlerOfTheBatchIsNotHandled() throws {
         let loop = try makeLoop()
         let log = Log()
