@@ -6,29 +6,30 @@ import Glibc
 /// A request on a mock chip. Its events wait in a fixed ring (the "kernel
 /// buffer") and an eventfd is readable while the ring is not empty, so a
 /// run loop sees them exactly as it sees a kernel line request's fd.
-/// All state is guarded by the chip's lock.
+/// All state is guarded by the chip's lock (so its stored properties skip
+/// the run-time exclusivity check).
 final class MockRequest: GPIORequestDriver {
     let chip: MockChip
     let consumer: String
-    var lines: [GPIODriverLineConfig]
+    @exclusivity(unchecked) var lines: [GPIODriverLineConfig]
     /// Logical output values, per line (outputs only).
-    var outputs: [Bool]
+    @exclusivity(unchecked) var outputs: [Bool]
     private let fd: Int32
-    private var detectsEdges: Bool
+    @exclusivity(unchecked) private var detectsEdges: Bool
 
     // The event ring.
     private let ring: UnsafeMutablePointer<GPIOEdgeEvent>
     private let ringCapacity: Int
-    private var head = 0
-    private var count = 0
+    @exclusivity(unchecked) private var head = 0
+    @exclusivity(unchecked) private var count = 0
     /// v1 model: events queued per line (each line's FIFO holds 16).
     private let perLine: UnsafeMutablePointer<Int>
     private let lineSequence: UnsafeMutablePointer<UInt64>
-    private var globalSequence: UInt64 = 0
-    private var signalled = false
+    @exclusivity(unchecked) private var globalSequence: UInt64 = 0
+    @exclusivity(unchecked) private var signalled = false
 
-    private(set) var released = false
-    private(set) var vanished = false
+    @exclusivity(unchecked) private(set) var released = false
+    @exclusivity(unchecked) private(set) var vanished = false
 
     static let v1FifoEvents = 16
 
