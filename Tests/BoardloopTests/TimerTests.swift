@@ -10,6 +10,34 @@ final class TimerTests: XCTestCase {
         return (try makeLoop(clock: .manual(clock)), clock)
     }
 
+    /// Whole nanoseconds of a duration, clamped: one division below 2^64
+    /// attoseconds, the standard library's components above and for
+    /// negative durations. Both sides of that edge and of the clamps agree
+    /// with a reference computed from `components`.
+    func testDurationNanosecondsAcrossTheFastPathsEdgeAndTheClamps() {
+        func reference(_ d: Duration) -> Int64 {
+            let (s, atto) = d.components
+            let (ns, o1) = s.multipliedReportingOverflow(by: 1_000_000_000)
+            let (sum, o2) = ns.addingReportingOverflow(atto / 1_000_000_000)
+            return o1 || o2 ? (s < 0 ? .min : .max) : sum
+        }
+        let edge = Duration(_high: 1, low: 0)  // 2^64 attoseconds
+        var cases: [Duration] = [
+            .zero, Duration(_high: 0, low: 1), Duration(_high: 0, low: 999_999_999), .nanoseconds(1),
+            .nanoseconds(1) + Duration(_high: 0, low: 999_999_999), .milliseconds(1), .seconds(1), .seconds(18),
+            Duration(_high: 0, low: .max), edge, edge + .nanoseconds(1), .seconds(19), .seconds(86_400),
+            .seconds(10_000_000_000), .seconds(Int64.max / 1_000_000_000 + 1), .seconds(Int64.max),
+        ]
+        cases += cases.map { .zero - $0 }
+        cases += [.nanoseconds(-1), Duration(_high: -1, low: .max), .seconds(-18), .seconds(-19)]
+        for d in cases {
+            XCTAssertEqual(d.nanosecondsClamped, reference(d), "\(d)")
+        }
+        XCTAssertEqual(Duration(_high: 0, low: .max).nanosecondsClamped, 18_446_744_073, "2^64 - 1 attoseconds")
+        XCTAssertEqual(Duration.seconds(Int64.max).nanosecondsClamped, .max)
+        XCTAssertEqual((Duration.zero - .seconds(Int64.max)).nanosecondsClamped, .min)
+    }
+
     func testOneShotFiresOnceAtItsTimeAndInvalidates() throws {
         let (loop, _) = try manualLoop()
         let start = loop.now
