@@ -52,7 +52,7 @@ extension BoardRunLoop {
         } else {
             deadline = start + UInt64(ns)
         }
-        let previous = runningMode
+        unowned(unsafe) let previous = runningMode
         // Each run has its own stop flag, as CF's per-run data: a stop() made
         // while no run is active is forgotten, and a stop of a nested run does
         // not leak into the run it is nested in.

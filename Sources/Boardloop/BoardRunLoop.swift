@@ -96,7 +96,10 @@ public final class BoardRunLoop: @unchecked Sendable {
     @exclusivity(unchecked) var nextCustomRelease: UInt64 = .max
 
     // Running state.
-    @exclusivity(unchecked) var runningMode: ModeState?
+    /// The mode of the innermost active run. Unowned: the loop's mode
+    /// table (`modeStates`) keeps every mode state for the loop's life, and
+    /// a run call would otherwise retain and release it twice.
+    @exclusivity(unchecked) unowned(unsafe) var runningMode: ModeState?
     /// How many run calls are active (nested runs count each).
     @exclusivity(unchecked) public internal(set) var runDepth = 0
     /// Callouts made so far (timers fired, sources handled, performs run):
