@@ -73,20 +73,33 @@ final class ReadyListTests: XCTestCase {
         let loop = try makeLoop(clock: clock)
         let log = Log()
         let hook = try body(loop, log)
-        let pipes = [Pipe(), Pipe(), Pipe()]
-        for (i, pipe) in pipes.enumerated() {
-            try loop.add(PortSource(fd: pipe.readEnd, order: i) { _, _ in
-                _ = pipe.readByte()
-                log.add("p\(i)")
-                if i == at { hook() }
-                if i == 2 { loop.stop() }
-            }, mode: .default)
+        try addThreeReadyPorts(loop, log) { i in
+            if i == at { hook() }
+            if i == 2 { loop.stop() }
         }
-        for p in pipes { p.write([1]) }
         let waits = loop.waitCount
         XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped, file: file, line: line)
         XCTAssertEqual(loop.waitCount - waits, 1, "one wait reported all three", file: file, line: line)
         return log.entries
+    }
+
+    /// Ports of orders 0, 1 and 2 on pipes holding a byte each: each
+    /// handler reads its byte, logs "p<i>" and calls `then(i)`.
+    @discardableResult
+    private func addThreeReadyPorts(_ loop: BoardRunLoop, _ log: Log, then: @escaping (Int) -> Void = { _ in }) throws -> [PortSource] {
+        var sources: [PortSource] = []
+        for i in 0..<3 {
+            let pipe = Pipe()
+            let s = PortSource(fd: pipe.readEnd, order: i) { _, _ in
+                _ = pipe.readByte()
+                log.add("p\(i)")
+                then(i)
+            }
+            try loop.add(s, mode: .default)
+            sources.append(s)
+            pipe.write([1])
+        }
+        return sources
     }
 
     func testAnObserverAddedByAHandlerOfABatchIsNotifiedFromTheNextPass() throws {
@@ -153,19 +166,13 @@ final class ReadyListTests: XCTestCase {
         for at in 0...1 {
             let loop = try makeLoop()
             let log = Log()
-            let pipes = [Pipe(), Pipe(), Pipe()]
-            for (i, pipe) in pipes.enumerated() {
-                try loop.add(PortSource(fd: pipe.readEnd, order: i) { _, _ in
-                    _ = pipe.readByte()
-                    log.add("p\(i)")
-                    if i == at {
-                        loop.stop()
-                        _ = try! loop.perform { log.add("perform") }
-                    }
-                    if i == 2 { loop.stop() }
-                }, mode: .default)
+            try addThreeReadyPorts(loop, log) { i in
+                if i == at {
+                    loop.stop()
+                    _ = try! loop.perform { log.add("perform") }
+                }
+                if i == 2 { loop.stop() }
             }
-            for p in pipes { p.write([1]) }
             XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
             var expected = Array(["p0", "p1", "p2"][...at])
             expected.append("perform")
@@ -179,17 +186,10 @@ final class ReadyListTests: XCTestCase {
         for at in 0...1 {
             let loop = try makeLoop()
             let log = Log()
-            let pipes = [Pipe(), Pipe(), Pipe()]
             var sources: [PortSource] = []
-            for (i, pipe) in pipes.enumerated() {
-                sources.append(PortSource(fd: pipe.readEnd, order: i) { _, _ in
-                    _ = pipe.readByte()
-                    log.add("p\(i)")
-                    if i == at { for s in sources { s.invalidate() } }
-                })
-                try loop.add(sources[i], mode: .default)
+            sources = try addThreeReadyPorts(loop, log) { i in
+                if i == at { for s in sources { s.invalidate() } }
             }
-            for p in pipes { p.write([1]) }
             XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .finished, "hook in p\(at)")
             XCTAssertEqual(log.entries, Array(["p0", "p1", "p2"][...at]))
             sources = []
@@ -199,14 +199,7 @@ final class ReadyListTests: XCTestCase {
     func testWithReturnAfterSourceHandledEachPortOfABatchIsOneRun() throws {
         let loop = try makeLoop()
         let log = Log()
-        let pipes = [Pipe(), Pipe(), Pipe()]
-        for (i, pipe) in pipes.enumerated() {
-            try loop.add(PortSource(fd: pipe.readEnd, order: i) { _, _ in
-                _ = pipe.readByte()
-                log.add("p\(i)")
-            }, mode: .default)
-        }
-        for p in pipes { p.write([1]) }
+        try addThreeReadyPorts(loop, log)
         for i in 0..<3 {
             XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline, returnAfterSourceHandled: true), .handledSource)
             XCTAssertEqual(log.entries.count, i + 1)
