@@ -155,6 +155,10 @@ final class InputLine: @unchecked Sendable {
     // MARK: Events
 
     func handle(_ batch: GPIOEdgeEventBatch) {
+        // One strong reference for the batch: each use of the unowned
+        // `rt` checks the runtime is alive and retains it (about 45
+        // instructions).
+        let rt = self.rt
         if batch.lostEvents > 0 {
             lost &+= batch.lostEvents
             rt.noteLoss(self, batch.lostEvents, exact: true)
@@ -264,6 +268,7 @@ final class InputLine: @unchecked Sendable {
         guard l != level else { return }
         level = l
         cell.value.store(l, ordering: .relaxed)
+        let rt = self.rt  // (once: see `handle`)
         rt.traceEdge(self, rising: l, at: t)
         var k = 0
         while k < triggers.count {
