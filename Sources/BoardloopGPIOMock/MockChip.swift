@@ -56,8 +56,8 @@ public final class MockChip: @unchecked Sendable {
     // Line state, fixed size (no allocation while driving). Everything
     // below is guarded by `lock`, so the stored properties skip the
     // run-time exclusivity check (as the engine's and the GPIO request's
-    // do): each access cost a call into the runtime and a thread-local
-    // lookup, some 1,000 instructions per injected edge.
+    // do): with it, each access was a call into the runtime and a
+    // thread-local lookup, some 1,000 instructions per injected edge in all.
     @exclusivity(unchecked) var names: [String]
     @exclusivity(unchecked) var levels: [Bool]
     @exclusivity(unchecked) var driven: [Bool]
