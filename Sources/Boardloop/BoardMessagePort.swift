@@ -546,7 +546,7 @@ public final class BoardMessagePort: @unchecked Sendable {
 
     fileprivate func deliverReply(token: UInt64, id: Int32, payload: UnsafeRawBufferPointer) throws(BoardMessagePortError) {
         guard token != 0 else { throw .noReplyExpected(port: label) }
-        guard payload.count <= slotSize else { throw .payloadTooLarge(port: label, size: payload.count, slotSize: slotSize) }
+        guard payload.count <= slotSize else { throw tooLarge(payload.count) }
         let slot = Int(token & 0xFFFF_FFFF) - 1
         let generation = UInt32(token >> 32)
         try monitor.withLock { () throws(BoardMessagePortError) in

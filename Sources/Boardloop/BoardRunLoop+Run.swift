@@ -150,13 +150,11 @@ extension BoardRunLoop {
     @inline(__always)
     private func nextPassOnlyDispatches(_ ms: ModeState) -> Bool {
         let passObservers = RunLoopActivity.beforeTimers.rawValue | RunLoopActivity.beforeSources.rawValue
-        guard readyNext != readyCount, readyModeBit == ms.bit, ms.observerMask & passObservers == 0,
+        guard readyListHasPort(ms), ms.observerMask & passObservers == 0,
               heldPortCount == 0, nextCustomRelease == .max,
               !remotePending.load(ordering: .relaxed), !performs.mayHavePending
         else { return false }
-        if ms.customs.count > 0 && (ms.customsLeftSignalled || customSignalEpoch.load(ordering: .relaxed) != ms.customScanEpoch) {
-            return false
-        }
+        if ms.customs.count > 0 && customsMayBeSignalled(ms, epoch: customSignalEpoch.load(ordering: .relaxed)) { return false }
         let timerDue = nextTimerDeadline(ms)
         return timerDue == .max || timerDue > nowNanoseconds
     }
@@ -284,8 +282,8 @@ extension BoardRunLoop {
         var token: UInt64
         var events: UInt32
 
-        @inline(__always) var slot: Int32 { Int32(bitPattern: UInt32(truncatingIfNeeded: token)) }
-        @inline(__always) var generation: UInt32 { UInt32(truncatingIfNeeded: token >> 32) }
+        @inline(__always) var slot: Int32 { Poller.slot(ofPortToken: token) }
+        @inline(__always) var generation: UInt32 { Poller.generation(ofPortToken: token) }
     }
 
     /// Waits on the mode's epoll set. The ports it returns become the ready
@@ -440,10 +438,18 @@ extension BoardRunLoop {
     private func fireSignalledCustomSources(_ ms: ModeState, stopAfterHandle: Bool) -> Bool {
         guard ms.customs.count > 0 else { return false }
         let epoch = customSignalEpoch.load(ordering: .acquiring)
-        guard epoch != ms.customScanEpoch || ms.customsLeftSignalled else { return false }
+        guard customsMayBeSignalled(ms, epoch: epoch) else { return false }
         ms.customScanEpoch = epoch
         ms.customsLeftSignalled = false
         return performSignalledCustomSources(ms, stopAfterHandle: stopAfterHandle)
+    }
+
+    /// Whether any of the mode's custom sources may be signalled: a signal
+    /// came since its last walk (`epoch`, the current `customSignalEpoch`,
+    /// moved on), or that walk left some signalled.
+    @inline(__always)
+    private func customsMayBeSignalled(_ ms: ModeState, epoch: UInt64) -> Bool {
+        epoch != ms.customScanEpoch || ms.customsLeftSignalled
     }
 
     /// The signal stamp of the custom source in `slot` of a mode's list

@@ -46,10 +46,10 @@ final class Poller {
 
     // MARK: Tokens
 
-    /// What an epoll event is about: the token registered with its fd. A
-    /// port's token carries its slot and the slot's generation, so an event
-    /// for a registration that has since gone (its slot reused) is
-    /// recognised as stale.
+    // What an epoll event is about: the token registered with its fd. A
+    // port's token carries its slot (low word) and the slot's generation
+    // (high word, below the tag bits), so an event for a registration that
+    // has since gone (its slot reused) is recognised as stale.
     private static let wakeUpTag: UInt64 = 1 << 62
     private static let timerTag: UInt64 = 2 << 62
     private static let tagMask: UInt64 = 3 << 62
@@ -58,6 +58,12 @@ final class Poller {
     static func portToken(slot: Int32, generation: UInt32) -> UInt64 {
         (UInt64(generation & 0x3FFF_FFFF) << 32) | UInt64(UInt32(bitPattern: slot))
     }
+
+    @inline(__always)
+    static func slot(ofPortToken token: UInt64) -> Int32 { Int32(bitPattern: UInt32(truncatingIfNeeded: token)) }
+
+    @inline(__always)
+    static func generation(ofPortToken token: UInt64) -> UInt32 { UInt32(truncatingIfNeeded: token >> 32) }
 
     /// The epoll events (`BL_EPOLL*` bits) of the i-th event of the last wait.
     @inline(__always)
