@@ -278,13 +278,7 @@ extension BoardRunLoop {
 
     /// A port on the ready list: its token as epoll returned it (slot and
     /// generation, checked when it is dispatched) and what was reported.
-    struct ReadyPort {
-        var token: UInt64
-        var events: UInt32
-
-        @inline(__always) var slot: Int32 { Poller.slot(ofPortToken: token) }
-        @inline(__always) var generation: UInt32 { Poller.generation(ofPortToken: token) }
-    }
+    typealias ReadyPort = bl_ready_port
 
     /// Waits on the mode's epoll set. The ports it returns become the ready
     /// list, replacing what was left of the last one, in the kernel's order,
@@ -298,19 +292,11 @@ extension BoardRunLoop {
         readyCount = 0
         readyNext = 0
         let n = poller.waitForKernelEvents(on: ms.epfd, timeoutMilliseconds: timeoutMilliseconds)
-        let list = readyList
-        var count = 0
-        var i = 0
-        while i < n {
-            let token = poller.rawToken(at: i)
-            switch Poller.kind(of: token) {
-            case .wakeUp: r.wakeUp = true
-            case .timer: r.timer = true
-            case .port:
-                list[count] = ReadyPort(token: token, events: poller.events(at: i))
-                count &+= 1
-            }
-            i &+= 1
+        var tags: UInt64 = 0
+        let count = Int(bl_epoll_collect_ports(poller.eventBuffer, Int32(truncatingIfNeeded: n), readyList, Poller.tagMask, &tags))
+        if tags != 0 {
+            r.wakeUp = Poller.hasWakeUpTag(tags)
+            r.timer = Poller.hasTimerTag(tags)
         }
         if count > 1 && ms.portOrdersVary { sortReadyList(count) }
         readyCount = count
@@ -544,4 +530,9 @@ extension BoardRunLoop {
         p.endedByHangup = true
         invalidateItem(p)
     }
+}
+
+extension bl_ready_port {
+    @inline(__always) var slot: Int32 { Poller.slot(ofPortToken: token) }
+    @inline(__always) var generation: UInt32 { Poller.generation(ofPortToken: token) }
 }

@@ -52,7 +52,7 @@ final class Poller {
     // has since gone (its slot reused) is recognised as stale.
     private static let wakeUpTag: UInt64 = 1 << 62
     private static let timerTag: UInt64 = 2 << 62
-    private static let tagMask: UInt64 = 3 << 62
+    static let tagMask: UInt64 = 3 << 62
 
     @inline(__always)
     static func portToken(slot: Int32, generation: UInt32) -> UInt64 {
@@ -74,6 +74,17 @@ final class Poller {
     func rawToken(at i: Int) -> UInt64 { events.data(at: i) }
 
     enum Kind { case wakeUp, timer, port }
+
+    /// Whether tags ORed together (see `bl_epoll_collect_ports`) hold the
+    /// wake-up's or the timer's.
+    @inline(__always)
+    static func hasWakeUpTag(_ tags: UInt64) -> Bool { tags & wakeUpTag != 0 }
+    @inline(__always)
+    static func hasTimerTag(_ tags: UInt64) -> Bool { tags & timerTag != 0 }
+
+    /// The buffer the last wait filled.
+    @inline(__always)
+    var eventBuffer: UnsafeMutableRawPointer { events.raw }
 
     /// What a raw token names (a port's slot and generation are its low
     /// and high words).

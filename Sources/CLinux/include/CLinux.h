@@ -63,6 +63,38 @@ static inline uint64_t bl_epoll_event_data(const void *events, int i) {
     return ((const bl_epoll_event *)events)[i].data;
 }
 
+/// A port on a run loop's ready list: its token and its epoll bits.
+typedef struct {
+    uint64_t token;
+    uint32_t events;
+} bl_ready_port;
+
+/// Copies the first `n` events of a buffer filled by bl_epoll_wait whose
+/// data has none of the bits of `tag_mask` (ports) to `out`, in order, and
+/// ORs the tags of the others into `*tags`; returns how many it copied.
+/// Here rather than in Swift: every ready port passes through this loop,
+/// and C keeps it to a few instructions an event.
+static inline int bl_epoll_collect_ports(const void *events, int n, bl_ready_port *out,
+                                         uint64_t tag_mask, uint64_t *tags) {
+    const bl_epoll_event *e = (const bl_epoll_event *)events;
+    const bl_epoll_event *end = e + n;
+    bl_ready_port *o = out;
+    uint64_t seen = 0;
+    for (; e < end; e++) {
+        uint64_t data = e->data;
+        uint64_t tag = data & tag_mask;
+        if (tag == 0) {
+            o->token = data;
+            o->events = e->events;
+            o++;
+        } else {
+            seen |= tag;
+        }
+    }
+    *tags = seen;
+    return (int)(o - out);
+}
+
 // ---- eventfd ------------------------------------------------------------
 /// eventfd(initval, EFD_NONBLOCK | EFD_CLOEXEC [| EFD_SEMAPHORE]).
 int bl_eventfd(unsigned int initval, int semaphore);
