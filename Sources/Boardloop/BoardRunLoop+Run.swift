@@ -336,24 +336,24 @@ extension BoardRunLoop {
     /// Takes the next port off the ready list and dispatches it. Entries
     /// whose source was removed, left the mode or is held are dropped on
     /// the way.
+    ///
+    /// The list is `ms`'s: every pass calls `readyListHasPort` before it
+    /// gets here, which drops a list another mode's wait left, and a run
+    /// call nested in a handler drops its own list when it ends.
     private func dispatchReadyPort(_ ms: ModeState) -> Bool {
-        guard readyModeBit == ms.bit else {
-            dropReadyList()
-            return false
-        }
+        assert(readyNext == readyCount || readyModeBit == ms.bit, "a ready list of another mode")
         while readyNext < readyCount {
             let e = readyList[readyNext]
-            readyNext += 1
-            if readyNext == readyCount { dropReadyList() }
+            readyNext &+= 1
             // No reference is taken: the port table's keeps the source
             // alive, and a source that leaves the loop while its dispatch
             // runs is kept alive until the dispatch ends (`dispatchDepth`).
             guard let u = ports.unretained(e.slot, e.generation) else { continue }
             let (dispatched, release, releaseOwner) = u._withUnsafeGuaranteedRef { p -> (Bool?, PortSource?, AnyObject?) in
                 guard p.item.modeMask & ms.bit != 0, !p.heldInKernel, !p.remote.invalidationRequested else { return (nil, nil, nil) }
-                p.dispatchDepth += 1
+                p.dispatchDepth &+= 1
                 let handled = dispatch(p, ms, events: e.events)
-                p.dispatchDepth -= 1
+                p.dispatchDepth &-= 1
                 // (A source leaving its loop always frees its slot, so
                 // `keptOwner` is set only with `keptAlive`.)
                 guard p.dispatchDepth == 0, p.keptAlive != nil else { return (handled, nil, nil) }
