@@ -63,7 +63,7 @@ final class ModeState {
     let bit: UInt64
 
     /// No sources and no timers: nothing could ever wake a run in this mode.
-    var hasNoSourcesOrTimers: Bool { customs.count == 0 && portCount == 0 && timers.count == 0 }
+    var hasNoSourcesOrTimers: Bool { portCount == 0 && timers.count == 0 && customs.count == 0 }
 }
 
 /// A stack of scratch space for the snapshots a pass takes (the observers to

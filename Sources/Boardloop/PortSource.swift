@@ -57,12 +57,11 @@ public final class PortSource: @unchecked Sendable {
         public static let hangup = Events(rawValue: 8)
 
         /// From epoll's bits (IN 0x1, PRI 0x2, OUT 0x4, ERR 0x8, HUP 0x10,
-        /// RDHUP 0x2000) by shifts, without a branch per bit: readable is IN
-        /// or PRI, writable/error/hangup are OUT/ERR/HUP one bit lower, and
-        /// RDHUP is hangup too.
+        /// RDHUP 0x2000): readable is IN or PRI, writable OUT, error ERR,
+        /// hangup HUP or RDHUP (by a table, without a branch per bit).
         @inline(__always)
         init(epoll e: UInt32) {
-            rawValue = ((e | e &>> 1) & 1) | (e &>> 1 & 0xE) | (e &>> 10 & 8)
+            rawValue = bl_port_events(e)
         }
 
         public var description: String {

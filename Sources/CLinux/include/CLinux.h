@@ -29,6 +29,17 @@ static const uint32_t BL_EPOLLHUP = 0x010;
 static const uint32_t BL_EPOLLRDHUP = 0x2000;
 static const uint32_t BL_EPOLLET = 1u << 31;
 
+/// A port source's events (readable 1, writable 2, error 4, hangup 8) from
+/// epoll's bits: readable is IN or PRI, writable OUT, error ERR, hangup HUP
+/// or RDHUP. One table load for the low five bits, one shift for RDHUP.
+static inline uint32_t bl_port_events(uint32_t epoll_bits) {
+    static const uint8_t low[32] = {
+        0, 1, 1, 1, 2, 3, 3, 3, 4, 5, 5, 5, 6, 7, 7, 7,
+        8, 9, 9, 9, 10, 11, 11, 11, 12, 13, 13, 13, 14, 15, 15, 15,
+    };
+    return low[epoll_bits & 31] | ((epoll_bits >> 10) & 8);
+}
+
 static const int BL_EPOLL_CTL_ADD = 1;
 static const int BL_EPOLL_CTL_DEL = 2;
 static const int BL_EPOLL_CTL_MOD = 3;
