@@ -123,7 +123,7 @@ public final class BoardMessagePort: @unchecked Sendable {
     public private(set) var source: PortSource!
 
     private let handler: (Message) -> Void
-    private let monitor = Monitor()
+    private let monitor = FutexMonitor()
     private let eventFD: EventFD
     /// A queued message but for its payload, which is in the payload slot of
     /// the same index. The reply port is held by hand (one retain, taken by
@@ -145,6 +145,8 @@ public final class BoardMessagePort: @unchecked Sendable {
     @exclusivity(unchecked) private var head = 0
     @exclusivity(unchecked) private var count = 0
     @exclusivity(unchecked) private var signalled = false
+    /// Threads sleeping in `waitForRoom`: senders waiting for a slot,
+    /// requesters waiting for their reply or a reply slot.
     @exclusivity(unchecked) private var waitingSenders = 0
     @exclusivity(unchecked) private var valid = true
     // Pending requests' reply slots (guarded by monitor).
@@ -272,23 +274,48 @@ public final class BoardMessagePort: @unchecked Sendable {
     /// Messages handled so far.
     public var messagesReceived: UInt64 { receivedCount.load(ordering: .relaxed) }
 
+    /// How many threads wait in a send or a request on this port (for tests).
+    var waitingThreadCount: Int { monitor.withLock { waitingSenders } }
+
     // MARK: Sending
+
+    /// Sends a message if a slot is free (`.full` at once when every slot
+    /// is taken). Safe from any thread.
+    public func send(
+        id: Int32, payload: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
+        replyPort: BoardMessagePort? = nil
+    ) throws(BoardMessagePortError) {
+        // (An overload rather than a default timeout of zero: a default
+        // argument is evaluated by every caller, and `Duration.zero` is a
+        // call into the standard library.)
+        try enqueue(id: id, payload: payload, replyPort: replyPort, token: 0, deadline: 0, timeout: nil)
+    }
 
     /// Sends a message. Waits up to `timeout` for a free slot when all are
     /// taken (zero: does not wait). Safe from any thread.
     public func send(
         id: Int32, payload: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
-        replyPort: BoardMessagePort? = nil, timeout: Duration = .zero
+        replyPort: BoardMessagePort? = nil, timeout: Duration
     ) throws(BoardMessagePortError) {
         try enqueue(id: id, payload: payload, replyPort: replyPort, token: 0, deadline: deadline(after: timeout), timeout: timeout)
     }
 
-    /// Sends the bytes of `value` as the payload.
+    /// Sends the bytes of `value` as the payload if a slot is free.
     /// (Inlinable: specialized for `T` where it is called, the copy of the
     /// value and its closure cost nothing; unspecialized, they cost more
     /// than sending does.)
     @inlinable
-    public func send<T: BitwiseCopyable>(id: Int32, value: T, replyPort: BoardMessagePort? = nil, timeout: Duration = .zero) throws(BoardMessagePortError) {
+    public func send<T: BitwiseCopyable>(id: Int32, value: T, replyPort: BoardMessagePort? = nil) throws(BoardMessagePortError) {
+        var v = value
+        try withUnsafeBytes(of: &v) { (p) throws(BoardMessagePortError) in
+            try send(id: id, payload: p, replyPort: replyPort)
+        }
+    }
+
+    /// Sends the bytes of `value` as the payload, waiting up to `timeout`
+    /// for a free slot.
+    @inlinable
+    public func send<T: BitwiseCopyable>(id: Int32, value: T, replyPort: BoardMessagePort? = nil, timeout: Duration) throws(BoardMessagePortError) {
         var v = value
         try withUnsafeBytes(of: &v) { (p) throws(BoardMessagePortError) in
             try send(id: id, payload: p, replyPort: replyPort, timeout: timeout)
@@ -365,7 +392,7 @@ public final class BoardMessagePort: @unchecked Sendable {
     private func waitForRoom(_ deadline: UInt64) -> Bool {
         if deadline == 0 || MonotonicClock.nanoseconds >= deadline { return false }
         waitingSenders += 1
-        _ = monitor.wait(until: deadline)
+        monitor.wait(until: deadline)
         waitingSenders -= 1
         return true
     }
@@ -374,11 +401,11 @@ public final class BoardMessagePort: @unchecked Sendable {
     /// of line: a send that finds room does not carry the waiting, its
     /// deadline conversion included).
     @inline(never)
-    private func waitForSlot(deadline: UInt64, timeout: Duration) throws(BoardMessagePortError) {
+    private func waitForSlot(deadline: UInt64, timeout: Duration?) throws(BoardMessagePortError) {
         while true {
             guard valid else { throw .invalidated(port: label) }
             if count < slotCount { return }
-            if !waitForRoom(deadline) { throw .full(port: label, slots: slotCount, waited: timeout) }
+            if !waitForRoom(deadline) { throw .full(port: label, slots: slotCount, waited: timeout ?? .zero) }
         }
     }
 
@@ -389,30 +416,29 @@ public final class BoardMessagePort: @unchecked Sendable {
         if waitingSenders > 0 { monitor.broadcast() }
     }
 
-    private func enqueue(id: Int32, payload: UnsafeRawBufferPointer, replyPort: BoardMessagePort?, token: UInt64, deadline: UInt64, timeout: Duration) throws(BoardMessagePortError) {
+    private func enqueue(id: Int32, payload: UnsafeRawBufferPointer, replyPort: BoardMessagePort?, token: UInt64, deadline: UInt64, timeout: Duration?) throws(BoardMessagePortError) {
         let length = payload.count
         guard length <= slotSize else { throw tooLarge(length) }
         // The lock by hand rather than withLock's closure: only the rare
         // wait can throw, so the common path carries no unwinding.
-        let mutex = monitor.mutex
-        pthread_mutex_lock(mutex)
+        monitor.lock()
         if _slowPath(!valid || count == slotCount) {
             do { try waitForSlot(deadline: deadline, timeout: timeout) } catch {
-                pthread_mutex_unlock(mutex)
+                monitor.unlock()
                 throw error
             }
         }
         // (Wrapping arithmetic: indices and counts are below slotCount.)
         var i = head &+ count
         if i >= slotCount { i &-= slotCount }
-        if length > 0 { (storage + i &* slotSize).copyMemory(from: payload.baseAddress!, byteCount: length) }
+        if length > 0 { bl_copy_bytes(storage + i &* slotSize, payload.baseAddress!, length) }
         headers[i] = Header(replyPort: replyPort == nil ? nil : Self.retained(replyPort), token: token, length: length, id: id)
         count &+= 1
         if !signalled {
             signalled = true
             eventFD.signal()
         }
-        pthread_mutex_unlock(mutex)
+        monitor.unlock()
     }
 
     /// The error for a payload larger than a slot (out of line: building it
@@ -485,7 +511,7 @@ public final class BoardMessagePort: @unchecked Sendable {
         if k == 1 {
             let h = headers[i]
             taken[j] = h
-            if h.length > 0 { (takenPayloads + j * slotSize).copyMemory(from: storage + i * slotSize, byteCount: h.length) }
+            if h.length > 0 { bl_copy_bytes(takenPayloads + j * slotSize, storage + i * slotSize, h.length) }
             return
         }
         (taken + j).moveInitialize(from: headers + i, count: k)
@@ -555,7 +581,8 @@ public final class BoardMessagePort: @unchecked Sendable {
             replyLengths[slot] = payload.count
             replyIds[slot] = id
             replyStates[slot] = 2
-            monitor.broadcast()
+            // (A requester waits in waitForRoom, so it is counted there.)
+            if waitingSenders > 0 { monitor.broadcast() }
         }
     }
 
@@ -589,7 +616,7 @@ public final class BoardMessagePort: @unchecked Sendable {
             valid = false
             closed.store(true, ordering: .releasing)
             dropQueued()
-            monitor.broadcast()
+            if waitingSenders > 0 { monitor.broadcast() }
             let n = registeredNames
             registeredNames = []
             return (true, n)

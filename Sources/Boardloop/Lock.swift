@@ -98,3 +98,53 @@ final class FutexLock: @unchecked Sendable {
         return try body()
     }
 }
+
+/// `FutexLock`'s lock with a condition to sleep on, for a lock taken on
+/// every message (a message port's ring): uncontended, lock and unlock are
+/// one atomic each, inline, where `Monitor`'s pthread mutex costs two
+/// library calls. A waiting thread sleeps on a second word that
+/// `broadcast()` changes, so a change made between the waiter's unlock and
+/// its sleep is not missed (the kernel finds the word changed and returns
+/// at once). ThreadSanitizer sees the lock's atomics, and both words'
+/// plain accesses are made with the lock held.
+struct FutexMonitor: ~Copyable {
+    /// The lock word, then the change count.
+    private let words: UnsafeMutablePointer<UInt32>
+
+    init() {
+        words = .allocate(capacity: 2)
+        words.initialize(repeating: 0, count: 2)
+    }
+
+    deinit { words.deallocate() }
+
+    @inline(__always) func lock() { bl_lock(words) }
+    @inline(__always) func unlock() { bl_unlock(words) }
+
+    @inline(__always)
+    func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+        bl_lock(words)
+        defer { bl_unlock(words) }
+        return try body()
+    }
+
+    /// With the lock held: releases it, sleeps until `broadcast()` or
+    /// `deadline` (CLOCK_MONOTONIC ns) and takes it again. May return early
+    /// (a signal, a broadcast about something else): callers check their
+    /// condition in a loop.
+    func wait(until deadline: UInt64) {
+        let changes = words + 1
+        let seen = changes.pointee
+        bl_unlock(words)
+        let now = MonotonicClock.nanoseconds
+        if deadline > now { Futex.wait(changes, whileEqualTo: seen, timeoutNanoseconds: Int64(clamping: deadline - now)) }
+        bl_lock(words)
+    }
+
+    /// With the lock held: wakes every waiting thread.
+    func broadcast() {
+        let changes = words + 1
+        changes.pointee &+= 1
+        Futex.wakeAll(changes)
+    }
+}

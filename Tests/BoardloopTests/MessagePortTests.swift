@@ -1,4 +1,4 @@
-import Boardloop
+@testable import Boardloop
 import BoardloopTestSupport
 import CLinux
 import Glibc
@@ -362,6 +362,58 @@ extension MessagePortTests {
         XCTAssertTrue(releasedDuringBatch, "the waiting sender got its slot while the batch was being handled")
         XCTAssertEqual(got, [1, 2, 3])
         port.invalidate()
+    }
+
+    /// A sender sleeping on a full ring (its timeout far off) is woken by
+    /// an invalidation from another thread and gets `.invalidated`; nothing
+    /// it sent is delivered.
+    func testASenderWaitingOnAFullRingIsReleasedByAnInvalidation() throws {
+        let loop = try makeLoop()
+        var got = 0
+        let port = try BoardMessagePort(label: "full", slots: 1, slotSize: 4) { _ in got += 1 }
+        try port.schedule(on: loop)
+        try port.send(id: 1)
+        let result = Locked<BoardMessagePortError?>(nil)
+        let sender = JoinableThread {
+            do throws(BoardMessagePortError) {
+                try port.send(id: 2, timeout: .seconds(600))
+            } catch {
+                result.withLock { $0 = error }
+            }
+        }
+        XCTAssertTrue(waitUntil { port.waitingThreadCount == 1 }, "the sender never waited")
+        port.invalidate()
+        XCTAssertTrue(sender.join(within: .seconds(60)), "the invalidation did not wake the waiting sender")
+        XCTAssertEqual(result.withLock { $0 }, .invalidated(port: "full"))
+        XCTAssertEqual(port.waitingThreadCount, 0)
+        _ = try loop.run(mode: .default, timeout: .zero)
+        XCTAssertEqual(got, 0)
+    }
+
+    /// A requester sleeping until its reply (its timeout far off) is woken
+    /// by the reply itself.
+    func testARequesterWaitingForItsReplyIsWokenByTheReply() throws {
+        let port = Locked<BoardMessagePort?>(nil)
+        let worker = try LoopThread.start(name: "replier") { loop in
+            let p = try BoardMessagePort(label: "replier", slots: 2, slotSize: 8) { m in
+                // Replies once the requester sleeps.
+                _ = waitUntil(timeout: .seconds(60)) { port.withLock { $0 }!.waitingThreadCount == 1 }
+                try? m.reply(id: 7, value: (try! m.load(as: Int64.self)) + 1)
+            }
+            try p.schedule(on: loop)
+            port.withLock { $0 = p }
+        }
+        let p = port.withLock { $0 }!
+        let reply = Locked<(id: Int32, length: Int, value: Int64)?>(nil)
+        let requester = JoinableThread {
+            let r = try? request(p, id: 1, value: 41, timeout: .seconds(600))
+            reply.withLock { $0 = r }
+        }
+        XCTAssertTrue(requester.join(within: .seconds(120)), "the reply did not wake the requester")
+        let r = reply.withLock { $0 }
+        XCTAssertEqual(r?.id, 7)
+        XCTAssertEqual(r?.value, 42)
+        worker.stopAndJoin()
     }
 
     /// Another thread invalidates the port while the handler runs the first

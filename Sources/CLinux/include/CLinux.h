@@ -124,6 +124,32 @@ int bl_timerfd_arm_abs(int fd, uint64_t deadline_ns);
 /// Reads the expiration count (clears readiness). -1/EAGAIN if none.
 int bl_timerfd_read(int fd, uint64_t *expirations);
 
+// ---- copies ---------------------------------------------------------------
+/// Copies `n` bytes; up to 16 (a small message's payload) in line, with two
+/// possibly overlapping loads and stores, larger ones by memcpy. The
+/// buffers must not overlap.
+static inline void bl_copy_bytes(void *dst, const void *src, size_t n) {
+    unsigned char *d = (unsigned char *)dst;
+    const unsigned char *s = (const unsigned char *)src;
+    if (n >= 8 && n <= 16) {
+        uint64_t a, b;
+        __builtin_memcpy(&a, s, 8);
+        __builtin_memcpy(&b, s + n - 8, 8);
+        __builtin_memcpy(d, &a, 8);
+        __builtin_memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4 && n < 8) {
+        uint32_t a, b;
+        __builtin_memcpy(&a, s, 4);
+        __builtin_memcpy(&b, s + n - 4, 4);
+        __builtin_memcpy(d, &a, 4);
+        __builtin_memcpy(d + n - 4, &b, 4);
+    } else if (n < 4) {
+        for (size_t i = 0; i < n; i++) d[i] = s[i];
+    } else {
+        __builtin_memcpy(d, s, n);
+    }
+}
+
 // ---- time ---------------------------------------------------------------
 /// CLOCK_MONOTONIC in nanoseconds (vDSO, no syscall on x86_64/arm64);
 /// inline, as the loop reads it on its hot path.
