@@ -434,11 +434,16 @@ public final class BoardMessagePort: @unchecked Sendable {
         if length > 0 { bl_copy_bytes(storage + i &* slotSize, payload.baseAddress!, length) }
         headers[i] = Header(replyPort: replyPort == nil ? nil : Self.retained(replyPort), token: token, length: length, id: id)
         count &+= 1
-        if !signalled {
-            signalled = true
-            eventFD.signal()
-        }
+        let wakeReceiver = !signalled
+        signalled = true
         monitor.unlock()
+        // After the unlock: the write wakes the receiver, which takes the
+        // lock next — with the write inside, it would find it held by a
+        // sender still in the system call, and sleep on it. A write that
+        // comes late (the receiver took the message meanwhile) only makes
+        // a dispatch that finds nothing; the port (and so its fd) lives as
+        // long as this call.
+        if wakeReceiver { eventFD.signal() }
     }
 
     /// The error for a payload larger than a slot (out of line: building it
@@ -456,7 +461,8 @@ public final class BoardMessagePort: @unchecked Sendable {
         // first deliver the rest of the batch its caller took, keeping order
         // and emptying the receive area before it is filled again. (The
         // eventfd stays drained while a batch is handled — `signalled` is
-        // set, so senders do not write it — so this is a guard, not a path.)
+        // set, so senders do not write it — but for a sender's write that
+        // comes late, after its unlock.)
         deliverTaken()
         // At most one ring's worth per dispatch, so a flooded port cannot
         // keep its loop from other sources; the rest stay signalled. Each
@@ -471,9 +477,11 @@ public final class BoardMessagePort: @unchecked Sendable {
             deliverTaken()
         }
         // Budget used up with messages left: keep the port ready.
-        monitor.withLock {
-            if count > 0 { eventFD.signal() } else { signalled = false }
+        let left = monitor.withLock { () -> Bool in
+            if count == 0 { signalled = false }
+            return count > 0
         }
+        if left { eventFD.signal() }
     }
 
     /// Moves up to `limit` queued messages into the (empty) receive area

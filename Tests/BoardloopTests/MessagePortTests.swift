@@ -364,6 +364,30 @@ extension MessagePortTests {
         port.invalidate()
     }
 
+    /// A sender writes the port's eventfd after its unlock, so the write
+    /// may come after the receiver took the message: such a wake-up finds
+    /// nothing, calls no handler, and leaves the port working.
+    func testAWakeUpWithNothingQueuedCallsNoHandlerAndThePortGoesOn() throws {
+        let loop = try makeLoop()
+        var got: [Int32] = []
+        let port = try BoardMessagePort(label: "late", slots: 4, slotSize: 4) { m in got.append(m.id) }
+        try port.schedule(on: loop)
+        try port.send(id: 1)
+        XCTAssertTrue(try runUntil(loop) { got == [1] })
+        // The late write.
+        let dispatches = port.source.dispatchCount
+        XCTAssertEqual(bl_eventfd_write(port.source.fd, 1), 0)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: true), .handledSource)
+        XCTAssertEqual(port.source.dispatchCount, dispatches + 1)
+        XCTAssertEqual(got, [1])
+        // Drained: the next pass finds nothing ready.
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: true), .timedOut)
+        try port.send(id: 2)
+        XCTAssertTrue(try runUntil(loop) { got == [1, 2] })
+        XCTAssertEqual(port.messagesReceived, 2)
+        port.invalidate()
+    }
+
     /// A sender sleeping on a full ring (its timeout far off) is woken by
     /// an invalidation from another thread and gets `.invalidated`; nothing
     /// it sent is delivered.
