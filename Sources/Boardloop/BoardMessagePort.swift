@@ -397,15 +397,22 @@ public final class BoardMessagePort: @unchecked Sendable {
         return true
     }
 
-    /// With the monitor held: waits for a free slot until the deadline (out
-    /// of line: a send that finds room does not carry the waiting, its
-    /// deadline conversion included).
+    /// With the monitor held: waits for a free slot until the deadline; when
+    /// it throws, it has released the monitor. (Out of line, and throwing
+    /// straight through its caller: a send that finds room carries neither
+    /// the waiting nor a place for an error of its own.)
     @inline(never)
     private func waitForSlot(deadline: UInt64, timeout: Duration?) throws(BoardMessagePortError) {
         while true {
-            guard valid else { throw .invalidated(port: label) }
+            if !valid {
+                monitor.unlock()
+                throw .invalidated(port: label)
+            }
             if count < slotCount { return }
-            if !waitForRoom(deadline) { throw .full(port: label, slots: slotCount, waited: timeout ?? .zero) }
+            if !waitForRoom(deadline) {
+                monitor.unlock()
+                throw .full(port: label, slots: slotCount, waited: timeout ?? .zero)
+            }
         }
     }
 
@@ -422,12 +429,7 @@ public final class BoardMessagePort: @unchecked Sendable {
         // The lock by hand rather than withLock's closure: only the rare
         // wait can throw, so the common path carries no unwinding.
         monitor.lock()
-        if _slowPath(!valid || count == slotCount) {
-            do { try waitForSlot(deadline: deadline, timeout: timeout) } catch {
-                monitor.unlock()
-                throw error
-            }
-        }
+        if _slowPath(!valid || count == slotCount) { try waitForSlot(deadline: deadline, timeout: timeout) }
         // (Wrapping arithmetic: indices and counts are below slotCount.)
         var i = head &+ count
         if i >= slotCount { i &-= slotCount }
