@@ -50,8 +50,4 @@ struct EventBuffer: ~Copyable {
     }
 
     deinit { raw.deallocate() }
-
-    // (i < capacity, which fits an Int32: no conversion check.)
-    @inline(__always) func events(at i: Int) -> UInt32 { bl_epoll_event_events(raw, Int32(truncatingIfNeeded: i)) }
-    @inline(__always) func data(at i: Int) -> UInt64 { bl_epoll_event_data(raw, Int32(truncatingIfNeeded: i)) }
 }

@@ -65,16 +65,6 @@ final class Poller {
     @inline(__always)
     static func generation(ofPortToken token: UInt64) -> UInt32 { UInt32(truncatingIfNeeded: token >> 32) }
 
-    /// The epoll events (`BL_EPOLL*` bits) of the i-th event of the last wait.
-    @inline(__always)
-    func events(at i: Int) -> UInt32 { events.events(at: i) }
-
-    /// The token of the i-th event of the last wait.
-    @inline(__always)
-    func rawToken(at i: Int) -> UInt64 { events.data(at: i) }
-
-    enum Kind { case wakeUp, timer, port }
-
     /// Whether tags ORed together (see `bl_epoll_collect_ports`) hold the
     /// wake-up's or the timer's.
     @inline(__always)
@@ -85,17 +75,6 @@ final class Poller {
     /// The buffer the last wait filled.
     @inline(__always)
     var eventBuffer: UnsafeMutableRawPointer { events.raw }
-
-    /// What a raw token names (a port's slot and generation are its low
-    /// and high words).
-    @inline(__always)
-    static func kind(of token: UInt64) -> Kind {
-        switch token & tagMask {
-        case wakeUpTag: .wakeUp
-        case timerTag: .timer
-        default: .port
-        }
-    }
 
     // MARK: Sets and registrations
 

@@ -55,7 +55,7 @@ int bl_epoll_wait(int epfd, void *events, int max, int timeout_ms);
 
 /// The kernel's `struct epoll_event`, mirrored (packed on x86_64, as glibc
 /// declares it; shim.c checks the layout against <sys/epoll.h>), so the
-/// accessors below are inline: the loop reads two fields per event.
+/// loop below that collects the ready ports is inline.
 typedef struct
 #if defined(__x86_64__)
 __attribute__((packed))
@@ -64,15 +64,6 @@ __attribute__((packed))
     uint32_t events;
     uint64_t data;
 } bl_epoll_event;
-
-/// Readiness bits of event `i` in a buffer filled by bl_epoll_wait.
-static inline uint32_t bl_epoll_event_events(const void *events, int i) {
-    return ((const bl_epoll_event *)events)[i].events;
-}
-/// User data of event `i` in a buffer filled by bl_epoll_wait.
-static inline uint64_t bl_epoll_event_data(const void *events, int i) {
-    return ((const bl_epoll_event *)events)[i].data;
-}
 
 /// A port on a run loop's ready list: its token and its epoll bits.
 typedef struct {
