@@ -438,6 +438,7 @@ extension MessagePortTests {
         XCTAssertEqual(r?.id, 7)
         XCTAssertEqual(r?.value, 42)
         worker.stopAndJoin()
+        port.withLock { $0 = nil }  // its handler refers to it
     }
 
     /// Another thread invalidates the port while the handler runs the first
