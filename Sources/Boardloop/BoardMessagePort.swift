@@ -147,7 +147,7 @@ public final class BoardMessagePort: @unchecked Sendable {
     @exclusivity(unchecked) private var signalled = false
     /// Threads sleeping in `waitForRoom`: senders waiting for a slot,
     /// requesters waiting for their reply or a reply slot.
-    @exclusivity(unchecked) private var waitingSenders = 0
+    @exclusivity(unchecked) private var waitingThreads = 0
     @exclusivity(unchecked) private var valid = true
     // Pending requests' reply slots (guarded by monitor).
     private let replyBuffers: UnsafeMutableRawPointer
@@ -275,7 +275,7 @@ public final class BoardMessagePort: @unchecked Sendable {
     public var messagesReceived: UInt64 { receivedCount.load(ordering: .relaxed) }
 
     /// How many threads wait in a send or a request on this port (for tests).
-    var waitingThreadCount: Int { monitor.withLock { waitingSenders } }
+    var waitingThreadCount: Int { monitor.withLock { waitingThreads } }
 
     // MARK: Sending
 
@@ -391,10 +391,17 @@ public final class BoardMessagePort: @unchecked Sendable {
     /// (0: no waiting) passes. False when the time is up.
     private func waitForRoom(_ deadline: UInt64) -> Bool {
         if deadline == 0 || MonotonicClock.nanoseconds >= deadline { return false }
-        waitingSenders += 1
+        waitingThreads += 1
         monitor.wait(until: deadline)
-        waitingSenders -= 1
+        waitingThreads -= 1
         return true
+    }
+
+    /// With the monitor held: wakes the threads waiting in `waitForRoom`,
+    /// if any (a futex wake is a system call even when nobody sleeps).
+    @inline(__always)
+    private func wakeWaitingThreads() {
+        if waitingThreads > 0 { monitor.broadcast() }
     }
 
     /// With the monitor held: waits for a free slot until the deadline; when
@@ -420,7 +427,7 @@ public final class BoardMessagePort: @unchecked Sendable {
         replyStates[slot] = 0
         replyGenerations[slot] &+= 1
         freeReplies += 1
-        if waitingSenders > 0 { monitor.broadcast() }
+        wakeWaitingThreads()
     }
 
     private func enqueue(id: Int32, payload: UnsafeRawBufferPointer, replyPort: BoardMessagePort?, token: UInt64, deadline: UInt64, timeout: Duration?) throws(BoardMessagePortError) {
@@ -504,7 +511,7 @@ public final class BoardMessagePort: @unchecked Sendable {
             head += n
             if head >= slotCount { head -= slotCount }
             count -= n
-            if waitingSenders > 0 { monitor.broadcast() }
+            wakeWaitingThreads()
             return n
         }
         takenNext = 0
@@ -591,8 +598,7 @@ public final class BoardMessagePort: @unchecked Sendable {
             replyLengths[slot] = payload.count
             replyIds[slot] = id
             replyStates[slot] = 2
-            // (A requester waits in waitForRoom, so it is counted there.)
-            if waitingSenders > 0 { monitor.broadcast() }
+            wakeWaitingThreads()
         }
     }
 
@@ -626,7 +632,7 @@ public final class BoardMessagePort: @unchecked Sendable {
             valid = false
             closed.store(true, ordering: .releasing)
             dropQueued()
-            if waitingSenders > 0 { monitor.broadcast() }
+            wakeWaitingThreads()
             let n = registeredNames
             registeredNames = []
             return (true, n)

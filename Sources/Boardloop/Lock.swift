@@ -76,7 +76,8 @@ final class Monitor: Lock, @unchecked Sendable {
 /// sleeps in the kernel. ThreadSanitizer sees the ordering it creates: the
 /// acquire and release are atomics in instrumented code (C11 atomics inlined
 /// into this module), not in an uninstrumented library. No condition
-/// variable: where a thread must sleep until state changes, use `Monitor`.
+/// variable: where a thread must sleep until state changes, use
+/// `FutexMonitor` (or `Monitor`).
 final class FutexLock: @unchecked Sendable {
     private let word: UnsafeMutablePointer<UInt32>
 
