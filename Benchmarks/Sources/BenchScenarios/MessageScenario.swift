@@ -30,6 +30,11 @@ public enum MessageScenario {
     }
 
     final class State: @unchecked Sendable {
+        // Side A's fields, then side B's, a cache line of padding between
+        // and after them: A writes `sent` and `received` every message and B
+        // reads its fields every message, so sharing a line would add a
+        // transfer between the CPUs per message that is the harness's, not
+        // the port's (the raw reference keeps its two sides apart the same way).
         let window: Int
         let warmup: Int
         let total: Int
@@ -39,12 +44,14 @@ public enum MessageScenario {
         var end: UInt64 = 0
         let samples: SampleBuffer
         let allocations = AllocationWindow()
-        let phase = Atomic<Int>(0)
-        var bCounting = false
-        var portA: BoardMessagePort!
         var portB: BoardMessagePort!
         var loopA: BoardRunLoop!
         var failure: String?
+        private let padA = CacheLinePad()
+        let phase = Atomic<Int>(0)
+        var bCounting = false
+        var portA: BoardMessagePort!
+        private let padB = CacheLinePad()
         init(window: Int, warmup: Int, iterations: Int) {
             self.window = window
             self.warmup = warmup

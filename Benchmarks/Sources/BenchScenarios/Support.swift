@@ -125,3 +125,9 @@ struct BenchError: Error, CustomStringConvertible {
     var description: String
     init(_ d: String) { description = d }
 }
+
+/// 64 bytes of nothing: a stored property of this type keeps the fields
+/// before it and those after it on different cache lines.
+struct CacheLinePad {
+    private let bytes: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+}
