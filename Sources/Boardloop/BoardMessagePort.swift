@@ -545,6 +545,11 @@ public final class BoardMessagePort: @unchecked Sendable {
     /// Hands the receive area's messages to the handler, in order, without
     /// the lock; drops them once the port is invalidated.
     private func deliverTaken() {
+        // Read once per batch: the slot size sits near the object's reference
+        // count, which senders on other threads change on every send they
+        // make through a stored reference; a read per message would pull
+        // that line back to this CPU each time.
+        let slotSize = slotSize
         while takenNext < takenEnd {
             let j = takenNext
             takenNext = j + 1
@@ -556,7 +561,7 @@ public final class BoardMessagePort: @unchecked Sendable {
             }
             // Only this thread writes the count: no read-modify-write needed.
             receivedCount.store(receivedCount.load(ordering: .relaxed) &+ 1, ordering: .relaxed)
-            let payload = UnsafeRawBufferPointer(start: takenPayloads + j * slotSize, count: h.length)
+            let payload = UnsafeRawBufferPointer(start: takenPayloads + j &* slotSize, count: h.length)
             if let r = h.replyPort {
                 // The sender's retain moves on into the message, whose end releases it.
                 handler(Message(id: h.id, payload: payload, replyPort: r.takeRetainedValue(), port: self, replyToken: h.token))
