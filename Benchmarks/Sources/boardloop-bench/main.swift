@@ -3,7 +3,8 @@
 // Every scenario runs for boardloop and for its references in the same
 // process, interleaved repeat by repeat (the order rotates), and the table
 // shows the median of each figure over the repeats and boardloop's ratio to
-// the references. Run it through scripts/bench.sh (release build).
+// the references, both as the ratio of the medians and as the median of the
+// per-repeat ratios ("paired"). Run it through scripts/bench.sh (release build).
 import BenchScenarios
 import CBenchRaw
 import Foundation
@@ -231,6 +232,22 @@ func ratio(_ a: Double?, _ b: Double?) -> String {
     return String(format: "%.2f×", a / b)
 }
 
+/// The median of the per-repeat ratios a[i] / b[i]: each repeat runs the
+/// two back to back, so each ratio compares them in one state of the
+/// machine, where the ratio of the medians can pair one's fast repeats with
+/// the other's slow ones when that state drifts during the run (this VM's
+/// does, for minutes at a time). Nil unless both have a figure from every repeat.
+func pairedRatio(_ aKey: String, _ bKey: String) -> Double? {
+    guard let a = figures[aKey], let b = figures[bKey], a.count == b.count, !a.isEmpty else { return nil }
+    let r = zip(a, b).compactMap { $1 > 0 ? $0 / $1 : nil }.sorted()
+    guard r.count == a.count else { return nil }
+    return r.count % 2 == 1 ? r[r.count / 2] : (r[r.count / 2 - 1] + r[r.count / 2]) / 2
+}
+
+func paired(_ aKey: String, _ bKey: String) -> String {
+    pairedRatio(aKey, bKey).map { String(format: "paired %.2f×", $0) } ?? ""
+}
+
 struct Row {
     var scenario: String
     var figure: String
@@ -252,7 +269,8 @@ func latencyRows(_ scenario: String, _ key: String, rawKey: String?, foundationK
         guard b != nil || r != nil else { continue }
         rows.append(Row(
             scenario: f == "p50" ? scenario : "", figure: label + name, boardloop: us(b), raw: rawKey == nil ? "—" : us(r),
-            foundation: foundationKey == nil ? "n/a" : us(fo), vsRaw: ratio(b, r), vsFoundation: ratio(b, fo)))
+            foundation: foundationKey == nil ? "n/a" : us(fo), vsRaw: ratio(b, r), vsFoundation: ratio(b, fo),
+            goal: rawKey.map { paired("\(key)/\(f)", "\($0)/\(f)") } ?? ""))
     }
 }
 
@@ -290,7 +308,7 @@ if wants("timer") {
 if wants("fd") {
     let b = median("fdsat/boardloop/rate"), r = median("fdsat/raw/rate")
     rows.append(Row(scenario: "3. fd: 8 pipes", figure: "dispatch rate, saturated", boardloop: rate(b), raw: rate(r),
-                    foundation: "n/a¹", vsRaw: ratio(b, r), vsFoundation: ""))
+                    foundation: "n/a¹", vsRaw: ratio(b, r), vsFoundation: "", goal: paired("fdsat/boardloop/rate", "fdsat/raw/rate")))
     latencyRows("", "fdpaced/boardloop", rawKey: "fdpaced/raw", foundationKey: nil, label: "latency @20k/s ")
     if let b, let r { goal("fd throughput ≥ 0.85× raw epoll", b / r, 0.85, lowerIsBetter: false, detail: ratio(b, r)) }
 }
@@ -298,7 +316,7 @@ if wants("message") {
     latencyRows("4. message port: ping-pong RTT", "msg/boardloop", rawKey: "msg/raw", foundationKey: nil)
     let b = median("msgwin/boardloop/rate"), r = median("msgwin/raw/rate")
     rows.append(Row(scenario: "", figure: "messages/s, 16 in flight", boardloop: rate(b), raw: rate(r),
-                    foundation: "n/a²", vsRaw: ratio(b, r), vsFoundation: ""))
+                    foundation: "n/a²", vsRaw: ratio(b, r), vsFoundation: "", goal: paired("msgwin/boardloop/rate", "msgwin/raw/rate")))
 }
 if wants("gpio") {
     latencyRows("5. gpio (mock): edge → handler", "gpiopaced/boardloop", rawKey: "gpiopaced/raw", foundationKey: nil, label: "@20k/s ")
@@ -356,7 +374,7 @@ print("""
     boardloop-bench: \(options.repeats) repeat(s)\(q ? " (--quick: smoke run, figures not meaningful)" : ""), medians over repeats; \(String(format: "%.0f", elapsed)) s
     machine: \(cpuCount) CPUs, \(model), \(vm); kernel \(field(info.release)) \(field(info.machine))
     threads: \(pin); timer threads at 1 ns timer slack; \(pmQoS)
-    ratios: boardloop ÷ reference (for latency lower is better, for rates higher is better)
+    ratios: boardloop ÷ reference (for latency lower is better, for rates higher is better): the ÷ columns divide the medians; "paired" is the median of the repeats' own ratios (the two run back to back in each repeat)
 
     """)
 let header = Row(scenario: "scenario", figure: "figure", boardloop: "boardloop", raw: "raw kernel", foundation: "Foundation",
