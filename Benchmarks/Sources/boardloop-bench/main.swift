@@ -284,6 +284,10 @@ if wants("wake") {
     latencyRows("1. wake: cross-thread round trip", "wake/boardloop", rawKey: "wake/raw", foundationKey: "wake/foundation")
     let b = median("wake/boardloop/p50"), r = median("wake/raw/p50"), f = median("wake/foundation/p50")
     if let b, let r { goal("wake p50 ≤ 1.15× raw eventfd", b / r, 1.15, lowerIsBetter: true, detail: ratio(b, r)) }
+    if let b, let r {
+        goal("wake p50 ≤ 1.05× raw eventfd", b / r, 1.05, lowerIsBetter: true,
+             detail: "\(ratio(b, r)) (\(paired("wake/boardloop/p50", "wake/raw/p50")))")
+    }
     if let b, let f { goal("wake p50 ahead of Foundation", b / f, 1.0, lowerIsBetter: true, detail: ratio(b, f)) }
 }
 if wants("timer") {
@@ -317,6 +321,15 @@ if wants("message") {
     let b = median("msgwin/boardloop/rate"), r = median("msgwin/raw/rate")
     rows.append(Row(scenario: "", figure: "messages/s, 16 in flight", boardloop: rate(b), raw: rate(r),
                     foundation: "n/a²", vsRaw: ratio(b, r), vsFoundation: "", goal: paired("msgwin/boardloop/rate", "msgwin/raw/rate")))
+    let pb = median("msg/boardloop/p50"), pr = median("msg/raw/p50")
+    if let pb, let pr {
+        goal("message port ping-pong p50 ≤ 1.05× raw ring", pb / pr, 1.05, lowerIsBetter: true,
+             detail: "\(ratio(pb, pr)) (\(paired("msg/boardloop/p50", "msg/raw/p50")))")
+    }
+    if let b, let r {
+        goal("message port 16 in flight ≥ 0.90× raw ring", b / r, 0.90, lowerIsBetter: false,
+             detail: "\(ratio(b, r)) (\(paired("msgwin/boardloop/rate", "msgwin/raw/rate")))")
+    }
 }
 if wants("gpio") {
     latencyRows("5. gpio (mock): edge → handler", "gpiopaced/boardloop", rawKey: "gpiopaced/raw", foundationKey: nil, label: "@20k/s ")
