@@ -212,8 +212,12 @@ let elapsed = Date().timeIntervalSince(started)
 // MARK: the table
 
 func median(_ key: String) -> Double? {
-    guard let v = figures[key], !v.isEmpty else { return nil }
-    let s = v.sorted()
+    figures[key].flatMap(median(of:))
+}
+
+func median(of values: [Double]) -> Double? {
+    guard !values.isEmpty else { return nil }
+    let s = values.sorted()
     return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
 }
 
@@ -235,17 +239,22 @@ func ratio(_ a: Double?, _ b: Double?) -> String {
 /// The median of the per-repeat ratios a[i] / b[i]: each repeat runs the
 /// two back to back, so each ratio compares them in one state of the
 /// machine, where the ratio of the medians can pair one's fast repeats with
-/// the other's slow ones when that state drifts during the run (this VM's
-/// does, for minutes at a time). Nil unless both have a figure from every repeat.
+/// the other's slow ones when that state changes during the run (this VM's
+/// does, from one run to the next). Nil unless both have a figure from every repeat.
 func pairedRatio(_ aKey: String, _ bKey: String) -> Double? {
-    guard let a = figures[aKey], let b = figures[bKey], a.count == b.count, !a.isEmpty else { return nil }
-    let r = zip(a, b).compactMap { $1 > 0 ? $0 / $1 : nil }.sorted()
+    guard let a = figures[aKey], let b = figures[bKey], a.count == b.count else { return nil }
+    let r = zip(a, b).compactMap { $1 > 0 ? $0 / $1 : nil }
     guard r.count == a.count else { return nil }
-    return r.count % 2 == 1 ? r[r.count / 2] : (r[r.count / 2 - 1] + r[r.count / 2]) / 2
+    return median(of: r)
 }
 
 func paired(_ aKey: String, _ bKey: String) -> String {
     pairedRatio(aKey, bKey).map { String(format: "paired %.2f×", $0) } ?? ""
+}
+
+/// A goal's detail: the ratio of the medians, then the paired ratio.
+func ratioAndPaired(_ a: Double, _ b: Double, _ aKey: String, _ bKey: String) -> String {
+    "\(ratio(a, b)) (\(paired(aKey, bKey)))"
 }
 
 struct Row {
@@ -286,7 +295,7 @@ if wants("wake") {
     if let b, let r { goal("wake p50 ≤ 1.15× raw eventfd", b / r, 1.15, lowerIsBetter: true, detail: ratio(b, r)) }
     if let b, let r {
         goal("wake p50 ≤ 1.05× raw eventfd", b / r, 1.05, lowerIsBetter: true,
-             detail: "\(ratio(b, r)) (\(paired("wake/boardloop/p50", "wake/raw/p50")))")
+             detail: ratioAndPaired(b, r, "wake/boardloop/p50", "wake/raw/p50"))
     }
     if let b, let f { goal("wake p50 ahead of Foundation", b / f, 1.0, lowerIsBetter: true, detail: ratio(b, f)) }
 }
@@ -324,11 +333,11 @@ if wants("message") {
     let pb = median("msg/boardloop/p50"), pr = median("msg/raw/p50")
     if let pb, let pr {
         goal("message port ping-pong p50 ≤ 1.05× raw ring", pb / pr, 1.05, lowerIsBetter: true,
-             detail: "\(ratio(pb, pr)) (\(paired("msg/boardloop/p50", "msg/raw/p50")))")
+             detail: ratioAndPaired(pb, pr, "msg/boardloop/p50", "msg/raw/p50"))
     }
     if let b, let r {
         goal("message port 16 in flight ≥ 0.90× raw ring", b / r, 0.90, lowerIsBetter: false,
-             detail: "\(ratio(b, r)) (\(paired("msgwin/boardloop/rate", "msgwin/raw/rate")))")
+             detail: ratioAndPaired(b, r, "msgwin/boardloop/rate", "msgwin/raw/rate"))
     }
 }
 if wants("gpio") {
