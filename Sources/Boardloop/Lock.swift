@@ -9,13 +9,23 @@ import Glibc
 /// standard library's futex-based mutex is opaque to it (its atomics are in
 /// the uninstrumented standard library) and reports false races. Neither
 /// allocates after creation. The perform queue takes `FutexLock`, below.
-class Lock: @unchecked Sendable {
+/// The daemon and the mock chips use it too (package access), so the
+/// package has one lock for shared state off the hot path. The mutex lives
+/// on the heap: a `pthread_mutex_t` stored inline in a Swift object has no
+/// address Swift promises to keep.
+package class Lock: @unchecked Sendable {
     let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-    init() {
+    /// A recursive lock may be taken again by the thread that holds it (the
+    /// mock chips' callbacks re-enter them).
+    package init(recursive: Bool = false) {
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
-        let rc = pthread_mutex_init(mutex, nil)
+        var attr = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attr)
+        if recursive { pthread_mutexattr_settype(&attr, Int32(PTHREAD_MUTEX_RECURSIVE)) }
+        let rc = pthread_mutex_init(mutex, &attr)
+        pthread_mutexattr_destroy(&attr)
         precondition(rc == 0, "boardloop: pthread_mutex_init failed (\(rc))")
     }
 
@@ -25,7 +35,7 @@ class Lock: @unchecked Sendable {
     }
 
     @inline(__always)
-    final func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
+    package final func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body()
@@ -38,7 +48,7 @@ class Lock: @unchecked Sendable {
 final class Monitor: Lock, @unchecked Sendable {
     private let cond: UnsafeMutablePointer<pthread_cond_t>
 
-    override init() {
+    init() {
         cond = .allocate(capacity: 1)
         cond.initialize(to: pthread_cond_t())
         var attr = pthread_condattr_t()
@@ -46,7 +56,7 @@ final class Monitor: Lock, @unchecked Sendable {
         pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
         pthread_cond_init(cond, &attr)
         pthread_condattr_destroy(&attr)
-        super.init()
+        super.init(recursive: false)
     }
 
     deinit {

@@ -76,6 +76,8 @@ public final class LoopThread: @unchecked Sendable {
     private var handle = pthread_t()
     private var joined = false
     private var threadStarted = false
+    /// The thread has left `main()` (its loop has ended).
+    private var finished = false
 
     /// Makes a worker that is not started yet; `stop()` may be called on it
     /// at any time, even before or during `start()`.
@@ -128,6 +130,10 @@ public final class LoopThread: @unchecked Sendable {
         let rc = pthread_create(&handle, nil, { p in
             let worker = Unmanaged<LoopThread>.fromOpaque(p!).takeRetainedValue()
             worker.main()
+            worker.monitor.withLock {
+                worker.finished = true
+                worker.monitor.broadcast()
+            }
             return nil
         }, context)
         if rc != 0 {
@@ -161,6 +167,22 @@ public final class LoopThread: @unchecked Sendable {
             return true
         }
         if mustJoin { pthread_join(handle, nil) }
+    }
+
+    /// Waits at most `timeout` for the worker's thread to end (after
+    /// `stop()`), and joins it if it did. Returns false when the thread is
+    /// still running then (a handler that does not return): a caller that
+    /// must not hang, such as a daemon's stop, goes on without it.
+    public func join(timeout: Duration) -> Bool {
+        let deadline = MonotonicClock.nanoseconds &+ UInt64(max(timeout.nanosecondsClamped, 0))
+        let ended = monitor.withLock { () -> Bool in
+            while threadStarted && !finished {
+                if !monitor.wait(until: deadline) { break }
+            }
+            return !threadStarted || finished
+        }
+        if ended { join() }
+        return ended
     }
 
     /// `stop()` then `join()`.

@@ -214,6 +214,28 @@ public final class GPIOLineRequest {
     /// Sets the logical value of the request's only (or first) line.
     public func setValue(_ value: Bool) throws(GPIOError) { try setValue(value, .offset(offsets[0])) }
 
+    /// Sets the logical value of the request's only (or first) line from a
+    /// thread that does not own the request, without touching the request's
+    /// scratch buffers: for a stop that finds the owning loop stuck in a
+    /// handler and must still make the line safe (a write is one kernel
+    /// call). Not for ordinary use: a write the owner makes at the same time
+    /// may land before or after this one.
+    public func setValueFromAnotherThread(_ value: Bool) throws(GPIOError) {
+        try checkUsable("setValue")
+        guard settings[0].direction == .output else { throw .notAnOutput(ref(0)) }
+        let offset = offsets[0]
+        let v: Int32 = value ? 1 : 0
+        let result: GPIOError? = withUnsafePointer(to: offset) { o -> GPIOError? in
+            withUnsafePointer(to: v) { p -> GPIOError? in
+                do throws(GPIOError) {
+                    try driver.setValues(offsets: UnsafeBufferPointer(start: o, count: 1), values: UnsafeBufferPointer(start: p, count: 1))
+                    return nil
+                } catch { return error }
+            }
+        }
+        if let result { throw result }
+    }
+
     /// Sets several output lines at once (in one kernel call where the lines
     /// share a handle).
     public func setValues(_ changes: [(GPIOLineSelector, Bool)]) throws(GPIOError) {

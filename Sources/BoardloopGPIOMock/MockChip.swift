@@ -51,7 +51,7 @@ public final class MockChip: @unchecked Sendable {
     /// Events the kernel would buffer per request (v2; nil: 16 per line).
     public let eventBufferSize: Int?
     let clock: RunLoopClock
-    let lock = MockLock()
+    let lock = Lock(recursive: true)
 
     // Line state, fixed size (no allocation while driving). Everything
     // below is guarded by `lock`, so the stored properties skip the

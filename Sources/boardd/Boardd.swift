@@ -25,6 +25,10 @@ struct Boardd: ParsableCommand {
     @Option(help: "The root directory detection reads (default /).") var root = "/"
     @Option(name: .customLong("boards"), help: "A directory of board files searched first (may be repeated).")
     var boardDirectories: [String] = []
+    @Flag(help: "Set every output of the config that has a safe: value to it, then exit (for systemd's ExecStopPost=).")
+    var safeOutputs = false
+    @Option(help: "How long a stop may take in all (default 10s; keep it below systemd's TimeoutStopSec=).")
+    var stopTimeout: String?
 
     func run() throws {
         let catalog = BoardCatalog(directories: boardDirectories + BoardCatalog.standardDirectories())
@@ -42,17 +46,30 @@ struct Boardd: ParsableCommand {
             if output.status != 0 { throw ExitCode(output.status) }
             return
         }
+        let level = try logLevel.map { l in
+            guard let v = Logger.Level(rawValue: l) else { throw ValidationError("--log-level \(l): use debug, info, notice, warning or error") }
+            return v
+        } ?? .info
+        if safeOutputs {
+            guard let config else { throw ValidationError("--safe-outputs needs --config FILE") }
+            let status = Launcher.safeOutputs(configPath: config, logLevel: level, loadOptions: options)
+            if status != 0 { throw ExitCode(status) }
+            return
+        }
         guard demo || config != nil else { throw ValidationError("give --config FILE to run a config, or --demo") }
         let duration = try runFor.map { t in
             guard let d = Launcher.parseDuration(t) else { throw ValidationError("--for \(t): write a duration such as 10s or 500ms") }
             return d
         }
-        let level = try logLevel.map { l in
-            guard let v = Logger.Level(rawValue: l) else { throw ValidationError("--log-level \(l): use debug, info, notice, warning or error") }
-            return v
-        } ?? .info
-        let status = Launcher.run(
-            .init(configPath: config, demo: demo, runFor: duration, logLevel: level, loadOptions: options, summaryInterval: nil))
+        var settings = Launcher.Settings(
+            configPath: config, demo: demo, runFor: duration, logLevel: level, loadOptions: options, summaryInterval: nil)
+        if let t = stopTimeout {
+            guard let d = Launcher.parseDuration(t), d >= .milliseconds(100) else {
+                throw ValidationError("--stop-timeout \(t): write a duration of at least 100ms, such as 10s")
+            }
+            settings.stopTimeout = d
+        }
+        let status = Launcher.run(settings)
         if status != 0 { throw ExitCode(status) }
     }
 }

@@ -25,7 +25,10 @@ final class SequenceRunner {
     @exclusivity(unchecked) private(set) var refused: UInt64 = 0
     @exclusivity(unchecked) private(set) var restarted: UInt64 = 0
     @exclusivity(unchecked) private(set) var stopped: UInt64 = 0
-    @exclusivity(unchecked) private var queuedCtx = Context()
+    /// Each queued start's own context, in order: a ring of the policy's
+    /// `max` entries, made once (`queued` of them from `queueHead`).
+    @exclusivity(unchecked) private var queue: [Context]
+    @exclusivity(unchecked) private var queueHead = 0
 
     init(index: Int, config: SequenceConfig, runtime: LoopRuntime, range: OpRange) {
         self.index = index
@@ -33,6 +36,11 @@ final class SequenceRunner {
         rt = runtime
         self.range = range
         runs = Array(repeating: Run(), count: config.policy.concurrentRuns)
+        if case let .queued(max) = config.policy {
+            queue = Array(repeating: Context(), count: max)
+        } else {
+            queue = []
+        }
     }
 
     func makeTimers() throws {
@@ -69,8 +77,8 @@ final class SequenceRunner {
             begin(0, ctx)
         case let .queued(max):
             if queued < max {
+                queue[(queueHead + queued) % queue.count] = ctx
                 queued += 1
-                queuedCtx = ctx
                 rt.sequenceQueued(self)
             } else {
                 refused &+= 1
@@ -98,7 +106,9 @@ final class SequenceRunner {
     private func step(_ slot: Int) {
         guard runs[slot].active else { return }
         var wait: Int64 = -1
+        rt.activity.store(Activity.sequence.code(index), ordering: .relaxed)
         let pc = rt.run(from: runs[slot].pc, to: range.end, runs[slot].ctx, wait: &wait)
+        rt.activity.store(0, ordering: .relaxed)
         guard runs[slot].active else { return }  // a step stopped this sequence
         if wait >= 0 {
             runs[slot].pc = pc
@@ -108,10 +118,12 @@ final class SequenceRunner {
         runs[slot].pc = -1
         completed &+= 1
         if queued > 0 {
+            let ctx = queue[queueHead]
+            queueHead = (queueHead + 1) % queue.count
             queued -= 1
             rt.sequenceCompleted(self, next: true)
             runs[slot].pc = range.start
-            runs[slot].ctx = queuedCtx
+            runs[slot].ctx = ctx
             started &+= 1
             step(slot)
             return
@@ -145,5 +157,59 @@ final class SequenceRunner {
             runs[i].pc = -1
         }
         queued = 0
+    }
+
+    // MARK: Across a reload
+
+    /// A sequence's progress, carried to the same sequence in a new config:
+    /// per run slot the step it waits before (relative to the sequence's
+    /// first op), its context and when its `wait` ends; the queued starts.
+    struct Progress {
+        struct RunState {
+            var offset: Int32
+            var ctx: Context
+            var resumeAt: MonotonicInstant
+        }
+        var runs: [RunState?]
+        var queue: [Context]
+    }
+
+    /// Where the sequence is, if it runs or has starts queued.
+    var progress: Progress? {
+        guard isRunning || queued > 0 else { return nil }
+        return Progress(
+            runs: runs.map { r in
+                r.active ? Progress.RunState(offset: r.pc - range.start, ctx: r.ctx, resumeAt: r.timer?.fireDate ?? .distantFuture) : nil
+            },
+            queue: (0..<queued).map { queue[(queueHead + $0) % queue.count] })
+    }
+
+    /// Takes over a sequence's progress from the previous config (same
+    /// steps, so the same ops from `range.start`): each run waits for the
+    /// rest of its `wait` and goes on. Contexts are already translated to
+    /// this config's indices. Enters the sequence's mode without a log line
+    /// of its own (the reload logs it once).
+    func resume(_ p: Progress) {
+        for (i, r) in p.runs.enumerated() where i < runs.count {
+            guard let r else { continue }
+            runs[i].pc = range.start + r.offset
+            runs[i].ctx = r.ctx
+            runs[i].timer?.fireDate = r.resumeAt
+        }
+        for ctx in p.queue.prefix(queue.count) {
+            queue[(queueHead + queued) % queue.count] = ctx
+            queued += 1
+        }
+    }
+
+    /// Stops every run for a reload that drops or changes the sequence:
+    /// nothing is logged here (the reload says why).
+    func abandon() {
+        for i in runs.indices {
+            runs[i].pc = -1
+            runs[i].timer?.fireDate = .distantFuture
+        }
+        queued = 0
+        stopped &+= 1
     }
 }

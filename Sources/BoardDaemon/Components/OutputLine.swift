@@ -54,7 +54,17 @@ final class OutputLine {
         pulseTimer?.fireDate = MonotonicInstant(nanoseconds: rt.nowNanoseconds &+ UInt64(max(0, ns)))
     }
 
-    func cancelPulse() { pulseTimer?.fireDate = .distantFuture }
+    /// When the pulse in flight ends (nil: none is).
+    var pulseEnd: MonotonicInstant? {
+        guard let d = pulseTimer?.fireDate, d != .distantFuture else { return nil }
+        return d
+    }
+
+    /// Continues a pulse a previous config started: the line goes off at `end`.
+    func resumePulse(until end: MonotonicInstant) throws {
+        try makePulseTimer()
+        pulseTimer?.fireDate = end
+    }
 
     func detach() {
         pulseTimer?.invalidate()

@@ -1,4 +1,5 @@
 import Boardloop
+import BoardloopGPIO
 import BoardSupport
 import Glibc
 import Logging
@@ -15,6 +16,8 @@ public enum Launcher {
         public var logLevel: Logger.Level
         public var loadOptions: LoadOptions
         public var summaryInterval: Duration?
+        /// The stop's budget (`Daemon.Options.stopTimeout`).
+        public var stopTimeout: Duration = .seconds(10)
 
         public init(
             configPath: String?, demo: Bool, runFor: Duration?, logLevel: Logger.Level, loadOptions: LoadOptions,
@@ -32,7 +35,7 @@ public enum Launcher {
     /// Runs the daemon; returns the exit status.
     public static func run(_ s: Settings) -> Int32 {
         do {
-            try SignalMask.block([SIGTERM, SIGINT, SIGHUP, SIGPIPE])
+            try SignalMask.block(Daemon.handledSignals + [SIGPIPE])
         } catch {
             writeError("boardd: \(error)\n")
             return 1
@@ -63,6 +66,7 @@ public enum Launcher {
                 loadOptions: s.loadOptions, mock: mock, handleSignals: true)
             var o = options
             o.extraTimers = s.demo ? 2 : 0
+            o.stopTimeout = s.stopTimeout
             let daemon = try Daemon(config: config, options: o)
             var script: Demo.Script?
             if s.demo, let mock {
@@ -72,13 +76,38 @@ public enum Launcher {
                 try sc.start()
                 script = sc
             }
-            try daemon.run(for: s.runFor)
+            let clean = try daemon.run(for: s.runFor)
             script?.stop()
-            return 0
+            return clean ? 0 : 1
         } catch {
             logger.critical("boardd: cannot start: \(error)")
             return 1
         }
+    }
+
+    /// `boardd --safe-outputs --config FILE`: sets every output that has a
+    /// `safe:` value to it and exits (0: all set, 1: the config has errors
+    /// or a line could not be set). For systemd's `ExecStopPost=`, which
+    /// runs after the daemon ended however it ended (a crash included).
+    public static func safeOutputs(configPath: String, logLevel: Logger.Level, loadOptions: LoadOptions) -> Int32 {
+        var logger = Logger(label: "boardd") { label in BoarddLogHandler(label: label, level: logLevel) }
+        logger.logLevel = logLevel
+        let result = ConfigLoader.load(path: configPath, options: loadOptions)
+        guard let config = result.config else {
+            for e in result.errors { writeError("\(e.description)\n") }
+            writeError("boardd: \(result.errors.count) error(s); no output set\n")
+            return 1
+        }
+        let gpio: any GPIOBackend
+        do {
+            gpio = config.board.backend == .mock ? try Demo.makeChips() : LibgpiodBackend.shared
+        } catch {
+            logger.critical("boardd: cannot make the mock chips: \(error)")
+            return 1
+        }
+        let (set, failed) = Daemon.setSafeOutputs(config, gpio: gpio, logger: logger)
+        logger.notice("safe outputs: \(set) set, \(failed) failed (\(config.file) on \(config.board.name))")
+        return failed == 0 ? 0 : 1
     }
 
     /// Parses `10s`, `500ms`, `2min`, `1.5s`.

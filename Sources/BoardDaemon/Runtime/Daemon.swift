@@ -3,7 +3,6 @@ import BoardloopGPIO
 import BoardloopGPIOMock
 import Glibc
 import Logging
-import Synchronization
 
 /// A loop's runtime, reachable from its port's handler (set on the loop's
 /// thread before the port is scheduled) and from the main thread.
@@ -33,6 +32,12 @@ public final class Daemon: @unchecked Sendable {
         public var handleSignals: Bool
         /// Timers the caller adds to the main loop (a run-time limit, the demo's script).
         public var extraTimers = 0
+        /// How long a stop may take in all (keep it below systemd's
+        /// `TimeoutStopSec=`): half of it for the loops to set their outputs
+        /// safe, the rest for child processes and the loops' ends. Past it,
+        /// a loop that has not stopped is reported and left behind, and the
+        /// stop is not clean (`boardd` exits 1).
+        public var stopTimeout: Duration = .seconds(10)
 
         public init(
             logger: Logger, clock: RunLoopClock = .monotonic, modeDriver: ModeDriver = .nestedRuns,
@@ -71,14 +76,15 @@ public final class Daemon: @unchecked Sendable {
     var logger: Logger { options.logger }
     private var generation: Int32 = 1
     let main: LoopRuntime
-    private let boxes: [RuntimeBox]
-    private var workers: [LoopThread] = []
+    let boxes: [RuntimeBox]
+    var workers: [LoopThread] = []
     private let ports: [BoardMessagePort]
-    private var commands: CommandRunner?
-    private var signalSource: SignalSource?
-    private var watchdogTimer: RunLoopTimer?
+    var commands: CommandRunner?
+    var signalSource: SignalSource?
+    var watchdogTimer: RunLoopTimer?
     private var lastPings: [UInt64] = []
-    public private(set) var stopRequested = false
+    public internal(set) var stopRequested = false
+    var stopResult: Bool?
     public private(set) var reloads = (applied: 0, refused: 0)
 
     public init(config: DaemonConfig, options: Options) throws {
@@ -134,7 +140,7 @@ public final class Daemon: @unchecked Sendable {
         try main.setUpAutomation()
         try startWorkers(program)
         if options.handleSignals {
-            let s = try SignalSource(signals: [SIGTERM, SIGINT, SIGHUP]) { [unowned self] info in
+            let s = try SignalSource(signals: Self.handledSignals) { [unowned self] info in
                 self.signal(info)
             }
             try s.add(to: loop, mode: .common)
@@ -193,6 +199,8 @@ public final class Daemon: @unchecked Sendable {
         var config: LineConfig
         var request: GPIOLineRequest
         var value: Bool
+        /// When a pulse in flight ends (it goes on under the new config).
+        var pulseEnd: MonotonicInstant?
     }
 
     /// Requests (or takes over) the loop's lines and schedules its inputs. On the loop's thread.
@@ -206,34 +214,17 @@ public final class Daemon: @unchecked Sendable {
             chips[ref.text] = c
             return c
         }
+        defer { rt.noteSafeOutputs() }
         for (i, line) in config.lines.enumerated() where line.loop == rt.id {
             let request: GPIOLineRequest
             var value = line.settings.outputValue
+            var pulseEnd: MonotonicInstant?
             if let k = kept[line.name] {
                 request = k.request
                 value = k.value
+                pulseEnd = k.pulseEnd
             } else {
-                let c: GPIOChip
-                let selector: GPIOLineSelector
-                switch line.address {
-                case let .offset(ref, o):
-                    c = try chip(ref)
-                    selector = .offset(o)
-                case let .named(ref?, n):
-                    c = try chip(ref)
-                    selector = .name(n)
-                case let .named(nil, n):
-                    let found = try GPIOChip.findLine(named: n, backend: gpio)
-                    c = try chip(.path(found.chip.path))
-                    selector = .offset(found.offset)
-                }
-                do {
-                    request = try c.request(
-                        selector, line.settings, consumer: "boardd",
-                        eventBufferCapacity: line.isInput ? line.held.kernelBuffer : 2)
-                } catch {
-                    throw DaemonError.line(line.name, error)
-                }
+                request = try Self.request(line, line.settings, consumer: "boardd", gpio: gpio, chip: chip)
             }
             let cell = rt.program.cells[i]
             if line.isInput {
@@ -244,9 +235,70 @@ public final class Daemon: @unchecked Sendable {
             } else {
                 let out = OutputLine(id: i, config: line, runtime: rt, request: request, cell: cell, value: value)
                 if rt.program.pulsedLines.contains(i) { try out.makePulseTimer() }
+                if let pulseEnd { try out.resumePulse(until: pulseEnd) }
                 rt.outputs[i] = out
             }
         }
+    }
+
+    /// Requests one line of the config with `settings`, on the chip its
+    /// address names (`chip` opens and caches chips).
+    static func request(
+        _ line: LineConfig, _ settings: GPIOLineSettings, consumer: String, gpio: any GPIOBackend,
+        chip: (ChipRef) throws -> GPIOChip
+    ) throws -> GPIOLineRequest {
+        let c: GPIOChip
+        let selector: GPIOLineSelector
+        switch line.address {
+        case let .offset(ref, o):
+            c = try chip(ref)
+            selector = .offset(o)
+        case let .named(ref?, n):
+            c = try chip(ref)
+            selector = .name(n)
+        case let .named(nil, n):
+            let found = try GPIOChip.findLine(named: n, backend: gpio)
+            c = try chip(.path(found.chip.path))
+            selector = .offset(found.offset)
+        }
+        do {
+            return try c.request(
+                selector, settings, consumer: consumer, eventBufferCapacity: line.isInput ? line.held.kernelBuffer : 2)
+        } catch {
+            throw DaemonError.line(line.name, error)
+        }
+    }
+
+    /// Sets every output of `config` that has a `safe:` value to it, each
+    /// requested, written and released in turn, with no loop: what
+    /// `boardd --safe-outputs` does after the daemon died without a stop
+    /// of its own (systemd's `ExecStopPost=`). Returns the lines set and
+    /// the failures (each logged).
+    public static func setSafeOutputs(_ config: DaemonConfig, gpio: any GPIOBackend, logger: Logger) -> (set: Int, failed: Int) {
+        var chips: [String: GPIOChip] = [:]
+        defer { for c in chips.values { c.close() } }
+        var set = 0, failed = 0
+        for line in config.lines where line.isOutput {
+            guard let v = line.safeValue else { continue }
+            var settings = line.settings
+            settings.outputValue = v
+            do {
+                let r = try request(line, settings, consumer: "boardd-safe", gpio: gpio) { ref in
+                    if let c = chips[ref.text] { return c }
+                    let c = try GPIOChip.open(ref.text, backend: gpio)
+                    chips[ref.text] = c
+                    return c
+                }
+                try r.setValue(v)
+                r.release()
+                set += 1
+                logger.notice("\(line.name) -> \(v ? "on" : "off") (safe value)")
+            } catch {
+                failed += 1
+                logger.error("\(line.name): cannot set its safe value: \(error)")
+            }
+        }
+        return (set, failed)
     }
 
     // MARK: Running
@@ -254,7 +306,8 @@ public final class Daemon: @unchecked Sendable {
     /// Runs until SIGTERM/SIGINT (or `requestStop`), then shuts down:
     /// tasks and sequences stop, outputs go to their safe values, lines are
     /// released. On the thread that made the daemon.
-    public func run(for limit: Duration? = nil) throws {
+    @discardableResult
+    public func run(for limit: Duration? = nil) throws -> Bool {
         var deadline: RunLoopTimer?
         if let limit {
             let t = RunLoopTimer(fireAt: loop.now + limit) { [unowned self] _ in self.requestStop("the run time is up") }
@@ -267,7 +320,7 @@ public final class Daemon: @unchecked Sendable {
             _ = try loop.run(mode: .default, timeout: runWithoutDeadline)
         }
         deadline?.invalidate()
-        shutdown()
+        return shutdown()
     }
 
     private func announceReady() {
@@ -290,38 +343,27 @@ public final class Daemon: @unchecked Sendable {
     }
 
     private func signal(_ info: SignalSource.Info) {
-        switch info.signal {
-        case SIGHUP: reload()
-        default: requestStop("\(info.name) from pid \(info.senderPID)")
+        if info.signal == SIGHUP {
+            reload()
+        } else if Self.stopSignals.contains(info.signal) {
+            requestStop("\(info.name) from pid \(info.senderPID)")
+        } else {
+            logger.warning("\(info.name) from pid \(info.senderPID) ignored (boardd stops on SIGTERM, SIGINT, SIGQUIT, SIGPWR, SIGXCPU or SIGXFSZ and reloads on SIGHUP)")
         }
     }
 
-    /// Stops everything and releases every line; called by `run` at the end
-    /// (tests that drive the loop themselves call it directly).
-    public func shutdown() {
-        stopRequested = true
-        watchdogTimer?.invalidate()
-        signalSource?.invalidate()
-        var safe = config.lines.filter { $0.isOutput && $0.safeValue != nil }.count
-        for (i, w) in workers.enumerated() {
-            let box = boxes[i + 1]
-            if let l = box.loop {
-                do {
-                    try l.performAndWait(inModes: [.common], timeout: .seconds(5)) { box.rt?.shutdown() }
-                } catch {
-                    safe = -1
-                    logger.error("worker '\(w.name)' did not shut down its lines within 5 s: \(error)")
-                }
-            }
-            w.stopAndJoin()
-        }
-        workers = []
-        commands?.stopAll()
-        main.shutdown()
-        if safe >= 0 {
-            logger.notice("stopped: \(safe) outputs at their safe values, \(config.lines.count) lines released")
-        }
-    }
+    /// Signals that stop the daemon as SIGTERM does: outputs to their safe
+    /// values first. Each would otherwise end the process with outputs as
+    /// they are (SIGQUIT, SIGXCPU and SIGXFSZ with a core dump).
+    public static let stopSignals: [Int32] = [SIGTERM, SIGINT, SIGQUIT, SIGPWR, SIGXCPU, SIGXFSZ]
+    /// Signals whose default action would end the daemon without safe
+    /// values but that ask for nothing a board daemon does: each is logged
+    /// and ignored (the real-time signals too).
+    public static let ignoredSignals: [Int32] =
+        [SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO, SIGSTKFLT] + Array(SignalMask.realtimeRange)
+    /// Every signal the daemon takes through its signal source (the launcher
+    /// blocks them before any thread starts).
+    public static var handledSignals: [Int32] { [SIGHUP] + stopSignals + ignoredSignals }
 
     // MARK: Reload
 
@@ -350,33 +392,11 @@ public final class Daemon: @unchecked Sendable {
         }
         generation += 1
         let program = Program(config: new, generation: generation)
-        let gpio = self.gpio
-        var totals = SwapResult()
-        let failures = Atomic<Int>(0)
-        for (i, _) in workers.enumerated() {
-            let box = boxes[i + 1]
-            let got = Locked2<SwapResult?>(nil)
-            do {
-                try box.loop?.performAndWait(inModes: [.common], timeout: .seconds(5)) {
-                    do { got.set(try box.rt?.swap(to: program, gpio: gpio)) } catch {
-                        box.rt?.logger.error("reload: loop '\(box.rt?.name ?? "?")': \(error)")
-                        failures.add(1, ordering: .relaxed)
-                    }
-                }
-            } catch {
-                failures.add(1, ordering: .relaxed)
-                logger.error("reload: worker did not swap within 5 s: \(error)")
-            }
-            if let r = got.get() { totals.add(r) }
-        }
-        do { totals.add(try main.swap(to: program, gpio: gpio)) } catch {
-            failures.add(1, ordering: .relaxed)
-            logger.error("reload: main loop: \(error)")
-        }
+        let (totals, failures) = swapAll(to: program, timeout: .seconds(5))
         config = new
         reloads.applied += 1
         logger.notice(
-            "reloaded \(new.file): \(totals.kept) lines kept as they were, \(totals.requested) requested, \(totals.released) released\(failures.load(ordering: .relaxed) > 0 ? " (with errors, see above)" : "")"
+            "reloaded \(new.file): \(totals.kept) lines kept as they were, \(totals.requested) requested, \(totals.released) released\(failures > 0 ? " (with errors, see above)" : "")"
         )
     }
 
@@ -488,36 +508,6 @@ public final class Daemon: @unchecked Sendable {
     public var counters: Counters { main.counters(commands) }
 }
 
-struct SwapResult {
-    var kept = 0, requested = 0, released = 0
-    mutating func add(_ o: SwapResult) {
-        kept += o.kept
-        requested += o.requested
-        released += o.released
-    }
-}
-
-/// A value behind a pthread mutex (visible to ThreadSanitizer).
-final class Locked2<T>: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    private var value: T
-    init(_ v: T) {
-        value = v
-        pthread_mutex_init(&mutex, nil)
-    }
-    deinit { pthread_mutex_destroy(&mutex) }
-    func get() -> T {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return value
-    }
-    func set(_ v: T) {
-        pthread_mutex_lock(&mutex)
-        value = v
-        pthread_mutex_unlock(&mutex)
-    }
-}
-
 public enum DaemonError: Error, CustomStringConvertible {
     case setup(String)
     case line(String, GPIOError)
@@ -531,54 +521,6 @@ public enum DaemonError: Error, CustomStringConvertible {
 }
 
 extension LoopRuntime {
-    /// Swaps in a new program between passes: automation stops, lines whose
-    /// settings did not change keep their requests (outputs keep their
-    /// values), others are released or requested, automation starts again.
-    func swap(to p: Program, gpio: any GPIOBackend) throws -> SwapResult {
-        var result = SwapResult()
-        for t in tasks { t.stop() }
-        tasks = []
-        for case let s? in sequences { s.detach() }
-        resetModes()
-        var kept: [String: Daemon.Kept] = [:]
-        func same(_ a: LineConfig, _ name: String) -> LineConfig? {
-            guard let b = p.config.lines.first(where: { $0.name == name }) else { return nil }
-            return a.address == b.address && a.settings == b.settings && a.loop == b.loop && a.held == b.held ? b : nil
-        }
-        for case let i? in inputs {
-            i.unschedule()
-            if let b = same(i.config, i.config.name) {
-                kept[b.name] = Daemon.Kept(config: b, request: i.request, value: false)
-            } else {
-                i.request.release()
-                result.released += 1
-            }
-        }
-        for case let o? in outputs {
-            o.detach()
-            if let b = same(o.config, o.config.name) {
-                kept[b.name] = Daemon.Kept(config: b, request: o.request, value: o.value)
-            } else {
-                o.request.release()
-                result.released += 1
-            }
-        }
-        program = p
-        inputs = Array(repeating: nil, count: p.config.lines.count)
-        outputs = Array(repeating: nil, count: p.config.lines.count)
-        sequences = Array(repeating: nil, count: p.config.sequences.count)
-        reactionFires = Array(repeating: 0, count: p.config.reactions.count)
-        reactionSkipped = Array(repeating: 0, count: p.config.reactions.count)
-        try setUpModes()
-        let mine = p.config.lines.filter { $0.loop == id }
-        result.kept = mine.filter { kept[$0.name] != nil }.count
-        result.requested = mine.count - result.kept
-        try Daemon.attachLines(self, gpio: gpio, kept: kept)
-        try setUpAutomation()
-        if isMain, let c = commands { c.configChanged() }
-        return result
-    }
-
     func counters(_ commands: CommandRunner?) -> Daemon.Counters {
         var c = Daemon.Counters()
         for (i, r) in config.reactions.enumerated() {

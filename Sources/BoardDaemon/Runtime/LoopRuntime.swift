@@ -33,6 +33,16 @@ enum PortMessage: Int32 {
     case ping = 2
 }
 
+/// What a loop's thread is running, for a stop that finds the loop stuck:
+/// stored in `LoopRuntime.activity` as the kind in the high half and the
+/// index (reaction, task, sequence) in the low half; 0 when the loop is
+/// between the daemon's handlers.
+enum Activity: Int64 {
+    case reaction = 1, task, sequence, message
+
+    @inline(__always) func code(_ index: Int) -> Int64 { rawValue << 32 | Int64(index) }
+}
+
 /// How a loop enters a sequence's (or a `mode:` action's) mode.
 public enum ModeDriver: Sendable {
     /// A nested run of the loop in the mode, started from a perform request
@@ -73,17 +83,22 @@ final class LoopRuntime: @unchecked Sendable {
     @exclusivity(unchecked) var runModes: [RunLoopMode] = []
     /// Per mode, the priorities it admits (bit per priority).
     @exclusivity(unchecked) var admitMask: [UInt64] = []
-    @exclusivity(unchecked) private var baseMode = 0
-    @exclusivity(unchecked) private var sequenceModes: [(sequence: Int, mode: Int)] = []
-    @exclusivity(unchecked) private(set) var effectiveMode = 0
+    @exclusivity(unchecked) var baseMode = 0
+    @exclusivity(unchecked) var sequenceModes: [(sequence: Int, mode: Int)] = []
+    @exclusivity(unchecked) var effectiveMode = 0
     @exclusivity(unchecked) private var runningNested = 0
-    @exclusivity(unchecked) private var driving = false
-    @exclusivity(unchecked) private var driveItem: PerformWorkItem?
-    @exclusivity(unchecked) private var replayTimer: RunLoopTimer?
+    @exclusivity(unchecked) var driving = false
+    @exclusivity(unchecked) var driveItem: PerformWorkItem?
+    @exclusivity(unchecked) var replayTimer: RunLoopTimer?
     @exclusivity(unchecked) private var summaryTimer: RunLoopTimer?
     @exclusivity(unchecked) var stopping = false
     /// Answers to the watchdog's pings (any thread reads it).
     let pings = Atomic<UInt64>(0)
+    /// What the loop runs now (`Activity.code`, 0: none); any thread reads it.
+    let activity = Atomic<Int64>(0)
+    /// This loop's outputs that have a safe value, for the main thread to
+    /// set when a stop finds the loop stuck.
+    let safeOutputs = Locked<[SafeOutput]>([])
 
     // Counters.
     /// The level a reaction's firing is traced at: debug for a reaction
@@ -180,13 +195,6 @@ final class LoopRuntime: @unchecked Sendable {
         admitMask = config.modes.map { m in m.admits.reduce(0) { $0 | (UInt64(1) << UInt64($1.index)) } }
         admitMask[0] = ~0
         for m in runModes.dropFirst() where !loop.commonModes.contains(m) { try loop.addCommonMode(m) }
-    }
-
-    /// Back to the default mode (a reload).
-    func resetModes() {
-        sequenceModes = []
-        baseMode = 0
-        modeChanged(because: "reload")
     }
 
     func runLoopMode(_ m: ModeID) -> RunLoopMode { runModes[m.index] }
@@ -289,7 +297,9 @@ final class LoopRuntime: @unchecked Sendable {
                 postsStale &+= 1
                 return
             }
+            activity.store(Activity.message.rawValue << 32, ordering: .relaxed)
             perform(p.op, p.ctx)
+            activity.store(0, ordering: .relaxed)
         case .ping:
             pings.add(1, ordering: .releasing)
         case nil:
@@ -314,14 +324,30 @@ final class LoopRuntime: @unchecked Sendable {
                 level: traceLevels[r],
                 "\(line.config.name): \(describe(config.reactions[r].trigger)) -> \(config.reactions[r].name)\(lateness(t))")
         }
+        activity.store(Activity.reaction.code(r), ordering: .relaxed)
         execute(program.reactions[r], Context(line: Int32(line.id), edge: rising ? 1 : 0, timestamp: t, reaction: Int32(r)))
+        activity.store(0, ordering: .relaxed)
         let done = nowNanoseconds
         reactionTimes[r]?.record(nanoseconds: done > t ? done - t : 0)
     }
 
     func runTask(_ task: TaskRunner) {
         guard !stopping else { return }
+        activity.store(Activity.task.code(task.index), ordering: .relaxed)
         execute(task.range, Context(task: Int32(task.index)))
+        activity.store(0, ordering: .relaxed)
+    }
+
+    /// What `activity` says, in words ("reaction 'bell'"), for a stuck loop.
+    func describeActivity(_ code: Int64) -> String {
+        let i = Int(code & 0xffff_ffff)
+        switch Activity(rawValue: code >> 32) {
+        case .reaction where i < config.reactions.count: return "reaction '\(config.reactions[i].name)'"
+        case .task where i < config.tasks.count: return "task '\(config.tasks[i].name)'"
+        case .sequence where i < config.sequences.count: return "sequence '\(config.sequences[i].name)'"
+        case .message: return "an action posted from another loop"
+        default: return "none of the daemon's handlers (a perform or an engine callout)"
+        }
     }
 
     private func lateness(_ t: UInt64) -> String {
@@ -407,16 +433,23 @@ final class LoopRuntime: @unchecked Sendable {
         modeChanged(because: "mode action")
     }
 
-    private func modeChanged(because why: String) {
+    func modeChanged(because why: String) {
         let new = sequenceModes.last?.mode ?? baseMode
         guard new != effectiveMode else { return }
-        let old = effectiveMode
+        enter(mode: new, from: effectiveMode, name: config.modes[effectiveMode].name, mask: admitMask[effectiveMode], because: why)
+    }
+
+    /// Makes `new` the effective mode: logs the switch, restarts the grids
+    /// of tasks the mode starts, delivers held events the mode admits, and
+    /// moves the nested run. `old` is the mode left (-1: one of a previous
+    /// config, known by its name and admit mask).
+    func enter(mode new: Int, from old: Int, name oldName: String, mask oldMask: UInt64, because why: String) {
         effectiveMode = new
         let held = inputs.compactMap { $0 }.filter { !admits($0.config.priority) }.map(\.config.name)
         logger.info(
-            "mode \(config.modes[old].name) -> \(config.modes[new].name) (\(why))\(held.isEmpty ? "" : "; holding \(held.joined(separator: ", "))")")
+            "mode \(oldName) -> \(config.modes[new].name) (\(why))\(held.isEmpty ? "" : "; holding \(held.joined(separator: ", "))")")
         for t in tasks { t.modeChanged(from: old, to: new) }
-        if admitMask[new] & ~admitMask[old] != 0 || new == 0 {
+        if admitMask[new] & ~oldMask != 0 || new == 0 {
             replayTimer?.fireDate = loop.now
         }
         guard driver == .nestedRuns, !stopping else { return }
@@ -476,28 +509,50 @@ final class LoopRuntime: @unchecked Sendable {
         }
     }
 
-    /// Stops tasks and sequences, sets outputs to their safe values and
-    /// releases every line. On the loop's thread.
-    func shutdown() {
+    /// The first step of a stop: tasks and sequences stop (no new action
+    /// starts), then every output that has a `safe:` value is set to it.
+    /// Returns how many were. On the loop's thread.
+    @discardableResult
+    func stopAutomation() -> Int {
+        if stopping && automationStopped { return 0 }
         logSummary(level: .notice)
         stopping = true
+        automationStopped = true
         for t in tasks { t.stop() }
         for case let s? in sequences { s.detach() }
+        var safe = 0
         for case let o? in outputs {
             o.detach()
-            if let safe = o.config.safeValue {
-                o.set(safe)
-                logger.notice("\(o.config.name) -> \(safe ? "on" : "off") (safe value)")
+            if let v = o.config.safeValue {
+                o.set(v)
+                safe += 1
+                logger.notice("\(o.config.name) -> \(v ? "on" : "off") (safe value)")
             }
-            o.request.release()
         }
+        return safe
+    }
+    @exclusivity(unchecked) private var automationStopped = false
+
+    /// The last step of a stop: every line is released, the loop's own
+    /// sources end. On the loop's thread.
+    func releaseLines() {
+        for case let o? in outputs { o.request.release() }
         for case let i? in inputs {
             i.unschedule()
             i.request.release()
         }
+        outputs = Array(repeating: nil, count: outputs.count)
+        inputs = Array(repeating: nil, count: inputs.count)
         replayTimer?.invalidate()
         summaryTimer?.invalidate()
         ports[id.index].invalidate()
         if driving { loop.stop() }
+    }
+
+    /// Stops tasks and sequences, sets outputs to their safe values and
+    /// releases every line. On the loop's thread.
+    func shutdown() {
+        stopAutomation()
+        releaseLines()
     }
 }

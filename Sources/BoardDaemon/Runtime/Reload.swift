@@ -1,0 +1,283 @@
+import Boardloop
+import BoardloopGPIO
+
+// A reload swaps a new program into each loop between passes. What is in
+// flight follows one rule (docs/daemon.md, "Reload"):
+// - a sequence whose definition did not change (same steps, mode and
+//   policy, naming the same lines, sequences and commands) runs on to its
+//   end under the new config, its `wait` ending when it would have;
+// - a sequence that changed or is gone stops, and the outputs it sets go
+//   to their `safe:` value (one log line each);
+// - a pulse in flight ends when it would have if its line is kept and the
+//   new config still pulses it; otherwise the line is set off now;
+// - an output line the new config drops is set to its `safe:` value
+//   before it is released.
+
+/// What one loop did in a reload, summed over the loops for the log line.
+struct SwapResult {
+    var kept = 0, requested = 0, released = 0
+    mutating func add(_ o: SwapResult) {
+        kept += o.kept
+        requested += o.requested
+        released += o.released
+    }
+}
+
+extension DaemonConfig {
+    /// A sequence's definition in words, with every reference by name: two
+    /// configs run "the same sequence" when these are equal.
+    func definition(of s: SequenceConfig) -> String {
+        "mode \(s.mode.map { modes[$0.index].name } ?? "-") policy \(s.policy) loop \(loops[s.loop.index].name) steps \(describe(s.steps))"
+    }
+
+    private func describe(_ actions: [Action]) -> String {
+        actions.map(describe).joined(separator: "; ")
+    }
+
+    private func describe(_ a: Action) -> String {
+        switch a {
+        case let .set(l, v): "set \(lines[l.index].name) \(v)"
+        case let .toggle(l): "toggle \(lines[l.index].name)"
+        case let .pulse(l, d): "pulse \(lines[l.index].name) \(d)"
+        case let .wait(d): "wait \(d)"
+        case let .run(c, argv): "run \(commands[c.index].name) \(argv)"
+        case let .log(level, text): "log \(level) \(text)"
+        case let .mode(m): "mode \(modes[m.index].name)"
+        case let .startSequence(s): "start \(sequences[s.index].name)"
+        case let .stopSequence(s): "stop \(sequences[s.index].name)"
+        case let .ifThen(c, t, e): "if \(describe(c)) then [\(describe(t))] else [\(describe(e))]"
+        }
+    }
+
+    private func describe(_ c: Condition) -> String {
+        switch c {
+        case let .line(l, v): "\(lines[l.index].name)=\(v)"
+        case let .mode(m): "mode=\(modes[m.index].name)"
+        case let .not(c): "not(\(describe(c)))"
+        case let .all(cs): "all(\(cs.map(describe).joined(separator: ",")))"
+        case let .any(cs): "any(\(cs.map(describe).joined(separator: ",")))"
+        }
+    }
+
+    /// The output lines a sequence's steps set, toggle or pulse, by name.
+    func outputs(of s: SequenceConfig) -> [String] {
+        var names: [String] = []
+        func walk(_ actions: [Action]) {
+            for a in actions {
+                switch a {
+                case let .set(l, _), let .toggle(l), let .pulse(l, _):
+                    if !names.contains(lines[l.index].name) { names.append(lines[l.index].name) }
+                case let .ifThen(_, t, e):
+                    walk(t)
+                    walk(e)
+                default: break
+                }
+            }
+        }
+        walk(s.steps)
+        return names
+    }
+
+    /// A context of `old`'s indices in this config's (by name; -1 where
+    /// the line, reaction or task is gone).
+    func translate(_ ctx: Context, from old: DaemonConfig) -> Context {
+        var c = ctx
+        if ctx.line >= 0 { c.line = line(named: old.lines[Int(ctx.line)].name).map { Int32($0.index) } ?? -1 }
+        if ctx.reaction >= 0 {
+            let n = old.reactions[Int(ctx.reaction)].name
+            c.reaction = reactions.firstIndex { $0.name == n }.map(Int32.init) ?? -1
+        }
+        if ctx.task >= 0 {
+            let n = old.tasks[Int(ctx.task)].name
+            c.task = tasks.firstIndex { $0.name == n }.map(Int32.init) ?? -1
+        }
+        return c
+    }
+}
+
+extension LoopRuntime {
+    /// The first step of a reload, on every loop before any swaps: each
+    /// running sequence of this loop that `p` does not run the same way is
+    /// stopped. Returns the outputs those sequences set (by name), which
+    /// every loop then sets to their safe values in `swap`.
+    func stopAbandonedSequences(for p: Program) -> [String] {
+        var outputs: [String] = []
+        for case let s? in sequences where s.progress != nil {
+            let name = s.config.name
+            let why: String
+            if let n = p.config.sequence(named: name) {
+                if p.config.definition(of: p.config[n]) == config.definition(of: s.config) { continue }
+                why = "its definition changed"
+            } else {
+                why = "the new config has no such sequence"
+            }
+            s.abandon()
+            let touched = config.outputs(of: s.config)
+            logger.notice(
+                "sequence \(name): stopped by the reload (\(why))\(touched.isEmpty ? "" : "; its outputs \(touched.joined(separator: ", ")) go to their safe values")")
+            outputs += touched
+        }
+        return outputs
+    }
+
+    /// Swaps in a new program between passes: tasks stop; sequences the new
+    /// program runs the same way go on, others were stopped by
+    /// `stopAbandonedSequences`; outputs in `makeSafe` and outputs the new
+    /// config drops go to their safe values; lines whose settings did not
+    /// change keep their requests (outputs keep their values, pulses in
+    /// flight their end), others are released or requested; automation
+    /// starts again, in the mode the loop was in where it still exists.
+    func swap(to p: Program, gpio: any GPIOBackend, makeSafe: Set<String>) throws -> SwapResult {
+        var result = SwapResult()
+        let old = config
+        let oldMode = (name: old.modes[effectiveMode].name, mask: admitMask[effectiveMode])
+        let oldBase = old.modes[baseMode].name
+        for t in tasks { t.stop() }
+        tasks = []
+        var carried: [(Int, SequenceRunner.Progress)] = []
+        for case let s? in sequences {
+            if var progress = s.progress, let n = p.config.sequence(named: s.config.name) {
+                for i in progress.runs.indices {
+                    if let ctx = progress.runs[i]?.ctx { progress.runs[i]?.ctx = p.config.translate(ctx, from: old) }
+                }
+                progress.queue = progress.queue.map { p.config.translate($0, from: old) }
+                carried.append((n.index, progress))
+            }
+            s.detach()
+        }
+        var kept: [String: Daemon.Kept] = [:]
+        func same(_ a: LineConfig) -> LineConfig? {
+            guard let b = p.config.lines.first(where: { $0.name == a.name }) else { return nil }
+            return a.address == b.address && a.settings == b.settings && a.loop == b.loop && a.held == b.held ? b : nil
+        }
+        for case let i? in inputs {
+            i.unschedule()
+            if let b = same(i.config) {
+                kept[b.name] = Daemon.Kept(config: b, request: i.request, value: false, pulseEnd: nil)
+            } else {
+                i.request.release()
+                result.released += 1
+            }
+        }
+        for case let o? in outputs {
+            let name = o.config.name
+            var pulseEnd = o.pulseEnd
+            o.detach()
+            let next = same(o.config)
+            let pulsedThere = next.flatMap { p.config.line(named: $0.name) }.map { p.pulsedLines.contains($0.index) } ?? false
+            if makeSafe.contains(name) || p.config.line(named: name) == nil {
+                let why = makeSafe.contains(name) ? "a sequence setting it was stopped by the reload" : "the new config drops the line"
+                if let v = o.config.safeValue {
+                    o.set(v)
+                    logger.notice("\(name) -> \(v ? "on" : "off") (safe value: \(why))")
+                } else {
+                    logger.warning("\(name) stays \(o.value ? "on" : "off"): \(why), and it has no safe: value")
+                }
+                pulseEnd = nil
+            } else if pulseEnd != nil && !pulsedThere {
+                o.set(false)
+                logger.notice("\(name) -> off (its pulse ended by the reload: the new config does not pulse it)")
+                pulseEnd = nil
+            }
+            if let b = next {
+                kept[b.name] = Daemon.Kept(config: b, request: o.request, value: o.value, pulseEnd: pulseEnd)
+            } else {
+                o.request.release()
+                result.released += 1
+            }
+        }
+        program = p
+        inputs = Array(repeating: nil, count: p.config.lines.count)
+        outputs = Array(repeating: nil, count: p.config.lines.count)
+        sequences = Array(repeating: nil, count: p.config.sequences.count)
+        reactionFires = Array(repeating: 0, count: p.config.reactions.count)
+        reactionSkipped = Array(repeating: 0, count: p.config.reactions.count)
+        try setUpModes()
+        let mine = p.config.lines.filter { $0.loop == id }
+        result.kept = mine.filter { kept[$0.name] != nil }.count
+        result.requested = mine.count - result.kept
+        try Daemon.attachLines(self, gpio: gpio, kept: kept)
+        try setUpAutomation()
+        if isMain, let c = commands { c.configChanged() }
+
+        // The modes: sequences that go on keep theirs, a `mode:` action's
+        // mode stays if the new config has it.
+        sequenceModes = []
+        for (i, progress) in carried {
+            guard let r = sequences[i] else { continue }
+            r.resume(progress)
+            if let m = r.config.mode, r.isRunning { sequenceModes.append((i, m.index)) }
+            logger.notice("sequence \(r.config.name): goes on under the new config (\(r.activeRuns) running, \(r.queued) queued)")
+        }
+        baseMode = p.config.mode(named: oldBase)?.index ?? 0
+        let new = sequenceModes.last?.mode ?? baseMode
+        if p.config.modes[new].name == oldMode.name {
+            effectiveMode = new
+            replayTimer?.fireDate = loop.now
+        } else {
+            enter(mode: new, from: -1, name: oldMode.name, mask: oldMode.mask, because: "reload")
+        }
+        return result
+    }
+}
+
+extension Daemon {
+    /// Swaps `program` into every loop: first each loop stops the sequences
+    /// the new program does not run the same way, then each swaps, setting
+    /// the outputs those sequences set to their safe values. Workers first,
+    /// each within `timeout`, then the main loop.
+    func swapAll(to program: Program, timeout: Duration) -> (SwapResult, failures: Int) {
+        let gpio = self.gpio
+        var failures = 0
+        var makeSafe = Set(main.stopAbandonedSequences(for: program))
+        for (i, w) in workers.enumerated() {
+            let box = boxes[i + 1]
+            let got = Locked<[String]>([])
+            do {
+                try box.loop?.performAndWait(inModes: [.common], timeout: timeout) {
+                    got.set(box.rt?.stopAbandonedSequences(for: program) ?? [])
+                }
+            } catch {
+                failures += 1
+                logger.error("reload: worker '\(w.name)' did not stop its sequences within \(timeout.short): \(error)")
+            }
+            makeSafe.formUnion(got.get())
+        }
+        var totals = SwapResult()
+        let safe = makeSafe
+        for (i, w) in workers.enumerated() {
+            let box = boxes[i + 1]
+            let got = Locked<SwapResult?>(nil)
+            let failed = Locked<Bool>(false)
+            do {
+                try box.loop?.performAndWait(inModes: [.common], timeout: timeout) {
+                    do { got.set(try box.rt?.swap(to: program, gpio: gpio, makeSafe: safe)) } catch {
+                        box.rt?.logger.error("reload: loop '\(box.rt?.name ?? "?")': \(error)")
+                        failed.set(true)
+                    }
+                }
+            } catch {
+                failed.set(true)
+                logger.error("reload: worker '\(w.name)' did not swap within \(timeout.short): \(error)")
+            }
+            if failed.get() { failures += 1 }
+            if let r = got.get() { totals.add(r) }
+        }
+        do { totals.add(try main.swap(to: program, gpio: gpio, makeSafe: safe)) } catch {
+            failures += 1
+            logger.error("reload: main loop: \(error)")
+        }
+        return (totals, failures)
+    }
+}
+
+/// A value behind the package's lock, shared with a loop's thread for the
+/// length of a `performAndWait`.
+final class Locked<T>: @unchecked Sendable {
+    private let lock = Lock()
+    private var value: T
+    init(_ v: T) { value = v }
+    func get() -> T { lock.withLock { value } }
+    func set(_ v: T) { lock.withLock { value = v } }
+    func update(_ body: (inout T) -> Void) { lock.withLock { body(&value) } }
+}

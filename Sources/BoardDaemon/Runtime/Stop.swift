@@ -1,0 +1,141 @@
+import Boardloop
+import BoardloopGPIO
+import Glibc
+
+// The stop, in the order a board needs it (docs/daemon.md, "Stopping"):
+// 1. every loop stops its tasks and sequences and sets its outputs to their
+//    safe values (all loops at once, within half the stop budget);
+//    a loop that does not answer is stuck in a handler: it is named, with
+//    the handler, and its outputs are set safe from the main thread;
+// 2. child processes are stopped, all at once (SIGTERM to every group,
+//    SIGKILL after each command's kill_after, one deadline for all);
+// 3. every loop releases its lines, and the workers end.
+// The whole stop has one budget (`Options.stopTimeout`); it never waits
+// on a loop without a deadline.
+
+/// An output with a safe value, as the main thread may set it when the
+/// loop that owns it is stuck.
+struct SafeOutput {
+    var name: String
+    var request: GPIOLineRequest
+    var value: Bool
+}
+
+extension LoopRuntime {
+    /// Publishes this loop's outputs that have a safe value (after its
+    /// lines are attached, on its thread), for a stop that finds it stuck.
+    func noteSafeOutputs() {
+        var list: [SafeOutput] = []
+        for case let o? in outputs {
+            if let v = o.config.safeValue { list.append(SafeOutput(name: o.config.name, request: o.request, value: v)) }
+        }
+        safeOutputs.set(list)
+    }
+}
+
+extension Daemon {
+    /// Stops everything within `options.stopTimeout` and releases every
+    /// line; called by `run` at the end (tests that drive the loop
+    /// themselves call it directly). Returns true for a clean stop, false
+    /// when a loop was stuck (its outputs were still set safe). Idempotent.
+    @discardableResult
+    public func shutdown() -> Bool {
+        if let stopResult { return stopResult }
+        stopRequested = true
+        watchdogTimer?.invalidate()
+        signalSource?.invalidate()
+        let start = MonotonicInstant.now.nanoseconds
+        let budget = UInt64(max(options.stopTimeout.nanosecondsClamped, 1_000_000))
+        let deadline = start &+ budget
+
+        // 1. Automation stops and outputs go safe, on every loop at once.
+        let done = Locked<[Int?]>(Array(repeating: nil, count: workers.count))
+        for i in workers.indices {
+            let box = boxes[i + 1]
+            do {
+                try box.loop?.perform(inModes: [.common]) {
+                    let n = box.rt?.stopAutomation() ?? 0
+                    done.update { $0[i] = n }
+                }
+            } catch {
+                logger.error("stop: cannot reach worker '\(workers[i].name)': \(error)")
+            }
+        }
+        var safe = main.stopAutomation()
+        let firstStep = start &+ budget / 2
+        while done.get().contains(where: { $0 == nil }) && MonotonicInstant.now.nanoseconds < firstStep {
+            usleep(1000)
+        }
+        var stuck: [Int] = []
+        for (i, n) in done.get().enumerated() {
+            if let n {
+                safe += n
+            } else {
+                stuck.append(i)
+                safe += forceSafe(worker: i)
+            }
+        }
+
+        // 2. Child processes, all at once.
+        commands?.stopAll()
+
+        // 3. Lines released, workers ended.
+        let released = Locked<Int>(0)
+        for i in workers.indices where !stuck.contains(i) {
+            let box = boxes[i + 1]
+            let left = Duration.nanoseconds(Int64(clamping: deadline &- min(deadline, MonotonicInstant.now.nanoseconds)))
+            do {
+                try box.loop?.performAndWait(inModes: [.common], timeout: max(left, .milliseconds(100))) {
+                    box.rt?.releaseLines()
+                    released.update { $0 += 1 }
+                }
+            } catch {
+                stuck.append(i)
+                logger.error("stop: worker '\(workers[i].name)' did not release its lines: \(error)")
+            }
+        }
+        main.releaseLines()
+        for (i, w) in workers.enumerated() {
+            w.stop()
+            if stuck.contains(i) { continue }
+            let left = Duration.nanoseconds(Int64(clamping: deadline &- min(deadline, MonotonicInstant.now.nanoseconds)))
+            if !w.join(timeout: max(left, .milliseconds(100))) {
+                stuck.append(i)
+                logger.error("stop: worker '\(w.name)' did not end within the stop budget")
+            }
+        }
+        workers = []
+        let clean = stuck.isEmpty
+        if clean {
+            logger.notice("stopped: \(safe) outputs at their safe values, \(config.lines.count) lines released")
+        } else {
+            logger.critical(
+                "stopped with \(stuck.count) stuck loop(s): \(safe) outputs at their safe values; the stuck loops' lines are released when the process exits")
+        }
+        stopResult = clean
+        return clean
+    }
+
+    /// Sets a stuck worker's outputs to their safe values from this thread
+    /// (a line write is one kernel call; the request is not the main
+    /// loop's, but the worker is not running its automation). Returns how
+    /// many were set.
+    private func forceSafe(worker i: Int) -> Int {
+        guard let rt = boxes[i + 1].rt else { return 0 }
+        let what = rt.describeActivity(rt.activity.load(ordering: .relaxed))
+        let outputs = rt.safeOutputs.get()
+        logger.critical(
+            "stop: worker '\(workers[i].name)' is stuck in \(what) and did not stop within \((options.stopTimeout / 2).short); setting its \(outputs.count) output(s) to their safe values from the main thread")
+        var n = 0
+        for o in outputs {
+            do {
+                try o.request.setValueFromAnotherThread(o.value)
+                n += 1
+                logger.notice("\(o.name) -> \(o.value ? "on" : "off") (safe value, set for the stuck worker)")
+            } catch {
+                logger.critical("\(o.name): cannot set its safe value: \(error)")
+            }
+        }
+        return n
+    }
+}
