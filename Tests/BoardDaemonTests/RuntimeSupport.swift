@@ -1,6 +1,7 @@
 import Boardloop
 import BoardloopGPIOMock
 import BoardDaemon
+import BoardloopTestSupport
 import Logging
 import XCTest
 
@@ -15,18 +16,35 @@ final class Harness {
 
     static let offsets: [String: UInt32] = ["BUTTON": 17, "ESTOP": 22, "CHATTER": 23, "LED": 27, "VALVE": 5, "FAN": 6]
 
-    init(_ yaml: String, level: Logger.Level = .critical, file: StaticString = #filePath, line: UInt = #line) throws {
-        let result = ConfigLoader.load(text: yaml, file: "test.yaml")
+    /// Every line the daemon logged at `notice` and above (or at the level asked).
+    var log: String { logText.withLock { $0 } }
+    private let logText = Locked("")
+
+    convenience init(
+        _ yaml: String, level: Logger.Level = .critical, stopTimeout: Duration = .seconds(10), file: StaticString = #filePath,
+        line: UInt = #line
+    ) throws {
+        try self.init(result: ConfigLoader.load(text: yaml, file: "test.yaml"), level: level, stopTimeout: stopTimeout, file: file, line: line)
+    }
+
+    /// A daemon on a config file (a reload reads it again).
+    convenience init(path: String, level: Logger.Level = .notice, file: StaticString = #filePath, line: UInt = #line) throws {
+        try self.init(result: ConfigLoader.load(path: path), level: level, stopTimeout: .seconds(10), file: file, line: line)
+    }
+
+    init(result: LoadResult, level: Logger.Level, stopTimeout: Duration, file: StaticString, line: UInt) throws {
         guard let config = result.config else {
             XCTFail("config errors: \(result.errors.map(\.description))", file: file, line: line)
             throw XCTSkip("bad config")
         }
         mock = try Demo.makeChips(clock: .manual(clock))
-        var logger = Logger(label: "test") { l in BoarddLogHandler(label: l, level: level, journal: false) }
-        logger.logLevel = level
-        daemon = try Daemon(
-            config: config,
-            options: .init(logger: logger, clock: .manual(clock), modeDriver: .external, summaryInterval: nil, mock: mock))
+        let text = logText
+        let captured = min(level, .notice)
+        var logger = Logger(label: "test") { _ in CapturingLogHandler(text: text, level: captured) }
+        logger.logLevel = captured
+        var options = Daemon.Options(logger: logger, clock: .manual(clock), modeDriver: .external, summaryInterval: nil, mock: mock)
+        options.stopTimeout = stopTimeout
+        daemon = try Daemon(config: config, options: options)
     }
 
     deinit { daemon.shutdown() }
@@ -55,4 +73,26 @@ final class Harness {
 
     var counters: Daemon.Counters { daemon.counters }
     func fires(_ reaction: String) -> UInt64 { counters.reactionFires[reaction] ?? 0 }
+}
+
+/// A log handler that keeps every line in memory (tests read `Harness.log`).
+struct CapturingLogHandler: LogHandler {
+    let text: Locked<String>
+    var logLevel: Logger.Level
+    var metadata: Logger.Metadata = [:]
+
+    init(text: Locked<String>, level: Logger.Level) {
+        self.text = text
+        logLevel = level
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let line = "\(event.level.rawValue) \(event.message)\n"
+        text.withLock { $0 += line }
+    }
 }

@@ -134,7 +134,7 @@ final class LoopRuntime: @unchecked Sendable {
         makeReactionTimes()
     }
 
-    private func makeReactionTimes() {
+    func makeReactionTimes() {
         reactionTimes = program.config.reactions.map { $0.loop == id ? LatencyHistogram() : nil }
         summarizedFires = Array(repeating: 0, count: program.config.reactions.count)
     }
