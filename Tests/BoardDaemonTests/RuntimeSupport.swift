@@ -15,15 +15,21 @@ final class Harness {
 
     static let offsets: [String: UInt32] = ["BUTTON": 17, "ESTOP": 22, "CHATTER": 23, "LED": 27, "VALVE": 5, "FAN": 6]
 
-    init(_ yaml: String, level: Logger.Level = .critical, file: StaticString = #filePath, line: UInt = #line) throws {
-        let result = ConfigLoader.load(text: yaml, file: "test.yaml")
+    /// `eventModel`: the kind of kernel the mock chips imitate; `load`: the
+    /// options the config is checked with; `logger`: where the daemon logs
+    /// (default: a handler at `level`).
+    init(
+        _ yaml: String, level: Logger.Level = .critical, eventModel: MockChip.EventModel = .v2, load: LoadOptions = LoadOptions(),
+        logger given: Logger? = nil, file: StaticString = #filePath, line: UInt = #line
+    ) throws {
+        let result = ConfigLoader.load(text: yaml, file: "test.yaml", options: load)
         guard let config = result.config else {
             XCTFail("config errors: \(result.errors.map(\.description))", file: file, line: line)
             throw XCTSkip("bad config")
         }
-        mock = try Demo.makeChips(clock: .manual(clock))
-        var logger = Logger(label: "test") { l in BoarddLogHandler(label: l, level: level, journal: false) }
-        logger.logLevel = level
+        mock = try Demo.makeChips(clock: .manual(clock), eventModel: eventModel)
+        var logger = given ?? Logger(label: "test") { l in BoarddLogHandler(label: l, level: level, journal: false) }
+        if given == nil { logger.logLevel = level }
         daemon = try Daemon(
             config: config,
             options: .init(logger: logger, clock: .manual(clock), modeDriver: .external, summaryInterval: nil, mock: mock))
