@@ -28,8 +28,10 @@ final class InputLine: @unchecked Sendable {
     @exclusivity(unchecked) private(set) var level: Bool
     @exclusivity(unchecked) var triggers: [TriggerState] = []
     @exclusivity(unchecked) var gesture: GestureMachine?
-    /// Reactions on gestures: (kind, reaction index).
-    @exclusivity(unchecked) var gestureReactions: [(GestureKind, Int)] = []
+    /// Reactions on gestures (a repeating hold with its deadline).
+    @exclusivity(unchecked) var gestureReactions: [GestureReaction] = []
+    /// Whether some gesture reaction is a hold that repeats.
+    private var gestureRepeats = false
     @exclusivity(unchecked) private var timer: RunLoopTimer?
     @exclusivity(unchecked) private var armedAt: UInt64 = never
     /// Reads the kernel's events into the ring while the line is held
@@ -87,8 +89,9 @@ final class InputLine: @unchecked Sendable {
         let program = runtime.program
         for r in reactions {
             let trig = program.config.reactions[r].trigger
-            if case let .gesture(k) = trig {
-                gestureReactions.append((k, r))
+            if case let .gesture(k, rep) = trig {
+                gestureReactions.append(GestureReaction(kind: k, reaction: r, repeatEvery: rep))
+                if rep != nil { gestureRepeats = true }
             } else {
                 triggers.append(TriggerState(reaction: r, trigger: trig))
             }
@@ -275,6 +278,14 @@ final class InputLine: @unchecked Sendable {
             if triggers[k].edge(l, at: t) { rt.fire(reaction: triggers[k].reaction, line: self, rising: l, at: t) }
             k += 1
         }
+        if gestureRepeats {
+            // A release (or a new press) ends a held gesture's repeats.
+            k = 0
+            while k < gestureReactions.count {
+                gestureReactions[k].cancel()
+                k += 1
+            }
+        }
         if gesture != nil, let g = gesture!.edge(l, at: t) { fireGesture(g, at: t) }
     }
 
@@ -282,7 +293,10 @@ final class InputLine: @unchecked Sendable {
         rt.traceGesture(self, g, at: t)
         var k = 0
         while k < gestureReactions.count {
-            if gestureReactions[k].0 == g { rt.fire(reaction: gestureReactions[k].1, line: self, rising: level, at: t) }
+            if gestureReactions[k].kind == g {
+                if g == .hold { gestureReactions[k].held(at: t) }
+                rt.fire(reaction: gestureReactions[k].reaction, line: self, rising: level, at: t, repeat: g == .hold ? 0 : -1)
+            }
             k += 1
         }
     }
@@ -296,6 +310,13 @@ final class InputLine: @unchecked Sendable {
         while k < triggers.count {
             d = min(d, triggers[k].deadline)
             k += 1
+        }
+        if gestureRepeats {
+            k = 0
+            while k < gestureReactions.count {
+                d = min(d, gestureReactions[k].deadline)
+                k += 1
+            }
         }
         return d
     }
@@ -321,11 +342,22 @@ final class InputLine: @unchecked Sendable {
                 if let g = gesture!.deadlinePassed() { fireGesture(g, at: d) }
             } else {
                 var k = 0
+                var found = false
                 while k < triggers.count {
                     if triggers[k].deadline == d {
                         if triggers[k].deadlinePassed() {
-                            rt.fire(reaction: triggers[k].reaction, line: self, rising: true, at: d)
+                            rt.fire(reaction: triggers[k].reaction, line: self, rising: true, at: d, repeat: triggers[k].repeatCount)
                         }
+                        found = true
+                        break
+                    }
+                    k += 1
+                }
+                k = 0
+                while !found && k < gestureReactions.count {
+                    if gestureReactions[k].deadline == d {
+                        let count = gestureReactions[k].repeatDue()
+                        rt.fire(reaction: gestureReactions[k].reaction, line: self, rising: true, at: d, repeat: count)
                         break
                     }
                     k += 1

@@ -308,8 +308,9 @@ public enum Trigger: Sendable, Equatable {
     case multiPress(count: Int, within: Duration)
     /// Held for `delay`; then every `repeat` while still held.
     case hold(delay: Duration, repeat: Duration?)
-    /// One alternative of the line's gesture group.
-    case gesture(GestureKind)
+    /// One alternative of the line's gesture group; a `hold` may repeat
+    /// every `repeat` while still held (as `hold(delay:repeat:)`).
+    case gesture(GestureKind, repeat: Duration? = nil)
 }
 
 public indirect enum Condition: Sendable, Equatable {

@@ -12,6 +12,9 @@ struct Context: BitwiseCopyable, Sendable {
     var timestamp: UInt64 = 0
     var reaction: Int32 = -1
     var task: Int32 = -1
+    /// A hold's fires: 0 at the hold, 1 at its first repeat, …; -1 for
+    /// other triggers (`BOARDD_REPEAT`, `{repeat}` in a log message).
+    var repeatCount: Int32 = -1
 }
 
 /// An action posted to the loop that owns its line or sequence.
@@ -256,7 +259,7 @@ final class LoopRuntime: @unchecked Sendable {
             if isMain, let commands { commands.run(site: Int(site), ctx) } else { post(pc, ctx, to: .main) }
         case let .log(site):
             let s = program.logSites[Int(site)]
-            logger.log(level: s.level, s.message)
+            logger.log(level: s.level, s.message(ctx))
         case let .mode(m):
             setBaseMode(Int(m))
         case let .start(s):
@@ -299,7 +302,7 @@ final class LoopRuntime: @unchecked Sendable {
 
     // MARK: Reactions and tasks
 
-    func fire(reaction r: Int, line: InputLine, rising: Bool, at t: UInt64) {
+    func fire(reaction r: Int, line: InputLine, rising: Bool, at t: UInt64, repeat count: Int32 = -1) {
         guard !stopping else { return }
         if let c = config.reactions[r].condition, !program.holds(c, mode: ModeID(effectiveMode)) {
             reactionSkipped[r] &+= 1
@@ -312,9 +315,9 @@ final class LoopRuntime: @unchecked Sendable {
         if logLevel <= traceLevels[r] {
             logger.log(
                 level: traceLevels[r],
-                "\(line.config.name): \(describe(config.reactions[r].trigger)) -> \(config.reactions[r].name)\(lateness(t))")
+                "\(line.config.name): \(describe(config.reactions[r].trigger))\(count > 0 ? " (repeat \(count))" : "") -> \(config.reactions[r].name)\(lateness(t))")
         }
-        execute(program.reactions[r], Context(line: Int32(line.id), edge: rising ? 1 : 0, timestamp: t, reaction: Int32(r)))
+        execute(program.reactions[r], Context(line: Int32(line.id), edge: rising ? 1 : 0, timestamp: t, reaction: Int32(r), repeatCount: count))
         let done = nowNanoseconds
         reactionTimes[r]?.record(nanoseconds: done > t ? done - t : 0)
     }
@@ -337,9 +340,9 @@ final class LoopRuntime: @unchecked Sendable {
         case .click: "click"
         case let .multiPress(n, _): "\(n) presses"
         case .hold: "hold"
-        case .gesture(.doubleClick): "double click"
-        case .gesture(.tripleClick): "triple click"
-        case let .gesture(g): g.rawValue
+        case .gesture(.doubleClick, _): "double click"
+        case .gesture(.tripleClick, _): "triple click"
+        case let .gesture(g, _): g.rawValue
         }
     }
 
