@@ -68,6 +68,14 @@ final class InputLine: @unchecked Sendable {
     @exclusivity(unchecked) private(set) var lost: UInt64 = 0
     /// Kernel buffers found full on libgpiod 1.6 (loss possible, not countable).
     @exclusivity(unchecked) private(set) var suspectedOverflows: UInt64 = 0
+    /// Whether the kernel numbers events (v2): `lost` is then exact, else
+    /// (libgpiod 1.6) a lower bound.
+    let lossIsExact: Bool
+    /// The level the last edge read from the kernel left the line at (before
+    /// the filters): what a re-read after a full FIFO is compared with.
+    @exclusivity(unchecked) private var rawLevel: Bool
+    /// The timestamp of the last edge read from the kernel.
+    @exclusivity(unchecked) private var rawTime: UInt64 = 0
 
     init(id: Int, config: LineConfig, runtime: LoopRuntime, request: GPIOLineRequest, cell: LineCell, reactions: [Int]) throws {
         self.id = id
@@ -77,6 +85,8 @@ final class InputLine: @unchecked Sendable {
         self.cell = cell
         let initial = (try? request.value()) ?? false
         level = initial
+        rawLevel = initial
+        lossIsExact = request.lossCounting == .exact
         stageLevel = initial
         delayedLevel = initial
         cell.value.store(initial, ordering: .relaxed)
@@ -162,13 +172,10 @@ final class InputLine: @unchecked Sendable {
         // `rt` checks the runtime is alive and retains it (about 45
         // instructions).
         let rt = self.rt
-        if batch.lostEvents > 0 {
-            lost &+= batch.lostEvents
-            rt.noteLoss(self, batch.lostEvents, exact: true)
-        }
-        if batch.overflowSuspected {
-            suspectedOverflows &+= 1
-            rt.noteLoss(self, 0, exact: false)
+        lost &+= batch.lostEvents
+        if batch.overflowSuspected { suspectedOverflows &+= 1 }
+        if batch.lostEvents > 0 || batch.overflowSuspected {
+            rt.noteLoss(self, batch.lostEvents, exact: lossIsExact, fifoFull: batch.overflowSuspected)
         }
         if ringCount > 0 && rt.admits(config.priority) { drainRing() }
         var i = 0
@@ -178,13 +185,35 @@ final class InputLine: @unchecked Sendable {
             eventsSeen &+= 1
             let rising = e.edge == .rising
             let t = e.timestamp.nanoseconds
-            if ringCount > 0 || !rt.admits(config.priority) {
-                stash(rising, t)
-            } else {
-                process(rising, at: t)
-            }
+            rawLevel = rising
+            rawTime = t
+            deliver(rising, at: t, rt)
         }
+        if batch.overflowSuspected && bothEdges { readLevelAgain(entry: batch.handlerEntryTime.nanoseconds) }
         arm()
+    }
+
+    /// Processes an edge read from the kernel, or holds it in the ring.
+    /// (`rt` passed in: see `handle`.)
+    @inline(__always)
+    private func deliver(_ rising: Bool, at t: UInt64, _ rt: LoopRuntime) {
+        if ringCount > 0 || !rt.admits(config.priority) {
+            stash(rising, t)
+        } else {
+            process(rising, at: t)
+        }
+    }
+
+    /// After a full FIFO (libgpiod 1.6) the edges after it may be gone, so
+    /// the line can be at another level than its last edge says (on while
+    /// the pin reads 0: the next press would be swallowed). The level is
+    /// read from the request; when it differs, the missing edge is
+    /// delivered through the filters as a read one would be.
+    private func readLevelAgain(entry: UInt64) {
+        guard let now = try? request.value(), now != rawLevel else { return }
+        rawLevel = now
+        rawTime = max(rawTime, entry)
+        deliver(now, at: rawTime, rt)
     }
 
     private func stash(_ rising: Bool, _ t: UInt64) {

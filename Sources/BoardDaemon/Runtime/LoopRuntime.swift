@@ -365,12 +365,18 @@ final class LoopRuntime: @unchecked Sendable {
         logger.error("\(line.config.name): write failed: \(e)")
     }
 
-    func noteLoss(_ line: InputLine, _ n: UInt64, exact: Bool) {
+    /// Events the kernel dropped: `n` counted from sequence numbers
+    /// (`exact`), or on libgpiod 1.6 at least `n` (inferred from two equal
+    /// edges in a row, or a level that disagrees after a full FIFO).
+    func noteLoss(_ line: InputLine, _ n: UInt64, exact: Bool, fifoFull: Bool) {
         if exact {
             logger.warning("\(line.config.name): the kernel dropped \(n) event(s) (its buffer was full; counted from sequence numbers)")
+        } else if fifoFull {
+            logger.warning(
+                "\(line.config.name): the kernel's event FIFO was full: at least \(n) event(s) lost (libgpiod 1.6 cannot count; more may be); the line's level was read again")
         } else {
             logger.warning(
-                "\(line.config.name): the kernel's event FIFO was full (libgpiod 1.6 cannot count what it dropped; some events may be lost)")
+                "\(line.config.name): at least \(n) event(s) lost (libgpiod 1.6 cannot count; two equal edges in a row)")
         }
     }
 
@@ -472,10 +478,12 @@ final class LoopRuntime: @unchecked Sendable {
                 "task \(t.config.name): \(t.runs - t.summarizedRuns) runs (\(t.runs) in all), lateness p50 \(h.percentile(0.5).short) p99 \(h.percentile(0.99).short) max \(h.max.short), \(t.skippedPeriods) skipped periods")
             t.summarizedRuns = t.runs
         }
-        for case let l? in inputs where l.heldInRing > 0 || l.lost > 0 || l.rateLimitHolds > 0 {
+        for case let l? in inputs where l.heldInRing > 0 || l.lost > 0 || l.rateLimitHolds > 0 || l.suspectedOverflows > 0 {
+            let lost = l.lossIsExact ? "\(l.lost) lost" : "at least \(l.lost) lost (libgpiod 1.6 cannot count)"
+            let full = l.suspectedOverflows > 0 ? ", \(l.suspectedOverflows) full FIFO(s)" : ""
             logger.log(
                 level: level,
-                "line \(l.config.name): \(l.eventsSeen) events, \(l.heldInRing) held in its ring, \(l.rateLimitHolds) held by its rate limit, \(l.lost) lost")
+                "line \(l.config.name): \(l.eventsSeen) events, \(l.heldInRing) held in its ring, \(l.rateLimitHolds) held by its rate limit, \(lost)\(full)")
         }
     }
 
