@@ -39,7 +39,8 @@ public enum LoopThreadError: Error, Equatable, Sendable, CustomStringConvertible
 public final class LoopThread: @unchecked Sendable {
     /// Optional real-time settings, applied on the worker's thread before its
     /// loop starts. All or nothing: if one cannot be applied, those already
-    /// applied are undone and `start` throws.
+    /// applied are undone and `start` throws — unless `realtimeRequired` is
+    /// false (see there).
     public struct Settings: Sendable {
         public var capacities: BoardRunLoop.Capacities
         /// CPUs the thread may run on (sched_setaffinity).
@@ -49,14 +50,32 @@ public final class LoopThread: @unchecked Sendable {
         /// PR_SET_TIMERSLACK: how late the kernel may wake the thread to batch
         /// wake-ups (default 50 µs). The kernel gives SCHED_FIFO threads none.
         public var timerSlack: Duration?
+        /// False: real time when permitted. A CPU affinity or SCHED_FIFO
+        /// priority the thread cannot get (not permitted, or a CPU this
+        /// machine does not have) is left out and the worker runs without
+        /// it; `refused` says what was left out, why, and what grants it.
+        /// A priority outside 1...99 and a bad timer slack still throw.
+        public var realtimeRequired: Bool
 
-        public init(capacities: BoardRunLoop.Capacities = .init(), cpuAffinity: [Int]? = nil, fifoPriority: Int32? = nil, timerSlack: Duration? = nil) {
+        public init(
+            capacities: BoardRunLoop.Capacities = .init(), cpuAffinity: [Int]? = nil, fifoPriority: Int32? = nil,
+            timerSlack: Duration? = nil, realtimeRequired: Bool = true
+        ) {
             self.capacities = capacities
             self.cpuAffinity = cpuAffinity
             self.fifoPriority = fifoPriority
             self.timerSlack = timerSlack
+            self.realtimeRequired = realtimeRequired
         }
     }
+
+    /// With `Settings.realtimeRequired` false: the real-time settings the
+    /// worker runs without, each as "what: why; what grants it" (empty when
+    /// everything was applied). Read it after `start()` returned.
+    public var refused: [String] { monitor.withLock { refusedSettings } }
+    private var refusedSettings: [String] = []
+    /// The affinity is left out (optional real time, CPUs this machine lacks).
+    private var skipAffinity = false
 
     public let name: String
     /// The worker's loop, once `start()` has returned (nil before, and when
@@ -117,7 +136,12 @@ public final class LoopThread: @unchecked Sendable {
         if let cpus = settings.cpuAffinity {
             let n = OSThread.cpuCount
             if cpus.isEmpty || cpus.contains(where: { $0 < 0 || $0 >= n || $0 >= 1024 }) {
-                throw .invalidSetting(worker: name, setting: "CPU affinity \(cpus)", reason: "CPUs must be 0...\(n - 1) and at least one")
+                let reason = "CPUs must be 0...\(n - 1) and at least one"
+                if settings.realtimeRequired || cpus.isEmpty || cpus.contains(where: { $0 < 0 }) {
+                    throw .invalidSetting(worker: name, setting: "CPU affinity \(cpus)", reason: reason)
+                }
+                skipAffinity = true
+                refuse("CPU affinity \(cpus): this machine has no such CPU (\(reason))")
             }
         }
         let alreadyStarted = monitor.withLock { () -> Bool in
@@ -244,6 +268,8 @@ public final class LoopThread: @unchecked Sendable {
         exitSource.invalidate()
     }
 
+    private func refuse(_ what: String) { monitor.withLock { refusedSettings.append(what) } }
+
     private func applySettings() -> LoopThreadError? {
         var savedAffinity: bl_cpuset?
         var affinityApplied = false
@@ -253,14 +279,22 @@ public final class LoopThread: @unchecked Sendable {
             if slackApplied { _ = OSThread.setTimerSlack(nanoseconds: UInt(max(savedSlack, 1))) }
             if affinityApplied, let savedAffinity { OSThread.restoreAffinity(savedAffinity) }
         }
-        if let cpus = settings.cpuAffinity {
+        if let cpus = settings.cpuAffinity, !skipAffinity {
             savedAffinity = OSThread.affinity()
             if let e = OSThread.setAffinity(cpus) {
-                return e == .operationNotPermitted
-                    ? .permissionDenied(worker: name, setting: "CPU affinity \(cpus)", hint: "sched_setaffinity was refused (EPERM): the process lacks CAP_SYS_NICE")
-                    : .invalidSetting(worker: name, setting: "CPU affinity \(cpus)", reason: e.description)
+                let denied = e == .operationNotPermitted
+                if !settings.realtimeRequired {
+                    refuse(
+                        "CPU affinity \(cpus): "
+                            + (denied ? "not permitted (EPERM); it needs CAP_SYS_NICE (AmbientCapabilities=CAP_SYS_NICE in a systemd unit)" : e.description))
+                } else {
+                    return denied
+                        ? .permissionDenied(worker: name, setting: "CPU affinity \(cpus)", hint: "sched_setaffinity was refused (EPERM): the process lacks CAP_SYS_NICE")
+                        : .invalidSetting(worker: name, setting: "CPU affinity \(cpus)", reason: e.description)
+                }
+            } else {
+                affinityApplied = true
             }
-            affinityApplied = true
         }
         if let slack = settings.timerSlack {
             let ns = slack.nanosecondsClamped
@@ -270,10 +304,17 @@ public final class LoopThread: @unchecked Sendable {
             }
             slackApplied = true
         }
-        if let p = settings.fifoPriority {
-            if let e = OSThread.setFIFOPriority(p) {
+        if let p = settings.fifoPriority, let e = OSThread.setFIFOPriority(p) {
+            let denied = e == .operationNotPermitted
+            if !settings.realtimeRequired {
+                refuse(
+                    "SCHED_FIFO priority \(p): "
+                        + (denied
+                            ? "not permitted (EPERM); it needs CAP_SYS_NICE (AmbientCapabilities=CAP_SYS_NICE in a systemd unit) or an RLIMIT_RTPRIO of at least \(p) (LimitRTPRIO=\(p) in the unit)"
+                            : e.description))
+            } else {
                 undo()
-                return e == .operationNotPermitted
+                return denied
                     ? .permissionDenied(
                         worker: name, setting: "SCHED_FIFO priority \(p)",
                         hint: "real-time scheduling needs CAP_SYS_NICE (run as root or `setcap cap_sys_nice+ep` the binary) or an RLIMIT_RTPRIO of at least \(p) (`ulimit -r`, limits.conf rtprio)")

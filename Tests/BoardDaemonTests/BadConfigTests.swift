@@ -67,6 +67,12 @@ let badConfigs: [(String, [String])] = [
     ("generic-pin-name", [
             "generic-pin-name.yaml:3:15: error: lines.led.pin: the generic board has no pin names; give chip and offset (chip: gpiochip0, offset: 17) or line_name",
     ]),
+    ("gesture-hold-repeat-negative", [
+            "gesture-hold-repeat-negative.yaml:6:48: error: reactions[0].on.repeat: '-500ms' is negative; a duration is zero or more",
+    ]),
+    ("gesture-hold-repeat-zero", [
+            "gesture-hold-repeat-zero.yaml:6:48: error: reactions[0].on.repeat: must be more than zero",
+    ]),
     ("gesture-not-in-group", [
             "gesture-not-in-group.yaml:6:34: error: reactions[0].on.gesture: 'double_click' is not in line 'button''s gesture group (click, hold)",
     ]),
@@ -138,6 +144,9 @@ let badConfigs: [(String, [String])] = [
     ]),
     ("repeat-without-hold", [
             "repeat-without-hold.yaml:6:38: error: reactions[0].on.repeat: repeat goes with hold (on: { line: button, hold: 2s, repeat: 500ms })",
+    ]),
+    ("repeat-on-gesture-click", [
+            "repeat-on-gesture-click.yaml:6:41: error: reactions[0].on.repeat: repeat goes with hold or gesture: hold; a click does not repeat (on: { line: button, gesture: hold, repeat: 500ms })",
     ]),
     ("reserved-pin", [
             "reserved-pin.yaml:3:15: error: lines.led.pin: ID_SD (pin 27) is reserved: HAT ID EEPROM bus (I2C0); keep it free for HAT detection",
@@ -286,6 +295,14 @@ let badConfigs: [(String, [String])] = [
             result.diagnostics.map(\.description) == [
                 "w.yaml:5:28: error: workers.io.cpu: CPU 5 does not exist on this machine (2 CPUs: 0-1)"
             ])
+    }
+
+    /// `repeat:` on a gesture hold, an error once, is a good config.
+    @Test func aGestureHoldMayRepeat() throws {
+        let text = try String(contentsOfFile: Fixtures.directory + "/good/gesture-hold-repeat.yaml", encoding: .utf8)
+        let result = ConfigLoader.load(text: text, file: "gesture-hold-repeat.yaml", options: Fixtures.options())
+        #expect(result.diagnostics.map(\.description) == [])
+        #expect(result.config?.reactions.count == 2)
     }
 
     @Test func anUnreadableFileIsOneError() {

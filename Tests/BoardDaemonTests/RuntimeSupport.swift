@@ -16,32 +16,43 @@ final class Harness {
 
     static let offsets: [String: UInt32] = ["BUTTON": 17, "ESTOP": 22, "CHATTER": 23, "LED": 27, "VALVE": 5, "FAN": 6]
 
-    /// Every line the daemon logged at `notice` and above (or at the level asked).
+    /// Every line the daemon logged at `notice` and above (or at the level
+    /// asked), when the harness made the logger.
     var log: String { logText.withLock { $0 } }
     private let logText = Locked("")
 
+    /// `eventModel`: the kind of kernel the mock chips imitate; `load`: the
+    /// options the config is checked with; `logger`: where the daemon logs
+    /// (default: kept in `log`, at `level` or `notice`, whichever says more).
     convenience init(
-        _ yaml: String, level: Logger.Level = .critical, stopTimeout: Duration = .seconds(10), file: StaticString = #filePath,
-        line: UInt = #line
+        _ yaml: String, level: Logger.Level = .critical, eventModel: MockChip.EventModel = .v2, load: LoadOptions = LoadOptions(),
+        logger given: Logger? = nil, stopTimeout: Duration = .seconds(10), file: StaticString = #filePath, line: UInt = #line
     ) throws {
-        try self.init(result: ConfigLoader.load(text: yaml, file: "test.yaml"), level: level, stopTimeout: stopTimeout, file: file, line: line)
+        try self.init(
+            result: ConfigLoader.load(text: yaml, file: "test.yaml", options: load), level: level, eventModel: eventModel,
+            logger: given, stopTimeout: stopTimeout, file: file, line: line)
     }
 
     /// A daemon on a config file (a reload reads it again).
     convenience init(path: String, level: Logger.Level = .notice, file: StaticString = #filePath, line: UInt = #line) throws {
-        try self.init(result: ConfigLoader.load(path: path), level: level, stopTimeout: .seconds(10), file: file, line: line)
+        try self.init(
+            result: ConfigLoader.load(path: path), level: level, eventModel: .v2, logger: nil, stopTimeout: .seconds(10), file: file,
+            line: line)
     }
 
-    init(result: LoadResult, level: Logger.Level, stopTimeout: Duration, file: StaticString, line: UInt) throws {
+    init(
+        result: LoadResult, level: Logger.Level, eventModel: MockChip.EventModel, logger given: Logger?, stopTimeout: Duration,
+        file: StaticString, line: UInt
+    ) throws {
         guard let config = result.config else {
             XCTFail("config errors: \(result.errors.map(\.description))", file: file, line: line)
             throw XCTSkip("bad config")
         }
-        mock = try Demo.makeChips(clock: .manual(clock))
+        mock = try Demo.makeChips(clock: .manual(clock), eventModel: eventModel)
         let text = logText
         let captured = min(level, .notice)
-        var logger = Logger(label: "test") { _ in CapturingLogHandler(text: text, level: captured) }
-        logger.logLevel = captured
+        var logger = given ?? Logger(label: "test") { _ in CapturingLogHandler(text: text, level: captured) }
+        if given == nil { logger.logLevel = captured }
         var options = Daemon.Options(logger: logger, clock: .manual(clock), modeDriver: .external, summaryInterval: nil, mock: mock)
         options.stopTimeout = stopTimeout
         daemon = try Daemon(config: config, options: options)

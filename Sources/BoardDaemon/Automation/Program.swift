@@ -32,10 +32,25 @@ struct RunSite: Sendable {
     var argv: [String]
 }
 
-/// A `log` action, its message made once.
+/// A `log` action, its message made once — unless it holds `{repeat}`,
+/// which each run replaces with the hold's count (empty outside a hold).
 struct LogSite: Sendable {
+    static let repeatPlaceholder = "{repeat}"
     var level: Logger.Level
     var message: Logger.Message
+    /// The text around each `{repeat}`; nil when there is none.
+    var parts: [String]?
+
+    init(level: Logger.Level, text: String) {
+        self.level = level
+        message = "\(text)"
+        parts = text.contains(Self.repeatPlaceholder) ? text.split(separator: Self.repeatPlaceholder, omittingEmptySubsequences: false).map(String.init) : nil
+    }
+
+    func message(_ ctx: Context) -> Logger.Message {
+        guard let parts else { return message }
+        return "\(parts.joined(separator: ctx.repeatCount >= 0 ? String(ctx.repeatCount) : ""))"
+    }
 }
 
 /// The logical value of every line, readable from any loop (conditions on
@@ -102,7 +117,7 @@ final class Program: Sendable {
                     runSites.append(RunSite(command: c, argv: argv))
                 case let .log(level, text):
                     ops.append(.log(site: Int32(logSites.count)))
-                    logSites.append(LogSite(level: level.loggerLevel, message: "\(text)"))
+                    logSites.append(LogSite(level: level.loggerLevel, text: text))
                 case let .mode(m): ops.append(.mode(Int32(m.index)))
                 case let .startSequence(s): ops.append(.start(sequence: Int32(s.index)))
                 case let .stopSequence(s): ops.append(.stop(sequence: Int32(s.index)))

@@ -23,6 +23,10 @@ struct TriggerState {
     var presses = 0
     var firstPress: UInt64 = 0
     var deadline: UInt64 = never
+    /// Hold: fires since the press; `repeatCount` is the count of the
+    /// latest fire (0 at the hold itself, 1 at the first repeat, …).
+    private var holdFires: Int32 = 0
+    private(set) var repeatCount: Int32 = 0
 
     init(reaction: Int, trigger: Trigger) {
         self.reaction = reaction
@@ -33,7 +37,7 @@ struct TriggerState {
         case let .click(lo, hi): kind = .click(min: lo.ns, max: hi.ns)
         case let .multiPress(n, w): kind = .multiPress(count: n, within: w.ns)
         case let .hold(d, r): kind = .hold(delay: d.ns, repeat: r?.ns ?? 0)
-        case let .gesture(g): kind = .gesture(g)
+        case let .gesture(g, _): kind = .gesture(g)
         }
     }
 
@@ -67,6 +71,7 @@ struct TriggerState {
             return false
         case let .hold(delay, _):
             deadline = rising ? t &+ delay : never
+            holdFires = 0
             return false
         case .gesture: return false
         }
@@ -80,8 +85,47 @@ struct TriggerState {
             return false
         }
         deadline = rep > 0 ? deadline &+ rep : never
+        repeatCount = holdFires
+        if holdFires < .max { holdFires += 1 }
         return true
     }
+}
+
+/// A reaction on one alternative of the line's gesture group. A hold that
+/// repeats keeps its own deadline and count: it fires again every
+/// `repeatEvery` after the hold while the line stays pressed.
+struct GestureReaction {
+    let kind: GestureKind
+    let reaction: Int
+    /// ns; 0 when the reaction does not repeat.
+    let repeatEvery: UInt64
+    var deadline: UInt64 = never
+    /// The count the next repeat carries (1 for the first repeat).
+    var count: Int32 = 0
+
+    init(kind: GestureKind, reaction: Int, repeatEvery: Duration?) {
+        self.kind = kind
+        self.reaction = reaction
+        self.repeatEvery = repeatEvery?.ns ?? 0
+    }
+
+    /// The hold fired at `t`: the repeats start.
+    mutating func held(at t: UInt64) {
+        guard repeatEvery > 0 else { return }
+        deadline = t &+ repeatEvery
+        count = 1
+    }
+
+    /// The deadline passed: returns the count of this repeat and moves on.
+    mutating func repeatDue() -> Int32 {
+        let c = count
+        deadline &+= repeatEvery
+        if count < .max { count += 1 }
+        return c
+    }
+
+    /// The line was released (or pressed again): no more repeats.
+    mutating func cancel() { deadline = never }
 }
 
 /// A line's gesture group: per interaction exactly one alternative fires.

@@ -28,8 +28,10 @@ final class InputLine: @unchecked Sendable {
     @exclusivity(unchecked) private(set) var level: Bool
     @exclusivity(unchecked) var triggers: [TriggerState] = []
     @exclusivity(unchecked) var gesture: GestureMachine?
-    /// Reactions on gestures: (kind, reaction index).
-    @exclusivity(unchecked) var gestureReactions: [(GestureKind, Int)] = []
+    /// Reactions on gestures (a repeating hold with its deadline).
+    @exclusivity(unchecked) var gestureReactions: [GestureReaction] = []
+    /// Whether some gesture reaction is a hold that repeats.
+    private var gestureRepeats = false
     @exclusivity(unchecked) private var timer: RunLoopTimer?
     @exclusivity(unchecked) private var armedAt: UInt64 = never
     /// Reads the kernel's events into the ring while the line is held
@@ -66,6 +68,14 @@ final class InputLine: @unchecked Sendable {
     @exclusivity(unchecked) private(set) var lost: UInt64 = 0
     /// Kernel buffers found full on libgpiod 1.6 (loss possible, not countable).
     @exclusivity(unchecked) private(set) var suspectedOverflows: UInt64 = 0
+    /// Whether the kernel numbers events (v2): `lost` is then exact, else
+    /// (libgpiod 1.6) a lower bound.
+    let lossIsExact: Bool
+    /// The level the last edge read from the kernel left the line at (before
+    /// the filters): what a re-read after a full FIFO is compared with.
+    @exclusivity(unchecked) private var rawLevel: Bool
+    /// The timestamp of the last edge read from the kernel.
+    @exclusivity(unchecked) private var rawTime: UInt64 = 0
 
     init(id: Int, config: LineConfig, runtime: LoopRuntime, request: GPIOLineRequest, cell: LineCell, reactions: [Int]) throws {
         self.id = id
@@ -75,6 +85,8 @@ final class InputLine: @unchecked Sendable {
         self.cell = cell
         let initial = (try? request.value()) ?? false
         level = initial
+        rawLevel = initial
+        lossIsExact = request.lossCounting == .exact
         stageLevel = initial
         delayedLevel = initial
         cell.value.store(initial, ordering: .relaxed)
@@ -87,8 +99,9 @@ final class InputLine: @unchecked Sendable {
         let program = runtime.program
         for r in reactions {
             let trig = program.config.reactions[r].trigger
-            if case let .gesture(k) = trig {
-                gestureReactions.append((k, r))
+            if case let .gesture(k, rep) = trig {
+                gestureReactions.append(GestureReaction(kind: k, reaction: r, repeatEvery: rep))
+                if rep != nil { gestureRepeats = true }
             } else {
                 triggers.append(TriggerState(reaction: r, trigger: trig))
             }
@@ -159,13 +172,10 @@ final class InputLine: @unchecked Sendable {
         // `rt` checks the runtime is alive and retains it (about 45
         // instructions).
         let rt = self.rt
-        if batch.lostEvents > 0 {
-            lost &+= batch.lostEvents
-            rt.noteLoss(self, batch.lostEvents, exact: true)
-        }
-        if batch.overflowSuspected {
-            suspectedOverflows &+= 1
-            rt.noteLoss(self, 0, exact: false)
+        lost &+= batch.lostEvents
+        if batch.overflowSuspected { suspectedOverflows &+= 1 }
+        if batch.lostEvents > 0 || batch.overflowSuspected {
+            rt.noteLoss(self, batch.lostEvents, exact: lossIsExact, fifoFull: batch.overflowSuspected)
         }
         if ringCount > 0 && rt.admits(config.priority) { drainRing() }
         var i = 0
@@ -175,13 +185,35 @@ final class InputLine: @unchecked Sendable {
             eventsSeen &+= 1
             let rising = e.edge == .rising
             let t = e.timestamp.nanoseconds
-            if ringCount > 0 || !rt.admits(config.priority) {
-                stash(rising, t)
-            } else {
-                process(rising, at: t)
-            }
+            rawLevel = rising
+            rawTime = t
+            deliver(rising, at: t, rt)
         }
+        if batch.overflowSuspected && bothEdges { readLevelAgain(entry: batch.handlerEntryTime.nanoseconds) }
         arm()
+    }
+
+    /// Processes an edge read from the kernel, or holds it in the ring.
+    /// (`rt` passed in: see `handle`.)
+    @inline(__always)
+    private func deliver(_ rising: Bool, at t: UInt64, _ rt: LoopRuntime) {
+        if ringCount > 0 || !rt.admits(config.priority) {
+            stash(rising, t)
+        } else {
+            process(rising, at: t)
+        }
+    }
+
+    /// After a full FIFO (libgpiod 1.6) the edges after it may be gone, so
+    /// the line can be at another level than its last edge says (on while
+    /// the pin reads 0: the next press would be swallowed). The level is
+    /// read from the request; when it differs, the missing edge is
+    /// delivered through the filters as a read one would be.
+    private func readLevelAgain(entry: UInt64) {
+        guard let now = try? request.value(), now != rawLevel else { return }
+        rawLevel = now
+        rawTime = max(rawTime, entry)
+        deliver(now, at: rawTime, rt)
     }
 
     private func stash(_ rising: Bool, _ t: UInt64) {
@@ -275,6 +307,14 @@ final class InputLine: @unchecked Sendable {
             if triggers[k].edge(l, at: t) { rt.fire(reaction: triggers[k].reaction, line: self, rising: l, at: t) }
             k += 1
         }
+        if gestureRepeats {
+            // A release (or a new press) ends a held gesture's repeats.
+            k = 0
+            while k < gestureReactions.count {
+                gestureReactions[k].cancel()
+                k += 1
+            }
+        }
         if gesture != nil, let g = gesture!.edge(l, at: t) { fireGesture(g, at: t) }
     }
 
@@ -282,7 +322,10 @@ final class InputLine: @unchecked Sendable {
         rt.traceGesture(self, g, at: t)
         var k = 0
         while k < gestureReactions.count {
-            if gestureReactions[k].0 == g { rt.fire(reaction: gestureReactions[k].1, line: self, rising: level, at: t) }
+            if gestureReactions[k].kind == g {
+                if g == .hold { gestureReactions[k].held(at: t) }
+                rt.fire(reaction: gestureReactions[k].reaction, line: self, rising: level, at: t, repeat: g == .hold ? 0 : -1)
+            }
             k += 1
         }
     }
@@ -296,6 +339,13 @@ final class InputLine: @unchecked Sendable {
         while k < triggers.count {
             d = min(d, triggers[k].deadline)
             k += 1
+        }
+        if gestureRepeats {
+            k = 0
+            while k < gestureReactions.count {
+                d = min(d, gestureReactions[k].deadline)
+                k += 1
+            }
         }
         return d
     }
@@ -321,11 +371,22 @@ final class InputLine: @unchecked Sendable {
                 if let g = gesture!.deadlinePassed() { fireGesture(g, at: d) }
             } else {
                 var k = 0
+                var found = false
                 while k < triggers.count {
                     if triggers[k].deadline == d {
                         if triggers[k].deadlinePassed() {
-                            rt.fire(reaction: triggers[k].reaction, line: self, rising: true, at: d)
+                            rt.fire(reaction: triggers[k].reaction, line: self, rising: true, at: d, repeat: triggers[k].repeatCount)
                         }
+                        found = true
+                        break
+                    }
+                    k += 1
+                }
+                k = 0
+                while !found && k < gestureReactions.count {
+                    if gestureReactions[k].deadline == d {
+                        let count = gestureReactions[k].repeatDue()
+                        rt.fire(reaction: gestureReactions[k].reaction, line: self, rising: true, at: d, repeat: count)
                         break
                     }
                     k += 1

@@ -384,8 +384,17 @@ extension ConfigParser {
         }
         let k = kinds[0]
         if let rep = entry("repeat"), k.key != "hold" {
-            r.error(rep.keyNode, rep.path, "repeat goes with hold (on: { line: button, hold: 2s, repeat: 500ms })")
-            return nil
+            if k.key != "gesture" {
+                r.error(rep.keyNode, rep.path, "repeat goes with hold (on: { line: button, hold: 2s, repeat: 500ms })")
+                return nil
+            }
+            if case let .scalar(s) = k.value, s.string != GestureKind.hold.rawValue {
+                r.error(
+                    rep.keyNode, rep.path,
+                    "repeat goes with hold or gesture: hold; a \(s.string.replacingOccurrences(of: "_", with: " ")) does not repeat (on: { line: button, gesture: hold, repeat: 500ms })"
+                )
+                return nil
+            }
         }
         let lineID = lineRef(lineE.value, lineE.path)
         var trigger: Trigger?
@@ -448,7 +457,13 @@ extension ConfigParser {
                 r.error(k.value, k.path, "'\(g)' is not one of \(names.joined(separator: ", "))" + DidYouMean.hint(g, in: names))
                 break
             }
-            trigger = .gesture(kind)
+            if let x = entry("repeat") {
+                // (A gesture other than hold was refused above.)
+                guard let rep = positiveDuration(x.value, x.path) else { break }
+                trigger = .gesture(kind, repeat: rep)
+            } else {
+                trigger = .gesture(kind)
+            }
         }
         guard let lineID, let trigger else { return nil }
         let line = lines[lineID.index]
@@ -479,7 +494,7 @@ extension ConfigParser {
                 return nil
             }
         }
-        if case let .gesture(kind) = trigger {
+        if case let .gesture(kind, _) = trigger {
             guard let group = line.gestures else {
                 r.error(
                     k.value, k.path,

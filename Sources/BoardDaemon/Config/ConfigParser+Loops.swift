@@ -25,7 +25,7 @@ extension ConfigParser {
             }
             guard
                 let entries = r.mapping(
-                    we.value, we.path, allowed: ["lines", "cpu", "priority", "timer_slack", "mlockall", "description"])
+                    we.value, we.path, allowed: ["lines", "cpu", "priority", "timer_slack", "mlockall", "realtime", "description"])
             else { continue }
             let loop = LoopID(loops.count)
             var plan = loops[0]
@@ -63,6 +63,8 @@ extension ConfigParser {
                     plan.realtimePriority = r.int(x.value, x.path, in: 1...99, what: "a SCHED_FIFO priority (1-99)")
                 case "timer_slack": plan.timerSlack = positiveDuration(x.value, x.path, suggest: "us")
                 case "mlockall": plan.lockMemory = r.bool(x.value, x.path) ?? false
+                case "realtime":
+                    if let v = r.choice(x.value, x.path, RealtimePolicy.allCases.map(\.rawValue)) { plan.realtime = RealtimePolicy(rawValue: v)! }
                 default: break
                 }
             }

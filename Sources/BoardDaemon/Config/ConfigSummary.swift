@@ -191,7 +191,7 @@ struct ActionText {
         case let .click(mn, mx): "click \(DurationText.format(mn))-\(DurationText.format(mx))"
         case let .multiPress(n, w): "\(n) presses within \(DurationText.format(w))"
         case let .hold(d, r): "hold \(DurationText.format(d))" + (r.map { ", repeat every \(DurationText.format($0))" } ?? "")
-        case let .gesture(k): "gesture \(k.rawValue)"
+        case let .gesture(k, r): "gesture \(k.rawValue)" + (r.map { ", repeat every \(DurationText.format($0))" } ?? "")
         }
     }
 

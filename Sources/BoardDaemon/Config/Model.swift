@@ -308,8 +308,9 @@ public enum Trigger: Sendable, Equatable {
     case multiPress(count: Int, within: Duration)
     /// Held for `delay`; then every `repeat` while still held.
     case hold(delay: Duration, repeat: Duration?)
-    /// One alternative of the line's gesture group.
-    case gesture(GestureKind)
+    /// One alternative of the line's gesture group; a `hold` may repeat
+    /// every `repeat` while still held (as `hold(delay:repeat:)`).
+    case gesture(GestureKind, repeat: Duration? = nil)
 }
 
 public indirect enum Condition: Sendable, Equatable {
@@ -404,7 +405,16 @@ public struct LoopPlan: Sendable, Equatable {
     public var realtimePriority: Int?
     public var timerSlack: Duration?
     public var lockMemory: Bool
+    /// Whether the worker may run without the real-time settings it is
+    /// refused (`cpu`, `priority`, `mlockall`).
+    public var realtime: RealtimePolicy = .required
     /// The engine capacities the loop needs (see `docs/config.md`,
     /// "Capacities", for how each is computed); the loop is made with them.
     public var capacities: BoardRunLoop.Capacities
+}
+
+/// A worker's `realtime:`: whether real-time settings it cannot get stop the
+/// daemon (`required`) or are left out with one warning (`optional`).
+public enum RealtimePolicy: String, Sendable, Equatable, CaseIterable {
+    case required, optional
 }

@@ -129,16 +129,10 @@ public final class Daemon: @unchecked Sendable {
             commands = c
             main.commands = c
         }
-        if config.loops.contains(where: \.lockMemory) {
-            if mlockall(MCL_CURRENT | MCL_FUTURE) != 0 {
-                let e = errno
-                throw DaemonError.setup(
-                    "mlockall failed: \(String(cString: strerror(e)))\(e == EPERM || e == ENOMEM ? " (it needs CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK: LimitMEMLOCK=infinity in the unit)" : "")")
-            }
-        }
+        let memoryLockRefused = try Self.lockMemory(config)
         try Self.attachLines(main, gpio: gpio, kept: [:])
         try main.setUpAutomation()
-        try startWorkers(program)
+        try startWorkers(program, memoryLockRefused: memoryLockRefused)
         if options.handleSignals {
             let s = try SignalSource(signals: Self.handledSignals) { [unowned self] info in
                 self.signal(info)
@@ -163,13 +157,14 @@ public final class Daemon: @unchecked Sendable {
             "running \(config.file) on \(config.board.name) (\(gpio.backendName)): \(count(inputs, "input")), \(count(outputs, "output")), \(count(config.tasks.count, "task")), \(count(config.reactions.count, "reaction")), \(count(config.sequences.count, "sequence")), loops \(config.loops.map(\.name).joined(separator: ", "))"
     }
 
-    private func startWorkers(_ program: Program) throws {
+    private func startWorkers(_ program: Program, memoryLockRefused: String?) throws {
         for (i, plan) in config.loops.enumerated().dropFirst() {
             var caps = plan.capacities
             caps.timers += Self.ownTimers + Self.backendTimers(config, loop: i, gpio: gpio)
             let settings = LoopThread.Settings(
                 capacities: caps, cpuAffinity: plan.cpus.isEmpty ? nil : plan.cpus,
-                fifoPriority: plan.realtimePriority.map { Int32($0) }, timerSlack: plan.timerSlack)
+                fifoPriority: plan.realtimePriority.map { Int32($0) }, timerSlack: plan.timerSlack,
+                realtimeRequired: plan.realtime == .required)
             let box = boxes[i]
             let logger = options.logger
             let driver = options.modeDriver
@@ -185,8 +180,9 @@ public final class Daemon: @unchecked Sendable {
                 try rt.setUpAutomation()
             }
             do { try w.start() } catch {
-                throw DaemonError.setup("worker '\(plan.name)': \(error)")
+                throw Self.workerStartError(plan.name, error)
             }
+            warnRefused(plan, w.refused + (plan.lockMemory ? memoryLockRefused.map { [$0] } ?? [] : []))
             workers.append(w)
         }
         lastPings = Array(repeating: 0, count: workers.count)
@@ -406,7 +402,7 @@ public final class Daemon: @unchecked Sendable {
         guard new.loops.map(\.name) == config.loops.map(\.name) else { return "the workers changed" }
         for (a, b) in zip(config.loops, new.loops) {
             if a.cpus != b.cpus || a.realtimePriority != b.realtimePriority || a.timerSlack != b.timerSlack
-                || a.lockMemory != b.lockMemory
+                || a.lockMemory != b.lockMemory || a.realtime != b.realtime
             {
                 return "worker '\(a.name)' settings changed"
             }

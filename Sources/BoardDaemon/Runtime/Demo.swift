@@ -66,12 +66,13 @@ public enum Demo {
         """
 
     /// The demo board's mock chips, with the button and e-stop at rest (high).
-    public static func makeChips(clock: RunLoopClock = .monotonic) throws -> MockGPIO {
+    public static func makeChips(clock: RunLoopClock = .monotonic, eventModel: MockChip.EventModel = .v2) throws -> MockGPIO {
         let chips = try [
             MockChip(
                 name: "gpiochip0", label: "boardloop-mock0", lineCount: 32,
-                lineNames: [5: "VALVE", 6: "FAN", 17: "BUTTON", 22: "ESTOP", 23: "CHATTER", 27: "LED"], clock: clock),
-            MockChip(name: "gpiochip1", label: "boardloop-mock1", lineCount: 8, clock: clock),
+                lineNames: [5: "VALVE", 6: "FAN", 17: "BUTTON", 22: "ESTOP", 23: "CHATTER", 27: "LED"], eventModel: eventModel,
+                clock: clock),
+            MockChip(name: "gpiochip1", label: "boardloop-mock1", lineCount: 8, eventModel: eventModel, clock: clock),
         ]
         try chips[0].setLevel(17, true)  // active-low button: high is released
         try chips[0].setLevel(22, true)  // e-stop: falling edge trips it

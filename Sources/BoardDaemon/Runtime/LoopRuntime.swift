@@ -12,6 +12,9 @@ struct Context: BitwiseCopyable, Sendable {
     var timestamp: UInt64 = 0
     var reaction: Int32 = -1
     var task: Int32 = -1
+    /// A hold's fires: 0 at the hold, 1 at its first repeat, …; -1 for
+    /// other triggers (`BOARDD_REPEAT`, `{repeat}` in a log message).
+    var repeatCount: Int32 = -1
 }
 
 /// An action posted to the loop that owns its line or sequence.
@@ -98,7 +101,7 @@ final class LoopRuntime: @unchecked Sendable {
     let activity = Atomic<Int64>(0)
     /// This loop's outputs that have a safe value, for the main thread to
     /// set when a stop finds the loop stuck.
-    let safeOutputs = Locked<[SafeOutput]>([])
+    let safeOutputs = LockedValue<[SafeOutput]>([])
 
     // Counters.
     /// The level a reaction's firing is traced at: debug for a reaction
@@ -264,7 +267,7 @@ final class LoopRuntime: @unchecked Sendable {
             if isMain, let commands { commands.run(site: Int(site), ctx) } else { post(pc, ctx, to: .main) }
         case let .log(site):
             let s = program.logSites[Int(site)]
-            logger.log(level: s.level, s.message)
+            logger.log(level: s.level, s.message(ctx))
         case let .mode(m):
             setBaseMode(Int(m))
         case let .start(s):
@@ -309,7 +312,7 @@ final class LoopRuntime: @unchecked Sendable {
 
     // MARK: Reactions and tasks
 
-    func fire(reaction r: Int, line: InputLine, rising: Bool, at t: UInt64) {
+    func fire(reaction r: Int, line: InputLine, rising: Bool, at t: UInt64, repeat count: Int32 = -1) {
         guard !stopping else { return }
         if let c = config.reactions[r].condition, !program.holds(c, mode: ModeID(effectiveMode)) {
             reactionSkipped[r] &+= 1
@@ -322,10 +325,10 @@ final class LoopRuntime: @unchecked Sendable {
         if logLevel <= traceLevels[r] {
             logger.log(
                 level: traceLevels[r],
-                "\(line.config.name): \(describe(config.reactions[r].trigger)) -> \(config.reactions[r].name)\(lateness(t))")
+                "\(line.config.name): \(describe(config.reactions[r].trigger))\(count > 0 ? " (repeat \(count))" : "") -> \(config.reactions[r].name)\(lateness(t))")
         }
         activity.store(Activity.reaction.code(r), ordering: .relaxed)
-        execute(program.reactions[r], Context(line: Int32(line.id), edge: rising ? 1 : 0, timestamp: t, reaction: Int32(r)))
+        execute(program.reactions[r], Context(line: Int32(line.id), edge: rising ? 1 : 0, timestamp: t, reaction: Int32(r), repeatCount: count))
         activity.store(0, ordering: .relaxed)
         let done = nowNanoseconds
         reactionTimes[r]?.record(nanoseconds: done > t ? done - t : 0)
@@ -363,9 +366,9 @@ final class LoopRuntime: @unchecked Sendable {
         case .click: "click"
         case let .multiPress(n, _): "\(n) presses"
         case .hold: "hold"
-        case .gesture(.doubleClick): "double click"
-        case .gesture(.tripleClick): "triple click"
-        case let .gesture(g): g.rawValue
+        case .gesture(.doubleClick, _): "double click"
+        case .gesture(.tripleClick, _): "triple click"
+        case let .gesture(g, _): g.rawValue
         }
     }
 
@@ -388,12 +391,18 @@ final class LoopRuntime: @unchecked Sendable {
         logger.error("\(line.config.name): write failed: \(e)")
     }
 
-    func noteLoss(_ line: InputLine, _ n: UInt64, exact: Bool) {
+    /// Events the kernel dropped: `n` counted from sequence numbers
+    /// (`exact`), or on libgpiod 1.6 at least `n` (inferred from two equal
+    /// edges in a row, or a level that disagrees after a full FIFO).
+    func noteLoss(_ line: InputLine, _ n: UInt64, exact: Bool, fifoFull: Bool) {
         if exact {
             logger.warning("\(line.config.name): the kernel dropped \(n) event(s) (its buffer was full; counted from sequence numbers)")
+        } else if fifoFull {
+            logger.warning(
+                "\(line.config.name): the kernel's event FIFO was full: at least \(n) event(s) lost (libgpiod 1.6 cannot count; more may be); the line's level was read again")
         } else {
             logger.warning(
-                "\(line.config.name): the kernel's event FIFO was full (libgpiod 1.6 cannot count what it dropped; some events may be lost)")
+                "\(line.config.name): at least \(n) event(s) lost (libgpiod 1.6 cannot count; two equal edges in a row)")
         }
     }
 
@@ -502,10 +511,12 @@ final class LoopRuntime: @unchecked Sendable {
                 "task \(t.config.name): \(t.runs - t.summarizedRuns) runs (\(t.runs) in all), lateness p50 \(h.percentile(0.5).short) p99 \(h.percentile(0.99).short) max \(h.max.short), \(t.skippedPeriods) skipped periods")
             t.summarizedRuns = t.runs
         }
-        for case let l? in inputs where l.heldInRing > 0 || l.lost > 0 || l.rateLimitHolds > 0 {
+        for case let l? in inputs where l.heldInRing > 0 || l.lost > 0 || l.rateLimitHolds > 0 || l.suspectedOverflows > 0 {
+            let lost = l.lossIsExact ? "\(l.lost) lost" : "at least \(l.lost) lost (libgpiod 1.6 cannot count)"
+            let full = l.suspectedOverflows > 0 ? ", \(l.suspectedOverflows) full FIFO(s)" : ""
             logger.log(
                 level: level,
-                "line \(l.config.name): \(l.eventsSeen) events, \(l.heldInRing) held in its ring, \(l.rateLimitHolds) held by its rate limit, \(l.lost) lost")
+                "line \(l.config.name): \(l.eventsSeen) events, \(l.heldInRing) held in its ring, \(l.rateLimitHolds) held by its rate limit, \(lost)\(full)")
         }
     }
 

@@ -233,7 +233,7 @@ extension Daemon {
         var makeSafe = Set(main.stopAbandonedSequences(for: program))
         for (i, w) in workers.enumerated() {
             let box = boxes[i + 1]
-            let got = Locked<[String]>([])
+            let got = LockedValue<[String]>([])
             do {
                 try box.loop?.performAndWait(inModes: [.common], timeout: timeout) {
                     got.set(box.rt?.stopAbandonedSequences(for: program) ?? [])
@@ -248,8 +248,8 @@ extension Daemon {
         let safe = makeSafe
         for (i, w) in workers.enumerated() {
             let box = boxes[i + 1]
-            let got = Locked<SwapResult?>(nil)
-            let failed = Locked<Bool>(false)
+            let got = LockedValue<SwapResult?>(nil)
+            let failed = LockedValue<Bool>(false)
             do {
                 try box.loop?.performAndWait(inModes: [.common], timeout: timeout) {
                     do { got.set(try box.rt?.swap(to: program, gpio: gpio, makeSafe: safe)) } catch {
@@ -274,7 +274,7 @@ extension Daemon {
 
 /// A value behind the package's lock, shared with a loop's thread for the
 /// length of a `performAndWait`.
-final class Locked<T>: @unchecked Sendable {
+final class LockedValue<T>: @unchecked Sendable {
     private let lock = Lock()
     private var value: T
     init(_ v: T) { value = v }

@@ -49,7 +49,7 @@ extension Daemon {
         let deadline = start &+ budget
 
         // 1. Automation stops and outputs go safe, on every loop at once.
-        let done = Locked<[Int?]>(Array(repeating: nil, count: workers.count))
+        let done = LockedValue<[Int?]>(Array(repeating: nil, count: workers.count))
         for i in workers.indices {
             let box = boxes[i + 1]
             do {
@@ -80,7 +80,7 @@ extension Daemon {
         commands?.stopAll()
 
         // 3. Lines released, workers ended.
-        let released = Locked<Int>(0)
+        let released = LockedValue<Int>(0)
         for i in workers.indices where !stuck.contains(i) {
             let box = boxes[i + 1]
             let left = Duration.nanoseconds(Int64(clamping: deadline &- min(deadline, MonotonicInstant.now.nanoseconds)))
