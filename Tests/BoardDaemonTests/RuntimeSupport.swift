@@ -26,29 +26,34 @@ final class Harness {
     /// (default: kept in `log`, at `level` or `notice`, whichever says more).
     convenience init(
         _ yaml: String, level: Logger.Level = .critical, eventModel: MockChip.EventModel = .v2, load: LoadOptions = LoadOptions(),
-        logger given: Logger? = nil, stopTimeout: Duration = .seconds(10), file: StaticString = #filePath, line: UInt = #line
+        logger given: Logger? = nil, stopTimeout: Duration = .seconds(10), levels: [String: Bool] = [:], file: StaticString = #filePath,
+        line: UInt = #line
     ) throws {
         try self.init(
             result: ConfigLoader.load(text: yaml, file: "test.yaml", options: load), level: level, eventModel: eventModel,
-            logger: given, stopTimeout: stopTimeout, file: file, line: line)
+            logger: given, stopTimeout: stopTimeout, levels: levels, file: file, line: line)
     }
 
     /// A daemon on a config file (a reload reads it again).
-    convenience init(path: String, level: Logger.Level = .notice, file: StaticString = #filePath, line: UInt = #line) throws {
+    convenience init(
+        path: String, level: Logger.Level = .notice, levels: [String: Bool] = [:], file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         try self.init(
-            result: ConfigLoader.load(path: path), level: level, eventModel: .v2, logger: nil, stopTimeout: .seconds(10), file: file,
-            line: line)
+            result: ConfigLoader.load(path: path), level: level, eventModel: .v2, logger: nil, stopTimeout: .seconds(10),
+            levels: levels, file: file, line: line)
     }
 
     init(
         result: LoadResult, level: Logger.Level, eventModel: MockChip.EventModel, logger given: Logger?, stopTimeout: Duration,
-        file: StaticString, line: UInt
+        levels: [String: Bool] = [:], file: StaticString, line: UInt
     ) throws {
         guard let config = result.config else {
             XCTFail("config errors: \(result.errors.map(\.description))", file: file, line: line)
             throw XCTSkip("bad config")
         }
         mock = try Demo.makeChips(clock: .manual(clock), eventModel: eventModel)
+        // Pins at a level before the daemon starts (a line already active at start).
+        for (pin, high) in levels { try mock.chips[0].setLevel(.offset(Self.offsets[pin]!), high) }
         let text = logText
         let captured = min(level, .notice)
         var logger = given ?? Logger(label: "test") { _ in CapturingLogHandler(text: text, level: captured) }

@@ -111,6 +111,88 @@ final class InputLine: @unchecked Sendable {
 
     deinit { ring.deallocate() }
 
+    // MARK: Across a reload, and at start
+
+    /// Where a line's filters and gesture stand: a reload of a line whose
+    /// request is kept hands it to the line's new `InputLine`.
+    struct FilterState {
+        var filters: InputFilters
+        var gestures: GestureGroup?
+        var level, stageLevel, delayedLevel, rawLevel: Bool
+        var delayedDeadline, settleEnd, settleDeadline, rawTime: UInt64
+        var gesture: GestureMachine?
+        /// The line's request is new (its settings changed): its filters
+        /// start again from the believed level, whatever their timing.
+        var restart = false
+
+        /// Whether the new line goes on with these deadlines (else it
+        /// starts its filters again from the believed level).
+        func continues(with filters: InputFilters) -> Bool { !restart && self.filters == filters }
+    }
+
+    var filterState: FilterState {
+        FilterState(
+            filters: config.filters, gestures: config.gestures, level: level, stageLevel: stageLevel, delayedLevel: delayedLevel,
+            rawLevel: rawLevel, delayedDeadline: delayedDeadline, settleEnd: settleEnd, settleDeadline: settleDeadline,
+            rawTime: rawTime, gesture: gesture)
+    }
+
+    /// What `start` does: take the previous config's state over (same
+    /// filters), start the filters from the level the daemon believed (the
+    /// filters changed), or start from the level read now.
+    @exclusivity(unchecked) private var startFrom: FilterState?
+
+    /// Takes a kept line's state from the previous config (before `start`).
+    func carry(_ state: FilterState) {
+        startFrom = state
+        if state.continues(with: config.filters) {
+            level = state.level
+            stageLevel = state.stageLevel
+            delayedLevel = state.delayedLevel
+            rawLevel = state.rawLevel
+            rawTime = state.rawTime
+            delayedDeadline = state.delayedDeadline
+            settleEnd = state.settleEnd
+            settleDeadline = state.settleDeadline
+        } else {
+            // New timing: the filters start again from the level the
+            // daemon believed; `start` feeds them the level read now.
+            level = state.level
+            stageLevel = state.level
+            delayedLevel = state.level
+            rawLevel = state.level
+        }
+        if !state.restart && state.gestures == config.gestures, let g = state.gesture { gesture = g }
+        cell.value.store(level, ordering: .relaxed)
+    }
+
+    /// Once every line of the loop is attached and the automation is set
+    /// up: a change in flight is not lost and an active line at start
+    /// fires as the config says. A kept line with the same filters goes on
+    /// with their pending deadlines; one whose filters changed gets the level
+    /// read now through its new filters when it differs from the level the
+    /// daemon believed (a `delayed_on` starts again with its new timing); a
+    /// line requested now that is already active delivers a rising edge
+    /// through its filters only with `initial_edge: true`.
+    func start() {
+        let now = rt.nowNanoseconds
+        if let from = startFrom {
+            startFrom = nil
+            if !from.continues(with: config.filters), let raw = try? request.value(), raw != level {
+                rawLevel = raw
+                rawTime = now
+                deliver(raw, at: now, rt)
+            }
+        } else if config.filters.initialEdge && level {
+            level = false
+            stageLevel = false
+            delayedLevel = false
+            cell.value.store(false, ordering: .relaxed)
+            deliver(true, at: now, rt)
+        }
+        arm()
+    }
+
     /// The modes the line's source (and timer) are in: every mode when held
     /// events are drained as they come, else the modes that admit the line.
     var modes: [RunLoopMode] {

@@ -283,6 +283,7 @@ extension ConfigParser {
             case "debounce": if let d = r.duration(x.value, x.path) { s.debounce = d }
             case "delayed_on": if let d = r.duration(x.value, x.path) { f.delayedOn = d }
             case "delayed_off": if let d = r.duration(x.value, x.path) { f.delayedOff = d }
+            case "initial_edge": if let b = r.bool(x.value, x.path) { f.initialEdge = b }
             case "buffer":
                 if let n = r.int(x.value, x.path, in: 2...HeldEvents.kernelBufferCap) { held.kernelBuffer = n }
             case "drain":
@@ -315,7 +316,7 @@ extension ConfigParser {
     func parseOutput(_ e: YAMLReader.Entry, _ line: String, _ s: inout GPIOLineSettings, _ safe: inout Bool?) -> Bool {
         guard
             let entries = settingsEntries(
-                e, allowed: Self.outputKeys, other: ["edge", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain", "drain_every"], line: line,
+                e, allowed: Self.outputKeys, other: ["edge", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain", "drain_every", "initial_edge"], line: line,
                 isInput: false)
         else { return false }
         let before = log.errors.count

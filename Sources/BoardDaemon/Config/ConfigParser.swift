@@ -7,7 +7,9 @@ import Yams
 final class ConfigParser {
     static let topKeys = ["board", "priorities", "lines", "modes", "tasks", "reactions", "sequences", "commands", "workers"]
     static let lineKeys = ["pin", "chip", "offset", "line_name", "input", "output", "priority", "rate_limit", "gestures", "description"]
-    static let inputKeys = ["edge", "bias", "active_low", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain", "drain_every"]
+    static let inputKeys = [
+        "edge", "bias", "active_low", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain", "drain_every", "initial_edge",
+    ]
     static let outputKeys = ["initial", "safe", "active_low", "drive", "bias"]
     static let gestureKeys = ["one_of", "click_min", "click_max", "gap", "hold"]
     /// The shortest task period.

@@ -175,10 +175,16 @@ public struct InputFilters: Sendable, Equatable {
     public var delayedOn: Duration = .zero
     public var delayedOff: Duration = .zero
     public var settle: Duration = .zero
-    public init(delayedOn: Duration = .zero, delayedOff: Duration = .zero, settle: Duration = .zero) {
+    /// At start (and when a reload requests the line anew), a line already
+    /// active delivers a rising edge through the filters, as if it had just
+    /// become active (a thermostat's `press`); false: the level at start is
+    /// taken as it is and fires nothing (a button held at boot).
+    public var initialEdge = false
+    public init(delayedOn: Duration = .zero, delayedOff: Duration = .zero, settle: Duration = .zero, initialEdge: Bool = false) {
         self.delayedOn = delayedOn
         self.delayedOff = delayedOff
         self.settle = settle
+        self.initialEdge = initialEdge
     }
     public var isEmpty: Bool { delayedOn == .zero && delayedOff == .zero && settle == .zero }
 }

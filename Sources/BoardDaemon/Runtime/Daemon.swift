@@ -132,6 +132,7 @@ public final class Daemon: @unchecked Sendable {
         let memoryLockRefused = try Self.lockMemory(config)
         try Self.attachLines(main, gpio: gpio, kept: [:])
         try main.setUpAutomation()
+        main.startInputs()
         try startWorkers(program, memoryLockRefused: memoryLockRefused)
         if options.handleSignals {
             let s = try SignalSource(signals: Self.handledSignals) { [unowned self] info in
@@ -178,6 +179,7 @@ public final class Daemon: @unchecked Sendable {
                 try rt.setUpLoop(summaryInterval: summary)
                 try Daemon.attachLines(rt, gpio: gpio, kept: [:])
                 try rt.setUpAutomation()
+                rt.startInputs()
             }
             do { try w.start() } catch {
                 throw Self.workerStartError(plan.name, error)
@@ -200,7 +202,9 @@ public final class Daemon: @unchecked Sendable {
     }
 
     /// Requests (or takes over) the loop's lines and schedules its inputs. On the loop's thread.
-    static func attachLines(_ rt: LoopRuntime, gpio: any GPIOBackend, kept: [String: Kept]) throws {
+    static func attachLines(
+        _ rt: LoopRuntime, gpio: any GPIOBackend, kept: [String: Kept], filters: [String: InputLine.FilterState] = [:]
+    ) throws {
         let config = rt.config
         var chips: [String: GPIOChip] = [:]
         defer { for c in chips.values { c.close() } }
@@ -226,6 +230,7 @@ public final class Daemon: @unchecked Sendable {
             if line.isInput {
                 let reactions = config.reactions.indices.filter { config.reactions[$0].line.index == i }
                 let input = try InputLine(id: i, config: line, runtime: rt, request: request, cell: cell, reactions: reactions)
+                if let state = filters[line.name] { input.carry(state) }
                 try input.schedule()
                 rt.inputs[i] = input
             } else {

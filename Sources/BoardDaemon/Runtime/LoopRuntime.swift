@@ -191,6 +191,13 @@ final class LoopRuntime: @unchecked Sendable {
         }
     }
 
+    /// Starts the inputs' filters once the loop's lines and automation are
+    /// set up (`InputLine.start`: an active line at start, a change in
+    /// flight at a reload).
+    func startInputs() {
+        for case let i? in inputs { i.start() }
+    }
+
     /// The config's modes as the loop's modes, each in the common set (so
     /// the daemon's own sources and every sequence's timers are in it).
     func setUpModes() throws {

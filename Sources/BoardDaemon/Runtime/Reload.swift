@@ -150,11 +150,18 @@ extension LoopRuntime {
             guard let b = p.config.lines.first(where: { $0.name == a.name }) else { return nil }
             return a.address == b.address && a.settings == b.settings && a.loop == b.loop && a.held == b.held ? b : nil
         }
+        var filters: [String: InputLine.FilterState] = [:]
         for case let i? in inputs {
             i.unschedule()
+            var state = i.filterState
             if let b = same(i.config) {
                 kept[b.name] = Daemon.Kept(config: b, request: i.request, value: false, pulseEnd: nil)
+                filters[b.name] = state
             } else {
+                if let n = p.config.line(named: i.config.name), p.config[n].isInput, p.config[n].loop == id {
+                    state.restart = true
+                    filters[i.config.name] = state
+                }
                 i.request.release()
                 result.released += 1
             }
@@ -197,7 +204,7 @@ extension LoopRuntime {
         let mine = p.config.lines.filter { $0.loop == id }
         result.kept = mine.filter { kept[$0.name] != nil }.count
         result.requested = mine.count - result.kept
-        try Daemon.attachLines(self, gpio: gpio, kept: kept)
+        try Daemon.attachLines(self, gpio: gpio, kept: kept, filters: filters)
         try setUpAutomation()
         if isMain, let c = commands { c.configChanged() }
 
@@ -218,6 +225,7 @@ extension LoopRuntime {
         } else {
             enter(mode: new, from: -1, name: oldMode.name, mask: oldMode.mask, because: "reload")
         }
+        startInputs()
         return result
     }
 }
