@@ -105,6 +105,7 @@ final class CommandRunner {
 
         var outPipe: [Int32] = [-1, -1]
         var errPipe: [Int32] = [-1, -1]
+        // Read ends non-blocking (for the loop), write ends blocking (for the child).
         guard bd_pipe(&outPipe) == 0 else { return spawnFailed(c, "pipe2", errno) }
         guard bd_pipe(&errPipe) == 0 else {
             close(outPipe[0]); close(outPipe[1])

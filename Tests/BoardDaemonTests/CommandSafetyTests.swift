@@ -1,0 +1,100 @@
+import Boardloop
+import BoardDaemon
+import Foundation
+import Glibc
+import XCTest
+
+/// A fresh temporary directory (removed by the caller).
+private func tempDir(_ tag: String) throws -> URL {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("boardd-\(tag)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    return dir
+}
+
+/// `/proc/PID/stat`'s state and process group, or nil when there is no such process.
+private func procStat(_ pid: pid_t) -> (state: Character, pgrp: pid_t)? {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else {
+        return nil
+    }
+    let fields = stat[stat.index(after: close)...].split(separator: " ")
+    guard fields.count > 3, let state = fields[0].first, let pgrp = pid_t(fields[2]) else { return nil }
+    return (state, pgrp)
+}
+
+/// True while `pid` runs. A process that is gone (ESRCH) or a zombie is
+/// not running: an orphan is reparented to PID 1, which reaps it, except
+/// in a container whose init does not, where it stays a zombie (dead all
+/// the same).
+private func isRunning(_ pid: pid_t) -> Bool {
+    if kill(pid, 0) != 0 && errno == ESRCH { return false }
+    guard let s = procStat(pid) else { return false }
+    return s.state != "Z"
+}
+
+/// Processes of process group `pgrp` that still run (not zombies).
+private func runningInGroup(_ pgrp: pid_t) -> [pid_t] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry -> pid_t? in
+        guard let pid = pid_t(entry), let s = procStat(pid), s.pgrp == pgrp, s.state != "Z" else { return nil }
+        return pid
+    }
+}
+
+/// Polls `cond` (running the harness's main loop between polls) until it
+/// holds or `seconds` of real time pass; returns whether it held.
+@discardableResult
+private func poll(_ h: Harness?, seconds: Double = 30, _ cond: () throws -> Bool) throws -> Bool {
+    let end = Date().addingTimeInterval(seconds)
+    while true {
+        try h?.daemon.settle()
+        if try cond() { return true }
+        if Date() >= end { return false }
+        usleep(5000)
+    }
+}
+
+/// Reads a pid a child wrote into `path` (written to a temporary name and
+/// renamed, so it is whole once it exists).
+private func readPid(_ path: String) -> pid_t? {
+    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+    return pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines))
+}
+
+/// The number after `prefix` in `log` (e.g. "task tick: " -> its runs).
+private func number(after prefix: String, in log: String) -> Int? {
+    guard let r = log.range(of: prefix) else { return nil }
+    return Int(log[r.upperBound...].prefix { $0.isNumber })
+}
+
+final class CommandSafetyTests: XCTestCase {
+    // MARK: Blocking pipes for the child
+
+    /// A command writing far more than a pipe holds (about 588 KB) gets
+    /// blocking stdout: it is not told EAGAIN ("write error: Resource
+    /// temporarily unavailable"), it exits 0, and every line past the
+    /// logged 200 is counted.
+    func testCommandWritingMoreThanAPipeHoldsExitsZero() throws {
+        let dir = try tempDir("cmd-big")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("c.yaml")
+        try """
+            board: demo
+            lines:
+              led: { pin: LED, output: {} }
+            commands:
+              seq: { argv: ["/usr/bin/seq", "1", "100000"] }
+            tasks:
+              counter: { every: 200ms, do: [ run: seq ] }
+
+            """.write(to: file, atomically: true, encoding: .utf8)
+        let p = try Spawned(["--config", file.path])
+        XCTAssertTrue(p.waitFor("exited with status", seconds: 30), p.log)
+        p.signal(SIGTERM)
+        XCTAssertEqual(p.exitStatus(seconds: 30), 0, p.log)
+        let log = p.log
+        let exits = log.split(separator: "\n").filter { $0.contains("command seq [pid") && $0.contains("exited with status") }
+        XCTAssertFalse(exits.isEmpty, log)
+        for line in exits { XCTAssertTrue(line.contains("exited with status 0"), "\(line)\n\(log)") }
+        XCTAssertFalse(log.contains("Resource temporarily unavailable"), log)
+        XCTAssertTrue(log.contains("99800 more stdout lines"), "100000 lines, 200 logged:\n\(log)")
+    }
+}
