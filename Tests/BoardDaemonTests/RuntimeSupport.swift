@@ -15,8 +15,16 @@ final class Harness {
 
     static let offsets: [String: UInt32] = ["BUTTON": 17, "ESTOP": 22, "CHATTER": 23, "LED": 27, "VALVE": 5, "FAN": 6]
 
-    init(_ yaml: String, level: Logger.Level = .critical, file: StaticString = #filePath, line: UInt = #line) throws {
-        let result = ConfigLoader.load(text: yaml, file: "test.yaml")
+    convenience init(_ yaml: String, level: Logger.Level = .critical, file: StaticString = #filePath, line: UInt = #line) throws {
+        try self.init(loaded: ConfigLoader.load(text: yaml, file: "test.yaml"), level: level, file: file, line: line)
+    }
+
+    /// From a config file on disk (`daemon.reload()` reads it again).
+    convenience init(path: String, level: Logger.Level = .critical, file: StaticString = #filePath, line: UInt = #line) throws {
+        try self.init(loaded: ConfigLoader.load(path: path), level: level, file: file, line: line)
+    }
+
+    private init(loaded result: LoadResult, level: Logger.Level, file: StaticString, line: UInt) throws {
         guard let config = result.config else {
             XCTFail("config errors: \(result.errors.map(\.description))", file: file, line: line)
             throw XCTSkip("bad config")
