@@ -97,4 +97,67 @@ final class CommandSafetyTests: XCTestCase {
         XCTAssertFalse(log.contains("Resource temporarily unavailable"), log)
         XCTAssertTrue(log.contains("99800 more stdout lines"), "100000 lines, 200 logged:\n\(log)")
     }
+
+    // MARK: Process groups
+
+    /// The timeout signals the child's process group: a grandchild (here a
+    /// shell's `sleep`, which the shell waits for) goes too.
+    func testTimeoutSignalsTheWholeProcessGroup() throws {
+        let dir = try tempDir("cmd-pgrp")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let f = dir.appendingPathComponent("grandchild").path
+        let h = try Harness(
+            """
+            board: demo
+            lines:
+              button: { pin: BUTTON, input: { edge: both, active_low: true }, priority: low }
+              led: { pin: LED, output: {} }
+            commands:
+              tree: { argv: ["/bin/sh", "-c", "/bin/sh -c 'echo $$ > \(f).tmp && mv \(f).tmp \(f) && exec sleep 3600'; true"], timeout: 1s, kill_after: 1s }
+            reactions:
+              - name: go
+                on: { line: button, press: true }
+                do: [ run: tree ]
+
+            """)
+        try h.press()
+        XCTAssertEqual(h.counters.commandsStarted["tree"], 1)
+        var grandchild: pid_t?
+        XCTAssertTrue(try poll(h) { grandchild = readPid(f); return grandchild != nil }, "the grandchild wrote its pid")
+        let g = try XCTUnwrap(grandchild)
+        defer { kill(g, SIGKILL) }
+        XCTAssertTrue(isRunning(g))
+        try h.advance(1100)  // past the timeout: SIGTERM
+        XCTAssertTrue(try poll(h) { h.counters.commandsRunning == 0 }, "the command was reaped")
+        XCTAssertTrue(try poll(h) { !isRunning(g) }, "the grandchild \(g) got the timeout's SIGTERM too")
+    }
+
+    /// Stopping the daemon signals every child's process group.
+    func testStopSignalsTheWholeProcessGroup() throws {
+        let dir = try tempDir("cmd-pgrp-stop")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let f = dir.appendingPathComponent("grandchild").path
+        var h: Harness? = try Harness(
+            """
+            board: demo
+            lines:
+              button: { pin: BUTTON, input: { edge: both, active_low: true }, priority: low }
+              led: { pin: LED, output: {} }
+            commands:
+              tree: { argv: ["/bin/sh", "-c", "/bin/sh -c 'echo $$ > \(f).tmp && mv \(f).tmp \(f) && exec sleep 3600'; true"] }
+            reactions:
+              - name: go
+                on: { line: button, press: true }
+                do: [ run: tree ]
+
+            """)
+        try h?.press()
+        var grandchild: pid_t?
+        XCTAssertTrue(try poll(h) { grandchild = readPid(f); return grandchild != nil }, "the grandchild wrote its pid")
+        let g = try XCTUnwrap(grandchild)
+        defer { kill(g, SIGKILL) }
+        XCTAssertTrue(isRunning(g))
+        h = nil  // shutdown
+        XCTAssertTrue(try poll(nil) { !isRunning(g) }, "the grandchild \(g) was stopped with the daemon")
+    }
 }

@@ -154,7 +154,7 @@ final class CommandRunner {
             child.timeout = t
         } catch {
             logger.error("\(label): cannot watch the child on the loop: \(error); killing it")
-            kill(pid, SIGKILL)
+            kill(-pid, SIGKILL)
             var status: Int32 = 0
             waitpid(pid, &status, 0)
             // Nothing of the child may stay on the loop: its sources hold it unowned.
@@ -235,12 +235,20 @@ final class CommandRunner {
         if !child.termSent {
             child.termSent = true
             logger.warning("\(child.label): still running after its timeout \(c.timeout.short): SIGTERM")
-            kill(child.pid, SIGTERM)
+            signalGroup(child, SIGTERM)
         } else if !child.killSent {
             child.killSent = true
             logger.warning("\(child.label): still running \(c.killAfter.short) after SIGTERM: SIGKILL")
-            kill(child.pid, SIGKILL)
+            signalGroup(child, SIGKILL)
         }
+    }
+
+    /// Signals the child's process group (the child leads it: it was
+    /// spawned with POSIX_SPAWN_SETPGROUP), so what it started goes too.
+    /// Only while the child is not reaped: until then its pid, and so the
+    /// group's id, cannot be reused.
+    private func signalGroup(_ child: Child, _ sig: Int32) {
+        if kill(-child.pid, sig) != 0 && errno == ESRCH { kill(child.pid, sig) }
     }
 
     private func finish(_ child: Child, status: Int32) {
@@ -268,7 +276,7 @@ final class CommandRunner {
     /// Kills and reaps every child (shutdown).
     func stopAll() {
         for child in children {
-            kill(child.pid, SIGTERM)
+            signalGroup(child, SIGTERM)
         }
         for child in children {
             var status: Int32 = 0
@@ -278,7 +286,7 @@ final class CommandRunner {
                 waited += 1
             }
             if waited >= 100 {
-                kill(child.pid, SIGKILL)
+                signalGroup(child, SIGKILL)
                 waitpid(child.pid, &status, 0)
             }
             child.pidSource?.invalidate()
