@@ -160,4 +160,38 @@ final class CommandSafetyTests: XCTestCase {
         h = nil  // shutdown
         XCTAssertTrue(try poll(nil) { !isRunning(g) }, "the grandchild \(g) was stopped with the daemon")
     }
+
+    // MARK: Bounded reads
+
+    /// A command flooding stdout and stderr does not starve the main loop:
+    /// a 10 ms task keeps running through the flood, `--for` stops the
+    /// daemon, and the lines not logged are counted.
+    func testFloodingCommandDoesNotStarveTheMainLoop() throws {
+        let dir = try tempDir("cmd-flood")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("c.yaml")
+        try """
+            board: demo
+            lines:
+              led: { pin: LED, output: {} }
+            commands:
+              flood: { argv: ["yes out & yes err >&2"], shell: true }
+            tasks:
+              starter: { every: 100ms, do: [ run: flood ] }
+              tick: { every: 10ms, do: [ toggle: led ] }
+
+            """.write(to: file, atomically: true, encoding: .utf8)
+        let started = Date()
+        let p = try Spawned(["--config", file.path, "--for", "3s", "--log-level", "info"])
+        let status = p.exitStatus(seconds: 40)
+        let took = Date().timeIntervalSince(started)
+        let log = p.log
+        XCTAssertEqual(status, 0, "boardd stops after --for 3s even during the flood (took \(took) s):\n\(log.suffix(3000))")
+        XCTAssertLessThan(took, 40)
+        XCTAssertTrue(log.contains("command flood [pid") && log.contains(": started: /bin/sh -c"), String(log.suffix(3000)))
+        // 3 s of a 10 ms task is about 300 runs; a loaded machine gets fewer, a starved loop none.
+        let runs = number(after: "task tick: ", in: log) ?? 0
+        XCTAssertGreaterThanOrEqual(runs, 30, "the task ran during the flood:\n\(log.suffix(3000))")
+        XCTAssertTrue(log.contains("more stdout lines") && log.contains("more stderr lines"), "unlogged lines are counted:\n\(log.suffix(3000))")
+    }
 }

@@ -23,6 +23,15 @@ final class CommandRunner {
     static let maxLineBytes = 1024
     /// Lines logged per stream per run; more are counted, not logged.
     static let maxLines = 200
+    /// Bytes read from one stream per readiness: the rest waits for the
+    /// next pass, so tasks and signals keep their timing under a flood.
+    static let readBudget = 16 * 1024
+    /// Bytes read from each stream of a child that exited, before its exit
+    /// is logged.
+    static let drainBudget = 256 * 1024
+    /// One read buffer for every stream (all are read on the main loop),
+    /// allocated once.
+    private let readBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: CommandRunner.readBudget)
 
     init(runtime: LoopRuntime, logger: Logger) {
         rt = runtime
@@ -31,6 +40,8 @@ final class CommandRunner {
         started = Array(repeating: 0, count: runtime.config.commands.count)
         refused = Array(repeating: 0, count: runtime.config.commands.count)
     }
+
+    deinit { readBuffer.deallocate() }
 
     var config: DaemonConfig { rt.config }
 
@@ -66,12 +77,18 @@ final class CommandRunner {
         let name: String
         let fd: Int32
         var source: PortSource?
+        /// The line being read (at most `maxLineBytes`), allocated once.
         var pending: [UInt8] = []
-        var lines = 0
-        var dropped = 0
+        /// Bytes since the last newline.
+        var midLine = false
+        var logged = 0
+        var linesNotLogged = 0
+        /// Bytes of lines not logged and of long lines' cut ends.
+        var bytesNotLogged = 0
         init(name: String, fd: Int32) {
             self.name = name
             self.fd = fd
+            pending.reserveCapacity(CommandRunner.maxLineBytes)
         }
     }
 
@@ -171,41 +188,94 @@ final class CommandRunner {
         logger.error("command \(c.name): \(call) failed: \(String(cString: strerror(e)))")
     }
 
+    /// Reads once, at most `readBudget` bytes, from a readable stream: a
+    /// child that writes without pause cannot keep the loop from its
+    /// timers and other sources (what is left stays readable for the next
+    /// pass: the loop's sources are level-triggered).
     private func readable(_ s: Stream, _ child: Child) {
-        var buf = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = read(s.fd, &buf, buf.count)
-            if n > 0 {
-                for b in buf[0..<n] {
-                    if b == 10 {
-                        emit(s, child)
-                    } else if s.pending.count < Self.maxLineBytes {
-                        s.pending.append(b)
-                    }
-                }
-                continue
-            }
-            if n == 0 || (errno != EAGAIN && errno != EINTR) {
-                closeStream(s, child)
-            }
-            return
+        let n = read(s.fd, readBuffer, Self.readBudget)
+        if n > 0 {
+            consume(s, child, UnsafePointer(readBuffer), n)
+        } else if n == 0 || (errno != EAGAIN && errno != EINTR) {
+            closeStream(s, child)
         }
     }
 
-    private func emit(_ s: Stream, _ child: Child) {
-        defer { s.pending.removeAll(keepingCapacity: true) }
-        s.lines += 1
-        if s.lines > Self.maxLines {
-            s.dropped += 1
+    /// What is in the pipes of a child that exited, read before its exit
+    /// is reported: until EAGAIN, or at most `drainBudget` bytes a stream
+    /// (something the child started may still hold the pipe and write).
+    private func drain(_ child: Child) {
+        for s in child.streams {
+            var left = Self.drainBudget
+            while left > 0 && s.source != nil {
+                let n = read(s.fd, readBuffer, min(left, Self.readBudget))
+                if n > 0 {
+                    consume(s, child, UnsafePointer(readBuffer), n)
+                    left -= n
+                } else if n < 0 && errno == EINTR {
+                    continue
+                } else {
+                    if n == 0 || errno != EAGAIN { closeStream(s, child) }
+                    break
+                }
+            }
+        }
+    }
+
+    /// Splits what was read into lines: the first `maxLines` are logged
+    /// (each cut at `maxLineBytes`), the rest counted.
+    private func consume(_ s: Stream, _ child: Child, _ p: UnsafePointer<UInt8>, _ n: Int) {
+        var i = 0
+        while i < n {
+            let nl = memchr(p + i, 10, n - i).map { $0.assumingMemoryBound(to: UInt8.self) - UnsafeMutablePointer(mutating: p) }
+            let end = nl ?? n
+            let count = end - i
+            if count > 0 {
+                s.midLine = true
+                if s.logged < Self.maxLines {
+                    let take = min(count, Self.maxLineBytes - s.pending.count)
+                    if take > 0 { s.pending.append(contentsOf: UnsafeBufferPointer(start: p + i, count: take)) }
+                    s.bytesNotLogged += count - take
+                } else {
+                    s.bytesNotLogged += count
+                }
+            }
+            guard let nl else { break }
+            endLine(s, child)
+            i = nl + 1
+        }
+    }
+
+    /// A line of `s` ended (at a newline, or at the stream's end).
+    private func endLine(_ s: Stream, _ child: Child) {
+        s.midLine = false
+        guard s.logged < Self.maxLines else {
+            s.linesNotLogged += 1
             return
         }
-        let text = String(decoding: s.pending, as: UTF8.self)
-        if s.name == "stderr" { logger.warning("\(child.label) stderr: \(text)") } else { logger.info("\(child.label): \(text)") }
+        s.logged += 1
+        let label = child.label
+        if s.name == "stderr" {
+            logger.warning("\(label) stderr: \(String(decoding: s.pending, as: UTF8.self))")
+        } else {
+            logger.info("\(label): \(String(decoding: s.pending, as: UTF8.self))")
+        }
+        s.pending.removeAll(keepingCapacity: true)
+    }
+
+    /// The stream's last line (without a newline), and what was not logged.
+    private func report(_ s: Stream, _ child: Child) {
+        if s.midLine { endLine(s, child) }
+        if s.linesNotLogged > 0 {
+            logger.notice(
+                "\(child.label): \(s.linesNotLogged) more \(s.name) lines not logged (\(s.bytesNotLogged) bytes of \(s.name) not logged in all)")
+        } else if s.bytesNotLogged > 0 {
+            logger.notice("\(child.label): \(s.bytesNotLogged) bytes of \(s.name) not logged (lines cut at \(Self.maxLineBytes) bytes)")
+        }
     }
 
     private func closeStream(_ s: Stream, _ child: Child) {
-        if !s.pending.isEmpty { emit(s, child) }
-        if s.dropped > 0 { logger.notice("\(child.label): \(s.dropped) more \(s.name) lines not logged") }
+        report(s, child)
         s.source?.invalidate()
         s.source = nil
         close(s.fd)
@@ -225,7 +295,7 @@ final class CommandRunner {
         if let fd = child.pidSource?.fd { close(fd) }
         child.pidSource = nil
         // Read what is left in the pipes before reporting the exit.
-        for s in child.streams { readable(s, child) }
+        drain(child)
         finish(child, status: status)
     }
 
@@ -257,6 +327,7 @@ final class CommandRunner {
         if child.command < running.count { running[child.command] = max(0, running[child.command] - 1) }
         child.timeout?.invalidate()
         for s in child.streams {
+            report(s, child)
             s.source?.invalidate()
             close(s.fd)
         }
