@@ -98,6 +98,35 @@ final class CommandSafetyTests: XCTestCase {
         XCTAssertTrue(log.contains("99800 more stdout lines"), "100000 lines, 200 logged:\n\(log)")
     }
 
+    /// The exit status logged is the child's, also when its pipes reach
+    /// their end while what is left in them is read after the exit.
+    func testExitStatusIsTheChildsWhenItsPipesCloseAfterItsExit() throws {
+        let dir = try tempDir("cmd-status")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("c.yaml")
+        try """
+            board: demo
+            lines:
+              led: { pin: LED, output: {} }
+            commands:
+              three: { argv: ["echo out; echo err >&2; exit 3"], shell: true, max_running: 4 }
+            tasks:
+              runner: { every: 20ms, do: [ run: three ] }
+
+            """.write(to: file, atomically: true, encoding: .utf8)
+        let p = try Spawned(["--config", file.path])
+        let end = Date().addingTimeInterval(30)
+        func exits() -> [Substring] {
+            p.log.split(separator: "\n").filter { $0.contains("command three [pid") && $0.contains("exited with status") }
+        }
+        while exits().count < 20 && Date() < end { usleep(20_000) }
+        p.signal(SIGTERM)
+        XCTAssertEqual(p.exitStatus(seconds: 30), 0, p.log)
+        let all = exits()
+        XCTAssertGreaterThanOrEqual(all.count, 20, p.log)
+        for line in all { XCTAssertTrue(line.contains("exited with status 3"), "\(line)") }
+    }
+
     // MARK: Process groups
 
     /// The timeout signals the child's process group: a grandchild (here a

@@ -65,6 +65,8 @@ final class CommandRunner {
         var timeout: RunLoopTimer?
         var termSent = false
         var killSent = false
+        /// waitpid collected the child: its status is the one to report.
+        var reaped = false
         init(pid: pid_t, command: Int, label: String, start: MonotonicInstant) {
             self.pid = pid
             self.command = command
@@ -174,6 +176,7 @@ final class CommandRunner {
             kill(-pid, SIGKILL)
             var status: Int32 = 0
             waitpid(pid, &status, 0)
+            child.reaped = true
             // Nothing of the child may stay on the loop: its sources hold it unowned.
             child.pidSource?.invalidate()
             child.pidSource = nil
@@ -280,7 +283,10 @@ final class CommandRunner {
         s.source = nil
         close(s.fd)
         child.streams.removeAll { $0 === s }
-        if child.pidSource == nil && child.streams.isEmpty {
+        // Without a pidfd, the end of the output is the exit (not when the
+        // child was already reaped: its exit is reported by whoever reaped it).
+        if child.pidSource == nil && child.streams.isEmpty && !child.reaped {
+            child.reaped = true
             var status: Int32 = 0
             waitpid(child.pid, &status, 0)
             finish(child, status: status)
@@ -291,6 +297,7 @@ final class CommandRunner {
         var status: Int32 = 0
         let r = waitpid(child.pid, &status, WNOHANG)
         guard r == child.pid else { return }
+        child.reaped = true
         child.pidSource?.invalidate()
         if let fd = child.pidSource?.fd { close(fd) }
         child.pidSource = nil
