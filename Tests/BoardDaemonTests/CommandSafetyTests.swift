@@ -223,4 +223,37 @@ final class CommandSafetyTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(runs, 30, "the task ran during the flood:\n\(log.suffix(3000))")
         XCTAssertTrue(log.contains("more stdout lines") && log.contains("more stderr lines"), "unlogged lines are counted:\n\(log.suffix(3000))")
     }
+
+    // MARK: Environment
+
+    /// A child does not inherit the daemon's systemd notify and watchdog
+    /// variables (it could report READY or pet the watchdog for boardd).
+    func testChildDoesNotInheritNotifySocketOrWatchdog() throws {
+        let dir = try tempDir("cmd-env")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("c.yaml")
+        try """
+            board: demo
+            lines:
+              led: { pin: LED, output: {} }
+            commands:
+              env: { argv: ["/usr/bin/env"] }
+            tasks:
+              printer: { every: 200ms, do: [ run: env ] }
+
+            """.write(to: file, atomically: true, encoding: .utf8)
+        let sock = try NotifyReceiver()
+        let p = try Spawned(
+            ["--config", file.path],
+            env: ["NOTIFY_SOCKET": sock.path, "WATCHDOG_USEC": "60000000", "WATCHDOG_PID": "1"])
+        XCTAssertTrue(p.waitFor("BOARDD_TASK=printer", seconds: 30), p.log)
+        XCTAssertTrue(p.waitFor("exited with status 0", seconds: 30), p.log)
+        p.signal(SIGTERM)
+        XCTAssertEqual(p.exitStatus(seconds: 30), 0, p.log)
+        let lines = p.log.split(separator: "\n").filter { $0.contains("command env [pid") }
+        XCTAssertTrue(lines.contains { $0.contains("PATH=") }, "the environment is passed on:\n\(p.log)")
+        for v in ["NOTIFY_SOCKET=", "WATCHDOG_USEC=", "WATCHDOG_PID="] {
+            XCTAssertFalse(lines.contains { $0.contains(v) }, "\(v) reached the child:\n\(lines.joined(separator: "\n"))")
+        }
+    }
 }

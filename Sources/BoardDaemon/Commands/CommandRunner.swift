@@ -111,7 +111,7 @@ final class CommandRunner {
         var e = environ
         while let p = e.pointee {
             let entry = String(cString: p)
-            if !entry.hasPrefix("BOARDD_") { env.append(entry) }
+            if !Self.withheld(entry) { env.append(entry) }
             e += 1
         }
         if ctx.line >= 0 {
@@ -184,6 +184,17 @@ final class CommandRunner {
             for fd in [outPipe[0], errPipe[0]] where !child.streams.contains(where: { $0.fd == fd }) { close(fd) }
             finish(child, status: status)
         }
+    }
+
+    /// Variables of the daemon's environment a child does not get: the
+    /// `BOARDD_*` ones (set per run), and systemd's notify socket and
+    /// watchdog (a child could report READY or pet the watchdog for boardd).
+    static let withheldVariables = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"]
+
+    static func withheld(_ entry: String) -> Bool {
+        if entry.hasPrefix("BOARDD_") { return true }
+        let name = entry.prefix { $0 != "=" }
+        return withheldVariables.contains { $0 == name }
     }
 
     private func spawnFailed(_ c: CommandConfig, _ call: String, _ e: Int32) {
