@@ -256,4 +256,92 @@ final class CommandSafetyTests: XCTestCase {
             XCTAssertFalse(lines.contains { $0.contains(v) }, "\(v) reached the child:\n\(lines.joined(separator: "\n"))")
         }
     }
+
+    // MARK: Reload
+
+    /// Running children are charged to their command by name: after a
+    /// reload that reorders the commands, the running `a` still counts
+    /// toward `a` (a second `a` is refused) and `b` can start.
+    func testReloadThatReordersCommandsKeepsRunningChildrenWithTheirCommand() throws {
+        let dir = try tempDir("cmd-reload")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("c.yaml")
+        func config(_ commands: [String]) -> String {
+            """
+            board: demo
+            lines:
+              button: { pin: BUTTON, input: { edge: both, active_low: true }, priority: low }
+              estop: { pin: ESTOP, input: { edge: both, active_low: true }, priority: low }
+              led: { pin: LED, output: {} }
+            commands:
+            \(commands.map { "  \($0): { argv: [\"/bin/sleep\", \"3600\"], max_running: 1 }" }.joined(separator: "\n"))
+            reactions:
+              - name: run a
+                on: { line: button, press: true }
+                do: [ run: a ]
+              - name: run b
+                on: { line: estop, press: true }
+                do: [ run: b ]
+
+            """
+        }
+        try config(["a", "b"]).write(to: file, atomically: true, encoding: .utf8)
+        let h = try Harness(path: file.path)
+        try h.press()
+        XCTAssertEqual(h.counters.commandsStarted["a"], 1)
+        XCTAssertEqual(h.counters.commandsRunning, 1)
+        try h.advance(20)
+        try h.press(false)
+        try h.advance(20)
+
+        try config(["b", "a"]).write(to: file, atomically: true, encoding: .utf8)
+        h.daemon.reload()
+        XCTAssertEqual(h.daemon.reloads.applied, 1)
+        XCTAssertEqual(h.daemon.config.commands.map(\.name), ["b", "a"])
+
+        try h.press()  // a again: a is still running
+        XCTAssertEqual(h.counters.commandsRefused["a"], 1, "the running a counts toward a")
+        XCTAssertEqual(h.counters.commandsStarted["a"], 0)
+        try h.setLevel("ESTOP", false)  // press estop: b
+        XCTAssertEqual(h.counters.commandsStarted["b"], 1, "nothing runs for b")
+        XCTAssertEqual(h.counters.commandsRefused["b"], 0)
+        XCTAssertEqual(h.counters.commandsRunning, 2)
+    }
+
+    /// A child whose command a reload removed counts toward no command
+    /// and still ends under the limits it started with (its timeout).
+    func testChildOfARemovedCommandFinishesUnderItsOldLimits() throws {
+        let dir = try tempDir("cmd-reload-gone")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("c.yaml")
+        func config(_ commands: [String]) -> String {
+            """
+            board: demo
+            lines:
+              button: { pin: BUTTON, input: { edge: both, active_low: true }, priority: low }
+              led: { pin: LED, output: {} }
+            commands:
+            \(commands.joined(separator: "\n"))
+            reactions:
+              - name: run b
+                on: { line: button, press: true }
+                do: [ run: b ]
+
+            """
+        }
+        let a = "  a: { argv: [\"/bin/sleep\", \"3600\"], timeout: 1s, kill_after: 1s }"
+        let b = "  b: { argv: [\"/bin/sleep\", \"3600\"] }"
+        try (config([a, b]) + "tasks:\n  once: { every: 10ms, do: [ run: a ] }\n").write(to: file, atomically: true, encoding: .utf8)
+        let h = try Harness(path: file.path)
+        try h.advance(15)
+        XCTAssertEqual(h.counters.commandsStarted["a"], 1)
+        try config([b]).write(to: file, atomically: true, encoding: .utf8)
+        h.daemon.reload()
+        XCTAssertEqual(h.daemon.config.commands.map(\.name), ["b"])
+        XCTAssertEqual(h.counters.commandsRunning, 1, "a's child still runs")
+        try h.press()
+        XCTAssertEqual(h.counters.commandsStarted["b"], 1, "a's child does not count toward b")
+        try h.advance(1100)  // past a's timeout: SIGTERM
+        XCTAssertTrue(try poll(h) { h.counters.commandsRunning == 1 }, "a's child was stopped by its timeout")
+    }
 }

@@ -45,10 +45,13 @@ final class CommandRunner {
 
     var config: DaemonConfig { rt.config }
 
-    /// A reload changed the commands: counters start again (children in
-    /// flight finish under their old limits).
+    /// A reload changed the commands: counters start again. A running
+    /// child counts toward the command of its name at its new index (a
+    /// reload may reorder `commands`), or toward none when its command is
+    /// gone; it finishes under its old limits either way.
     func configChanged() {
         let n = config.commands.count
+        for child in children { child.command = config.commands.firstIndex { $0.name == child.name } }
         running = (0..<n).map { i in children.filter { $0.command == i }.count }
         started = Array(repeating: 0, count: n)
         refused = Array(repeating: 0, count: n)
@@ -57,7 +60,14 @@ final class CommandRunner {
 
     final class Child {
         let pid: pid_t
-        let command: Int
+        /// The command's name: what the child is charged to across reloads.
+        let name: String
+        /// The command's index in the running config; nil once a reload
+        /// removed it.
+        var command: Int?
+        /// The limits it was started with.
+        let timeLimit: Duration
+        let killAfter: Duration
         let label: String
         let start: MonotonicInstant
         var pidSource: PortSource?
@@ -67,9 +77,12 @@ final class CommandRunner {
         var killSent = false
         /// waitpid collected the child: its status is the one to report.
         var reaped = false
-        init(pid: pid_t, command: Int, label: String, start: MonotonicInstant) {
+        init(pid: pid_t, command: Int, config c: CommandConfig, label: String, start: MonotonicInstant) {
             self.pid = pid
             self.command = command
+            name = c.name
+            timeLimit = c.timeout
+            killAfter = c.killAfter
             self.label = label
             self.start = start
         }
@@ -145,7 +158,7 @@ final class CommandRunner {
         running[ci] += 1
         started[ci] &+= 1
         let label = "command \(c.name) [pid \(pid)]"
-        let child = Child(pid: pid, command: ci, label: label, start: rt.loop.now)
+        let child = Child(pid: pid, command: ci, config: c, label: label, start: rt.loop.now)
         logger.info("\(label): started: \(argv.joined(separator: " "))")
         children.append(child)
         let pfd = bd_pidfd_open(pid)
@@ -318,15 +331,13 @@ final class CommandRunner {
     }
 
     private func timedOut(_ child: Child) {
-        guard child.command < config.commands.count else { return }
-        let c = config.commands[child.command]
         if !child.termSent {
             child.termSent = true
-            logger.warning("\(child.label): still running after its timeout \(c.timeout.short): SIGTERM")
+            logger.warning("\(child.label): still running after its timeout \(child.timeLimit.short): SIGTERM")
             signalGroup(child, SIGTERM)
         } else if !child.killSent {
             child.killSent = true
-            logger.warning("\(child.label): still running \(c.killAfter.short) after SIGTERM: SIGKILL")
+            logger.warning("\(child.label): still running \(child.killAfter.short) after SIGTERM: SIGKILL")
             signalGroup(child, SIGKILL)
         }
     }
@@ -342,7 +353,7 @@ final class CommandRunner {
     private func finish(_ child: Child, status: Int32) {
         guard let i = children.firstIndex(where: { $0 === child }) else { return }
         children.remove(at: i)
-        if child.command < running.count { running[child.command] = max(0, running[child.command] - 1) }
+        if let ci = child.command, ci < running.count { running[ci] = max(0, running[ci] - 1) }
         child.timeout?.invalidate()
         for s in child.streams {
             report(s, child)
