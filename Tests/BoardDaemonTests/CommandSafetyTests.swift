@@ -344,4 +344,52 @@ final class CommandSafetyTests: XCTestCase {
         try h.advance(1100)  // past a's timeout: SIGTERM
         XCTAssertTrue(try poll(h) { h.counters.commandsRunning == 1 }, "a's child was stopped by its timeout")
     }
+
+    // MARK: Stop
+
+    /// Stopping 8 children that ignore SIGTERM (the shell and everything
+    /// it starts) with kill_after 1s takes one kill_after, not 8: SIGTERM
+    /// goes to every group at once, SIGKILL to each group 1 s later, and
+    /// nothing of any group survives.
+    func testStopKillsStubbornChildrenConcurrently() throws {
+        let dir = try tempDir("cmd-stop")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let d = dir.path
+        var h: Harness? = try Harness(
+            """
+            board: demo
+            lines:
+              button: { pin: BUTTON, input: { edge: both, active_low: true }, priority: low }
+              led: { pin: LED, output: {} }
+            commands:
+              stubborn: { argv: ["/bin/sh", "-c", "trap '' TERM; echo $$ > \(d)/$$.tmp && mv \(d)/$$.tmp \(d)/$$.pid; while :; do sleep 0.1; done"], kill_after: 1s, max_running: 8 }
+            reactions:
+              - name: go
+                on: { line: button, press: true }
+                do: [ run: stubborn ]
+
+            """)
+        for _ in 0..<8 {
+            try h?.press()
+            try h?.advance(20)
+            try h?.press(false)
+            try h?.advance(20)
+        }
+        XCTAssertEqual(h?.counters.commandsStarted["stubborn"], 8)
+        var pids: [pid_t] = []
+        XCTAssertTrue(
+            try poll(h) {
+                pids = ((try? FileManager.default.contentsOfDirectory(atPath: d)) ?? []).filter { $0.hasSuffix(".pid") }
+                    .compactMap { readPid("\(d)/\($0)") }
+                return pids.count == 8
+            }, "every child ignores SIGTERM (wrote its pid after its trap)")
+        defer { for p in pids { kill(-p, SIGKILL) } }
+        let start = MonotonicInstant.now
+        h = nil  // shutdown
+        let took = MonotonicInstant.now - start
+        XCTAssertLessThan(took, .seconds(5), "the children are stopped together, not one kill_after after another")
+        XCTAssertGreaterThanOrEqual(took, .milliseconds(950), "SIGKILL waits kill_after after SIGTERM")
+        for p in pids { XCTAssertFalse(isRunning(p), "child \(p) was reaped") }
+        XCTAssertTrue(try poll(nil) { pids.allSatisfy { runningInGroup($0).isEmpty } }, "nothing of any child's group survives")
+    }
 }

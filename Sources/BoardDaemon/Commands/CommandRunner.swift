@@ -373,27 +373,87 @@ final class CommandRunner {
         }
     }
 
-    /// Kills and reaps every child (shutdown).
-    func stopAll() {
+    /// Time `stopAll` allows past the largest `kill_after` by default.
+    static let stopMargin: Duration = .seconds(1)
+
+    /// Stops and reaps every child (shutdown), all at once: SIGTERM to
+    /// every child's process group, then each group still running its
+    /// command's `kill_after` later gets SIGKILL; at `deadline` (by
+    /// default the largest `kill_after` of the children plus `stopMargin`
+    /// from now) every group left gets SIGKILL, and every child is reaped
+    /// before this returns. Blocks the calling (main loop's) thread; waits
+    /// on the children's pidfds. Logs a line per child killed and one for
+    /// all.
+    func stopAll(deadline: MonotonicInstant? = nil) {
+        guard !children.isEmpty else { return }
+        let start = MonotonicInstant.now
+        let end = deadline ?? start + (children.map(\.killAfter).max() ?? .zero) + Self.stopMargin
+        var left: [(child: Child, killAt: MonotonicInstant)] = []
         for child in children {
+            child.timeout?.invalidate()
+            child.timeout = nil
             signalGroup(child, SIGTERM)
+            left.append((child, start + child.killAfter))
         }
-        for child in children {
-            var status: Int32 = 0
-            var waited = 0
-            while waitpid(child.pid, &status, WNOHANG) == 0 && waited < 100 {
-                usleep(10_000)
-                waited += 1
+        let total = left.count
+        var killed = 0
+        var fds: [pollfd] = []
+        fds.reserveCapacity(total)
+        while true {
+            // Reap what exited.
+            left.removeAll { entry in
+                var status: Int32 = 0
+                let r = waitpid(entry.child.pid, &status, WNOHANG)
+                guard r == entry.child.pid || (r < 0 && errno == ECHILD) else { return false }
+                stopped(entry.child, status: status)
+                return true
             }
-            if waited >= 100 {
-                signalGroup(child, SIGKILL)
-                waitpid(child.pid, &status, 0)
+            if left.isEmpty { break }
+            let now = MonotonicInstant.now
+            for entry in left where !entry.child.killSent && (entry.killAt <= now || end <= now) {
+                entry.child.killSent = true
+                killed += 1
+                let why = entry.killAt <= now ? "\(entry.child.killAfter.short) after SIGTERM" : "at the stop deadline"
+                logger.warning("\(entry.child.label): still running \(why): SIGKILL")
+                signalGroup(entry.child, SIGKILL)
             }
-            child.pidSource?.invalidate()
-            if let fd = child.pidSource?.fd { close(fd) }
+            if end <= now {
+                // Every group left has SIGKILL, which cannot be caught: reap.
+                for entry in left {
+                    var status: Int32 = 0
+                    while waitpid(entry.child.pid, &status, 0) < 0 && errno == EINTR {}
+                    stopped(entry.child, status: status)
+                }
+                break
+            }
+            // Sleep until a child exits, the next SIGKILL is due or the deadline.
+            var next = end
+            for entry in left where !entry.child.killSent && entry.killAt < next { next = entry.killAt }
+            fds.removeAll(keepingCapacity: true)
+            var blind = false
+            for entry in left {
+                if let fd = entry.child.pidSource?.fd { fds.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0)) } else { blind = true }
+            }
+            let ns = next.nanoseconds > now.nanoseconds ? next.nanoseconds - now.nanoseconds : 0
+            var ms = Int32(clamping: (ns + 999_999) / 1_000_000)
+            if blind { ms = min(ms, 10) }  // a child without a pidfd: look again soon
+            _ = poll(&fds, nfds_t(fds.count), max(ms, 1))
+        }
+        let took = (MonotonicInstant.now - start).short
+        logger.notice(
+            "commands: \(total) \(total == 1 ? "child" : "children") stopped in \(took): \(total - killed) ended after SIGTERM, \(killed) needed SIGKILL")
+    }
+
+    /// A child `stopAll` reaped.
+    private func stopped(_ child: Child, status: Int32) {
+        child.reaped = true
+        if let src = child.pidSource {
+            src.invalidate()
+            close(src.fd)
             child.pidSource = nil
-            finish(child, status: status)
         }
+        drain(child)
+        finish(child, status: status)
     }
 }
 
