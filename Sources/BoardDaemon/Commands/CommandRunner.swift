@@ -4,11 +4,15 @@ import Glibc
 import Logging
 
 /// Runs `run` actions on the main loop: `posix_spawn` with an argv (a shell
-/// only when the command says `shell: true`), the `BOARDD_*` environment,
-/// stdout and stderr read through pipes as port sources and logged line by
-/// line (bounded), a timeout (SIGTERM, then SIGKILL after a grace period),
-/// and the child reaped through its pidfd, a port source too: no zombie
-/// outlives the loop pass that sees the exit. Per command, at most
+/// only when the command says `shell: true`) in a process group the child
+/// leads, the daemon's environment without systemd's notify and watchdog
+/// variables, plus the `BOARDD_*` ones of the run; stdout and stderr are
+/// blocking pipes for the child, read (at most `readBudget` bytes a stream
+/// a pass) through non-blocking read ends as port sources and logged line
+/// by line (bounded, the rest counted); a timeout (SIGTERM to the child's
+/// group, then SIGKILL after `kill_after`); and the child reaped through
+/// its pidfd, a port source too: no zombie outlives the loop pass that
+/// sees the exit. Per command (by name, across reloads), at most
 /// `max_running` at once; refusals are counted and logged.
 final class CommandRunner {
     unowned let rt: LoopRuntime
