@@ -216,7 +216,7 @@ final class CommandSafetyTests: XCTestCase {
         let took = Date().timeIntervalSince(started)
         let log = p.log
         XCTAssertEqual(status, 0, "boardd stops after --for 3s even during the flood (took \(took) s):\n\(log.suffix(3000))")
-        XCTAssertLessThan(took, 40)
+        XCTAssertLessThan(took, 20, "--for 3s, then the stop")
         XCTAssertTrue(log.contains("command flood [pid") && log.contains(": started: /bin/sh -c"), String(log.suffix(3000)))
         // 3 s of a 10 ms task is about 300 runs; a loaded machine gets fewer, a starved loop none.
         let runs = number(after: "task tick: ", in: log) ?? 0
