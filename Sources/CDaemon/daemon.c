@@ -56,4 +56,17 @@ int bd_notify(const char *socket_path, const char *text, unsigned long length) {
     return e;
 }
 
-int bd_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC | O_NONBLOCK); }
+int bd_pipe(int fds[2]) {
+    if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+    /* Only the daemon's read end is non-blocking: the child's stdout and
+       stderr stay ordinary blocking pipes (a child told EAGAIN on a full
+       pipe would fail with "write error"). */
+    if (fcntl(fds[0], F_SETFL, O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        errno = e;
+        return -1;
+    }
+    return 0;
+}

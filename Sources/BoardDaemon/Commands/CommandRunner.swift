@@ -4,11 +4,15 @@ import Glibc
 import Logging
 
 /// Runs `run` actions on the main loop: `posix_spawn` with an argv (a shell
-/// only when the command says `shell: true`), the `BOARDD_*` environment,
-/// stdout and stderr read through pipes as port sources and logged line by
-/// line (bounded), a timeout (SIGTERM, then SIGKILL after a grace period),
-/// and the child reaped through its pidfd, a port source too: no zombie
-/// outlives the loop pass that sees the exit. Per command, at most
+/// only when the command says `shell: true`) in a process group the child
+/// leads, the daemon's environment without systemd's notify and watchdog
+/// variables, plus the `BOARDD_*` ones of the run; stdout and stderr are
+/// blocking pipes for the child, read (at most `readBudget` bytes a stream
+/// a pass) through non-blocking read ends as port sources and logged line
+/// by line (bounded, the rest counted); a timeout (SIGTERM to the child's
+/// group, then SIGKILL after `kill_after`); and the child reaped through
+/// its pidfd, a port source too: no zombie outlives the loop pass that
+/// sees the exit. Per command (by name, across reloads), at most
 /// `max_running` at once; refusals are counted and logged.
 final class CommandRunner {
     unowned let rt: LoopRuntime
@@ -23,6 +27,15 @@ final class CommandRunner {
     static let maxLineBytes = 1024
     /// Lines logged per stream per run; more are counted, not logged.
     static let maxLines = 200
+    /// Bytes read from one stream per readiness: the rest waits for the
+    /// next pass, so tasks and signals keep their timing under a flood.
+    static let readBudget = 16 * 1024
+    /// Bytes read from each stream of a child that exited, before its exit
+    /// is logged.
+    static let drainBudget = 256 * 1024
+    /// One read buffer for every stream (all are read on the main loop),
+    /// allocated once.
+    private let readBuffer = UnsafeMutablePointer<UInt8>.allocate(capacity: CommandRunner.readBudget)
 
     init(runtime: LoopRuntime, logger: Logger) {
         rt = runtime
@@ -32,12 +45,17 @@ final class CommandRunner {
         refused = Array(repeating: 0, count: runtime.config.commands.count)
     }
 
+    deinit { readBuffer.deallocate() }
+
     var config: DaemonConfig { rt.config }
 
-    /// A reload changed the commands: counters start again (children in
-    /// flight finish under their old limits).
+    /// A reload changed the commands: counters start again. A running
+    /// child counts toward the command of its name at its new index (a
+    /// reload may reorder `commands`), or toward none when its command is
+    /// gone; it finishes under its old limits either way.
     func configChanged() {
         let n = config.commands.count
+        for child in children { child.command = config.commands.firstIndex { $0.name == child.name } }
         running = (0..<n).map { i in children.filter { $0.command == i }.count }
         started = Array(repeating: 0, count: n)
         refused = Array(repeating: 0, count: n)
@@ -46,7 +64,14 @@ final class CommandRunner {
 
     final class Child {
         let pid: pid_t
-        let command: Int
+        /// The command's name: what the child is charged to across reloads.
+        let name: String
+        /// The command's index in the running config; nil once a reload
+        /// removed it.
+        var command: Int?
+        /// The limits it was started with.
+        let timeLimit: Duration
+        let killAfter: Duration
         let label: String
         let start: MonotonicInstant
         var pidSource: PortSource?
@@ -54,9 +79,14 @@ final class CommandRunner {
         var timeout: RunLoopTimer?
         var termSent = false
         var killSent = false
-        init(pid: pid_t, command: Int, label: String, start: MonotonicInstant) {
+        /// waitpid collected the child: its status is the one to report.
+        var reaped = false
+        init(pid: pid_t, command: Int, config c: CommandConfig, label: String, start: MonotonicInstant) {
             self.pid = pid
             self.command = command
+            name = c.name
+            timeLimit = c.timeout
+            killAfter = c.killAfter
             self.label = label
             self.start = start
         }
@@ -66,12 +96,18 @@ final class CommandRunner {
         let name: String
         let fd: Int32
         var source: PortSource?
+        /// The line being read (at most `maxLineBytes`), allocated once.
         var pending: [UInt8] = []
-        var lines = 0
-        var dropped = 0
+        /// Bytes since the last newline.
+        var midLine = false
+        var logged = 0
+        var linesNotLogged = 0
+        /// Bytes of lines not logged and of long lines' cut ends.
+        var bytesNotLogged = 0
         init(name: String, fd: Int32) {
             self.name = name
             self.fd = fd
+            pending.reserveCapacity(CommandRunner.maxLineBytes)
         }
     }
 
@@ -92,7 +128,7 @@ final class CommandRunner {
         var e = environ
         while let p = e.pointee {
             let entry = String(cString: p)
-            if !entry.hasPrefix("BOARDD_") { env.append(entry) }
+            if !Self.withheld(entry) { env.append(entry) }
             e += 1
         }
         if ctx.line >= 0 {
@@ -106,6 +142,7 @@ final class CommandRunner {
 
         var outPipe: [Int32] = [-1, -1]
         var errPipe: [Int32] = [-1, -1]
+        // Read ends non-blocking (for the loop), write ends blocking (for the child).
         guard bd_pipe(&outPipe) == 0 else { return spawnFailed(c, "pipe2", errno) }
         guard bd_pipe(&errPipe) == 0 else {
             close(outPipe[0]); close(outPipe[1])
@@ -126,7 +163,7 @@ final class CommandRunner {
         running[ci] += 1
         started[ci] &+= 1
         let label = "command \(c.name) [pid \(pid)]"
-        let child = Child(pid: pid, command: ci, label: label, start: rt.loop.now)
+        let child = Child(pid: pid, command: ci, config: c, label: label, start: rt.loop.now)
         logger.info("\(label): started: \(argv.joined(separator: " "))")
         children.append(child)
         let pfd = bd_pidfd_open(pid)
@@ -154,9 +191,10 @@ final class CommandRunner {
             child.timeout = t
         } catch {
             logger.error("\(label): cannot watch the child on the loop: \(error); killing it")
-            kill(pid, SIGKILL)
+            kill(-pid, SIGKILL)
             var status: Int32 = 0
             waitpid(pid, &status, 0)
+            child.reaped = true
             // Nothing of the child may stay on the loop: its sources hold it unowned.
             child.pidSource?.invalidate()
             child.pidSource = nil
@@ -166,51 +204,118 @@ final class CommandRunner {
         }
     }
 
+    /// Variables of the daemon's environment a child does not get: the
+    /// `BOARDD_*` ones (set per run), and systemd's notify socket and
+    /// watchdog (a child could report READY or pet the watchdog for boardd).
+    static let withheldVariables = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"]
+
+    static func withheld(_ entry: String) -> Bool {
+        if entry.hasPrefix("BOARDD_") { return true }
+        let name = entry.prefix { $0 != "=" }
+        return withheldVariables.contains { $0 == name }
+    }
+
     private func spawnFailed(_ c: CommandConfig, _ call: String, _ e: Int32) {
         failures &+= 1
         logger.error("command \(c.name): \(call) failed: \(String(cString: strerror(e)))")
     }
 
+    /// Reads once, at most `readBudget` bytes, from a readable stream: a
+    /// child that writes without pause cannot keep the loop from its
+    /// timers and other sources (what is left stays readable for the next
+    /// pass: the loop's sources are level-triggered).
     private func readable(_ s: Stream, _ child: Child) {
-        var buf = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = read(s.fd, &buf, buf.count)
-            if n > 0 {
-                for b in buf[0..<n] {
-                    if b == 10 {
-                        emit(s, child)
-                    } else if s.pending.count < Self.maxLineBytes {
-                        s.pending.append(b)
-                    }
-                }
-                continue
-            }
-            if n == 0 || (errno != EAGAIN && errno != EINTR) {
-                closeStream(s, child)
-            }
-            return
+        let n = read(s.fd, readBuffer, Self.readBudget)
+        if n > 0 {
+            consume(s, child, UnsafePointer(readBuffer), n)
+        } else if n == 0 || (errno != EAGAIN && errno != EINTR) {
+            closeStream(s, child)
         }
     }
 
-    private func emit(_ s: Stream, _ child: Child) {
-        defer { s.pending.removeAll(keepingCapacity: true) }
-        s.lines += 1
-        if s.lines > Self.maxLines {
-            s.dropped += 1
+    /// What is in the pipes of a child that exited, read before its exit
+    /// is reported: until EAGAIN, or at most `drainBudget` bytes a stream
+    /// (something the child started may still hold the pipe and write).
+    private func drain(_ child: Child) {
+        for s in child.streams {
+            var left = Self.drainBudget
+            while left > 0 && s.source != nil {
+                let n = read(s.fd, readBuffer, min(left, Self.readBudget))
+                if n > 0 {
+                    consume(s, child, UnsafePointer(readBuffer), n)
+                    left -= n
+                } else if n < 0 && errno == EINTR {
+                    continue
+                } else {
+                    if n == 0 || errno != EAGAIN { closeStream(s, child) }
+                    break
+                }
+            }
+        }
+    }
+
+    /// Splits what was read into lines: the first `maxLines` are logged
+    /// (each cut at `maxLineBytes`), the rest counted.
+    private func consume(_ s: Stream, _ child: Child, _ p: UnsafePointer<UInt8>, _ n: Int) {
+        var i = 0
+        while i < n {
+            let nl = memchr(p + i, 10, n - i).map { $0.assumingMemoryBound(to: UInt8.self) - UnsafeMutablePointer(mutating: p) }
+            let end = nl ?? n
+            let count = end - i
+            if count > 0 {
+                s.midLine = true
+                if s.logged < Self.maxLines {
+                    let take = min(count, Self.maxLineBytes - s.pending.count)
+                    if take > 0 { s.pending.append(contentsOf: UnsafeBufferPointer(start: p + i, count: take)) }
+                    s.bytesNotLogged += count - take
+                } else {
+                    s.bytesNotLogged += count
+                }
+            }
+            guard let nl else { break }
+            endLine(s, child)
+            i = nl + 1
+        }
+    }
+
+    /// A line of `s` ended (at a newline, or at the stream's end).
+    private func endLine(_ s: Stream, _ child: Child) {
+        s.midLine = false
+        guard s.logged < Self.maxLines else {
+            s.linesNotLogged += 1
             return
         }
-        let text = String(decoding: s.pending, as: UTF8.self)
-        if s.name == "stderr" { logger.warning("\(child.label) stderr: \(text)") } else { logger.info("\(child.label): \(text)") }
+        s.logged += 1
+        let label = child.label
+        if s.name == "stderr" {
+            logger.warning("\(label) stderr: \(String(decoding: s.pending, as: UTF8.self))")
+        } else {
+            logger.info("\(label): \(String(decoding: s.pending, as: UTF8.self))")
+        }
+        s.pending.removeAll(keepingCapacity: true)
+    }
+
+    /// The stream's last line (without a newline), and what was not logged.
+    private func report(_ s: Stream, _ child: Child) {
+        if s.midLine { endLine(s, child) }
+        if s.linesNotLogged > 0 {
+            logger.notice(
+                "\(child.label): \(s.linesNotLogged) more \(s.name) lines not logged (\(s.bytesNotLogged) bytes of \(s.name) not logged in all)")
+        } else if s.bytesNotLogged > 0 {
+            logger.notice("\(child.label): \(s.bytesNotLogged) bytes of \(s.name) not logged (lines cut at \(Self.maxLineBytes) bytes)")
+        }
     }
 
     private func closeStream(_ s: Stream, _ child: Child) {
-        if !s.pending.isEmpty { emit(s, child) }
-        if s.dropped > 0 { logger.notice("\(child.label): \(s.dropped) more \(s.name) lines not logged") }
+        report(s, child)
         s.source?.invalidate()
         s.source = nil
         close(s.fd)
         child.streams.removeAll { $0 === s }
-        if child.pidSource == nil && child.streams.isEmpty {
+        // Without a pidfd, the end of the output is the exit (not when the
+        // child was already reaped: its exit is reported by whoever reaped it).
+        if child.pidSource == nil && child.streams.isEmpty && !child.reaped {
+            child.reaped = true
             var status: Int32 = 0
             waitpid(child.pid, &status, 0)
             finish(child, status: status)
@@ -221,34 +326,42 @@ final class CommandRunner {
         var status: Int32 = 0
         let r = waitpid(child.pid, &status, WNOHANG)
         guard r == child.pid else { return }
+        child.reaped = true
         child.pidSource?.invalidate()
         if let fd = child.pidSource?.fd { close(fd) }
         child.pidSource = nil
         // Read what is left in the pipes before reporting the exit.
-        for s in child.streams { readable(s, child) }
+        drain(child)
         finish(child, status: status)
     }
 
     private func timedOut(_ child: Child) {
-        guard child.command < config.commands.count else { return }
-        let c = config.commands[child.command]
         if !child.termSent {
             child.termSent = true
-            logger.warning("\(child.label): still running after its timeout \(c.timeout.short): SIGTERM")
-            kill(child.pid, SIGTERM)
+            logger.warning("\(child.label): still running after its timeout \(child.timeLimit.short): SIGTERM")
+            signalGroup(child, SIGTERM)
         } else if !child.killSent {
             child.killSent = true
-            logger.warning("\(child.label): still running \(c.killAfter.short) after SIGTERM: SIGKILL")
-            kill(child.pid, SIGKILL)
+            logger.warning("\(child.label): still running \(child.killAfter.short) after SIGTERM: SIGKILL")
+            signalGroup(child, SIGKILL)
         }
+    }
+
+    /// Signals the child's process group (the child leads it: it was
+    /// spawned with POSIX_SPAWN_SETPGROUP), so what it started goes too.
+    /// Only while the child is not reaped: until then its pid, and so the
+    /// group's id, cannot be reused.
+    private func signalGroup(_ child: Child, _ sig: Int32) {
+        if kill(-child.pid, sig) != 0 && errno == ESRCH { kill(child.pid, sig) }
     }
 
     private func finish(_ child: Child, status: Int32) {
         guard let i = children.firstIndex(where: { $0 === child }) else { return }
         children.remove(at: i)
-        if child.command < running.count { running[child.command] = max(0, running[child.command] - 1) }
+        if let ci = child.command, ci < running.count { running[ci] = max(0, running[ci] - 1) }
         child.timeout?.invalidate()
         for s in child.streams {
+            report(s, child)
             s.source?.invalidate()
             close(s.fd)
         }
@@ -265,27 +378,87 @@ final class CommandRunner {
         }
     }
 
-    /// Kills and reaps every child (shutdown).
-    func stopAll() {
+    /// Time `stopAll` allows past the largest `kill_after` by default.
+    static let stopMargin: Duration = .seconds(1)
+
+    /// Stops and reaps every child (shutdown), all at once: SIGTERM to
+    /// every child's process group, then each group still running its
+    /// command's `kill_after` later gets SIGKILL; at `deadline` (by
+    /// default the largest `kill_after` of the children plus `stopMargin`
+    /// from now) every group left gets SIGKILL, and every child is reaped
+    /// before this returns. Blocks the calling (main loop's) thread; waits
+    /// on the children's pidfds. Logs a line per child killed and one for
+    /// all.
+    func stopAll(deadline: MonotonicInstant? = nil) {
+        guard !children.isEmpty else { return }
+        let start = MonotonicInstant.now
+        let end = deadline ?? start + (children.map(\.killAfter).max() ?? .zero) + Self.stopMargin
+        var left: [(child: Child, killAt: MonotonicInstant)] = []
         for child in children {
-            kill(child.pid, SIGTERM)
+            child.timeout?.invalidate()
+            child.timeout = nil
+            signalGroup(child, SIGTERM)
+            left.append((child, start + child.killAfter))
         }
-        for child in children {
-            var status: Int32 = 0
-            var waited = 0
-            while waitpid(child.pid, &status, WNOHANG) == 0 && waited < 100 {
-                usleep(10_000)
-                waited += 1
+        let total = left.count
+        var killed = 0
+        var fds: [pollfd] = []
+        fds.reserveCapacity(total)
+        while true {
+            // Reap what exited.
+            left.removeAll { entry in
+                var status: Int32 = 0
+                let r = waitpid(entry.child.pid, &status, WNOHANG)
+                guard r == entry.child.pid || (r < 0 && errno == ECHILD) else { return false }
+                stopped(entry.child, status: status)
+                return true
             }
-            if waited >= 100 {
-                kill(child.pid, SIGKILL)
-                waitpid(child.pid, &status, 0)
+            if left.isEmpty { break }
+            let now = MonotonicInstant.now
+            for entry in left where !entry.child.killSent && (entry.killAt <= now || end <= now) {
+                entry.child.killSent = true
+                killed += 1
+                let why = entry.killAt <= now ? "\(entry.child.killAfter.short) after SIGTERM" : "at the stop deadline"
+                logger.warning("\(entry.child.label): still running \(why): SIGKILL")
+                signalGroup(entry.child, SIGKILL)
             }
-            child.pidSource?.invalidate()
-            if let fd = child.pidSource?.fd { close(fd) }
+            if end <= now {
+                // Every group left has SIGKILL, which cannot be caught: reap.
+                for entry in left {
+                    var status: Int32 = 0
+                    while waitpid(entry.child.pid, &status, 0) < 0 && errno == EINTR {}
+                    stopped(entry.child, status: status)
+                }
+                break
+            }
+            // Sleep until a child exits, the next SIGKILL is due or the deadline.
+            var next = end
+            for entry in left where !entry.child.killSent && entry.killAt < next { next = entry.killAt }
+            fds.removeAll(keepingCapacity: true)
+            var blind = false
+            for entry in left {
+                if let fd = entry.child.pidSource?.fd { fds.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0)) } else { blind = true }
+            }
+            let ns = next.nanoseconds > now.nanoseconds ? next.nanoseconds - now.nanoseconds : 0
+            var ms = Int32(clamping: (ns + 999_999) / 1_000_000)
+            if blind { ms = min(ms, 10) }  // a child without a pidfd: look again soon
+            _ = poll(&fds, nfds_t(fds.count), max(ms, 1))
+        }
+        let took = (MonotonicInstant.now - start).short
+        logger.notice(
+            "commands: \(total) \(total == 1 ? "child" : "children") stopped in \(took): \(total - killed) ended after SIGTERM, \(killed) needed SIGKILL")
+    }
+
+    /// A child `stopAll` reaped.
+    private func stopped(_ child: Child, status: Int32) {
+        child.reaped = true
+        if let src = child.pidSource {
+            src.invalidate()
+            close(src.fd)
             child.pidSource = nil
-            finish(child, status: status)
         }
+        drain(child)
+        finish(child, status: status)
     }
 }
 

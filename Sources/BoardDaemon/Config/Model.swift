@@ -391,7 +391,8 @@ public struct CommandConfig: Sendable, Equatable {
     public var argv: [String]?
     /// Run `argv[0]` through `/bin/sh -c`.
     public var shell: Bool
-    /// After this the child gets SIGTERM, then SIGKILL after `killAfter`.
+    /// After this the child's process group gets SIGTERM, then SIGKILL
+    /// after `killAfter` (which also bounds each child's stop at shutdown).
     public var timeout: Duration
     public var killAfter: Duration
     /// Runs at once; more are refused (and counted).

@@ -76,8 +76,9 @@ extension Daemon {
             }
         }
 
-        // 2. Child processes, all at once.
-        commands?.stopAll()
+        // 2. Child processes, all at once: SIGKILL at the latest when a
+        // tenth of the budget is left, for the lines and the workers.
+        commands?.stopAll(deadline: MonotonicInstant(nanoseconds: deadline &- budget / 10))
 
         // 3. Lines released, workers ended.
         let released = LockedValue<Int>(0)

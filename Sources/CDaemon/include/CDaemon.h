@@ -15,6 +15,8 @@ int bd_spawn(pid_t *pid, const char *path, char *const argv[], char *const envp[
 /// Sends the notify datagram `text` to `socket_path` ('@' = abstract
 /// namespace), as sd_notify does. Returns 0 or an errno.
 int bd_notify(const char *socket_path, const char *text, unsigned long length);
-/// pipe2(fds, O_CLOEXEC | O_NONBLOCK). Returns 0 or -1 with errno set.
+/// pipe2(fds, O_CLOEXEC), then O_NONBLOCK on the read end fds[0] only:
+/// the write end fds[1] is the child's stdout or stderr and stays blocking.
+/// Returns 0 or -1 with errno set (no fd left open).
 int bd_pipe(int fds[2]);
 #endif
