@@ -40,7 +40,7 @@ extension GPIOLineRequest {
         // keeps it alive (as CF's run loop retains its sources). The cycle
         // is broken when it is unscheduled, released or its chip vanishes.
         let source = PortSource(fd: fd, interest: .readable, order: order) { source, events in
-            self.portReady(events)
+            self.portReady(events, limit: self.eventsPerDispatch)
             // The loop ends a source whose dispatch reported hangup or error
             // unless it is re-armed. Events were read and the request is still
             // active: keep it; the next dispatch reads again or fails the
@@ -146,7 +146,7 @@ extension GPIOLineRequest {
         var reads = 0
         // Bounded: a chip that keeps producing cannot hold the caller here.
         while reads < EventStorage.maxPendingReads {
-            let status = portReady([])
+            let status = portReady([], limit: events.capacity)
             guard status.count > 0 || status.fullCount > 0 else { break }
             reads += 1
             guard status.more, state == .active else { break }
@@ -157,14 +157,14 @@ extension GPIOLineRequest {
     // MARK: The event path (no allocation from here on)
 
     @discardableResult
-    func portReady(_ events: PortSource.Events) -> GPIOReadStatus {
+    func portReady(_ events: PortSource.Events, limit: Int) -> GPIOReadStatus {
         guard state == .active, let loop, depth < EventStorage.maxDepth else { return GPIOReadStatus() }
         let entry = loop.now
         let d = depth
         depth += 1
         defer { depth -= 1 }
         var batch = BatchBuilder(out: self.events.outRegion(d), capacity: self.events.outCapacity)
-        let (status, failure) = readOnce(depth: d, entry: entry, into: &batch)
+        let (status, failure) = readOnce(depth: d, entry: entry, into: &batch, limit: limit)
         deliver(&batch, entry: entry)
         if let failure {
             fail(failure, entry: entry)
@@ -188,11 +188,12 @@ extension GPIOLineRequest {
     /// batch and stay where they landed (an event filtered out is squeezed
     /// out by moving the rest): one copy out of the driver's buffer. With it,
     /// they are read aside and the debouncer decides what reaches the batch.
-    func readOnce(depth d: Int, entry: MonotonicInstant, into batch: inout BatchBuilder) -> (GPIOReadStatus, GPIOError?) {
+    func readOnce(depth d: Int, entry: MonotonicInstant, into batch: inout BatchBuilder, limit: Int) -> (GPIOReadStatus, GPIOError?) {
         let inPlace = !hasSoftwareDebounce
+        let most = max(1, min(events.capacity, limit))
         let target = inPlace
-            ? UnsafeMutableBufferPointer(start: batch.out + batch.count, count: min(events.capacity, batch.capacity - batch.count))
-            : events.rawRegion(d)
+            ? UnsafeMutableBufferPointer(start: batch.out + batch.count, count: min(most, batch.capacity - batch.count))
+            : UnsafeMutableBufferPointer(start: events.rawRegion(d).baseAddress, count: most)
         let status: GPIOReadStatus
         do {
             status = try driver.readEvents(into: target, fullOffsets: events.fullRegion(d))
@@ -351,7 +352,7 @@ extension GPIOLineRequest {
         // First take in every edge already waiting: one may end the period.
         var rounds = 0
         while rounds < 64 {
-            let (status, failure) = readOnce(depth: d, entry: entry, into: &batch)
+            let (status, failure) = readOnce(depth: d, entry: entry, into: &batch, limit: events.capacity)
             deliver(&batch, entry: entry)
             if let failure {
                 fail(failure, entry: entry)

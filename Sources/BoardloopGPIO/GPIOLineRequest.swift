@@ -60,6 +60,15 @@ public final class GPIOLineRequest {
     @exclusivity(unchecked) var lastGlobalSequence: UInt64 = 0
     @exclusivity(unchecked) var depth = 0
 
+    /// At most this many events are read (and handed to the handler) per
+    /// dispatch of the request's port source; the rest stay in the kernel
+    /// for the next pass, which dispatches ready sources of a lower `order`
+    /// first. A low-priority line that floods then holds its loop for one
+    /// small batch, not a whole buffer. Default: the request's event buffer
+    /// (everything one read can take). `readPendingEvents()` is not bounded
+    /// by it. Set on the loop's thread.
+    @exclusivity(unchecked) public var eventsPerDispatch: Int
+
     /// How often a scheduled request checks that its chip is still there,
     /// when the kernel does not wake pollers on removal (before Linux 6.6).
     /// nil: never poll. Set before `schedule`. Default: 1 s where needed.
@@ -84,6 +93,7 @@ public final class GPIOLineRequest {
         setValues = .allocate(capacity: offsets.count)
         setValues.initialize(repeating: 0)
         events = EventStorage(capacity: eventCapacity, lines: offsets.count)
+        eventsPerDispatch = eventCapacity
         lines = .allocate(capacity: offsets.count)
         for i in 0..<offsets.count {
             (lines + i).initialize(to: LineEventState(offset: offsets[i], settings: settings[i], capabilities: capabilities))

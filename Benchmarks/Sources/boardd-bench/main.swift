@@ -15,6 +15,10 @@
 //            kernel buffer in the task's own wake-ups), a drain on every
 //            readiness of the fd, and none (the kernel-like buffer
 //            overflows and the loss is counted).
+//   e-stop   a high-priority e-stop's edge -> output while a low-priority
+//            line floods at 20k edges/s on the same loop, vs the same e-stop
+//            with no flood (the line's priority orders dispatch in every
+//            pass, and a low-priority dispatch handles a small batch).
 //
 // Prints one row per figure: `name  value  reference  ratio`. Through
 // scripts/bench-daemon.sh (release build).
@@ -29,13 +33,16 @@ import Logging
 
 var quick = false
 var repeats = 3
+/// `--only estop`: the e-stop rows alone.
+var only: String?
 var args = CommandLine.arguments.dropFirst()
 while let a = args.popFirst() {
     switch a {
     case "--quick": quick = true
     case "--repeats": repeats = Int(args.popFirst() ?? "") ?? 3
+    case "--only": only = args.popFirst()
     default:
-        print("usage: boardd-bench [--quick] [--repeats N]")
+        print("usage: boardd-bench [--quick] [--repeats N] [--only estop]")
         exit(2)
     }
 }
@@ -225,6 +232,67 @@ func latencyHandWritten(n: Int) -> [Double] {
     return r
 }
 
+// MARK: E-stop during a low-priority flood
+
+let estopConfig = """
+    board: demo
+    priorities: [low, high]
+    lines:
+      chatter: { pin: CHATTER, input: { edge: both, buffer: 1024 }, priority: low }
+      estop: { pin: ESTOP, input: { edge: falling }, priority: high }
+      valve: { pin: VALVE, output: { initial: on } }
+      relay: { pin: MOCK1_0, output: { initial: off } }
+    reactions:
+      - on: { line: chatter, edge: both }
+        do: [ toggle: relay ]
+      - on: { line: estop, edge: falling }
+        do: [ toggle: valve ]
+
+    """
+
+/// Trips the e-stop `n` times (falling edge; the reaction toggles the
+/// valve), with `flood` edges/s on the low line meanwhile (0: quiet), and
+/// returns each trip's edge-to-valve-write latency in µs.
+func estopLatency(n: Int, flood: Int) -> [Double] {
+    let mock = try! Demo.makeChips()
+    let chip = mock.chips[0]
+    let d = DaemonThread(config: parse(estopConfig), mock: mock)
+    let stop = Locked(false)
+    let flooder = JoinableThread {
+        pinCurrentThread(stimulusCPU)
+        guard flood > 0 else { return }
+        var high = false
+        let perMs = max(1, flood / 1000)
+        while !stop.withLock({ $0 }) {
+            for _ in 0..<perMs {
+                high.toggle()
+                try? chip.setLevel(23, high)
+            }
+            sleepFor(.milliseconds(1))
+        }
+    }
+    sleepFor(.milliseconds(50))
+    pinCurrentThread(stimulusCPU)
+    let valve: UInt32 = 5
+    var stamps: [MonotonicInstant] = []
+    stamps.reserveCapacity(n)
+    let before = chip.allOutputChanges().filter { $0.offset == valve }.count
+    for i in 0..<n {
+        let t = chip.now
+        try? chip.setLevel(GPIOLineSelector.offset(22), false, at: t)
+        stamps.append(t)
+        _ = waitUntil(timeout: .seconds(5)) { chip.allOutputChanges().filter { $0.offset == valve }.count >= before + i + 1 }
+        try? chip.setLevel(22, true)
+        sleepFor(.microseconds(700))
+    }
+    stop.withLock { $0 = true }
+    flooder.join()
+    let writes = Array(chip.allOutputChanges().filter { $0.offset == valve }.dropFirst(before))
+    d.stop()
+    guard writes.count >= n else { fail("e-stop: \(writes.count) valve writes for \(n) trips") }
+    return zip(writes, stamps).map { Double(($0.timestamp - $1).nanosecondsClamped) / 1000 }
+}
+
 // MARK: Critical task under a flood
 
 /// How the flooded line's held events are kept.
@@ -400,6 +468,23 @@ let presses = quick ? 200 : 2000
 let floodSeconds = quick ? 0.6 : 2.0
 var dP50: [Double] = [], dP99: [Double] = [], hP50: [Double] = [], hP99: [Double] = []
 var heldRuns: [Drain: [FloodResult]] = [:], controlRuns: [FloodResult] = []
+var eFloodP50: [Double] = [], eFloodP99: [Double] = [], eQuietP50: [Double] = [], eQuietP99: [Double] = []
+let trips = quick ? 100 : 1000
+for rep in 0..<repeats where only == "estop" {
+    for flooded in rep % 2 == 0 ? [true, false] : [false, true] {
+        let l = estopLatency(n: trips, flood: flooded ? 20_000 : 0)
+        if flooded {
+            eFloodP50.append(percentile(l, 0.5)); eFloodP99.append(percentile(l, 0.99))
+        } else {
+            eQuietP50.append(percentile(l, 0.5)); eQuietP99.append(percentile(l, 0.99))
+        }
+    }
+}
+if only == "estop" {
+    row("e-stop edge->output p50 µs, low-priority flood 20k/s (vs quiet; goal <= 2x)", f1(median(eFloodP50)), f1(median(eQuietP50)), ratio(median(eFloodP50), median(eQuietP50)))
+    row("e-stop edge->output p99 µs, low-priority flood 20k/s (vs quiet)", f1(median(eFloodP99)), f1(median(eQuietP99)), ratio(median(eFloodP99), median(eQuietP99)))
+    exit(0)
+}
 for rep in 0..<repeats {
     // Rotate the order so neither side always runs first.
     let order = rep % 2 == 0 ? [0, 1] : [1, 0]
@@ -410,6 +495,14 @@ for rep in 0..<repeats {
         } else {
             let h = latencyHandWritten(n: presses)
             hP50.append(percentile(h, 0.5)); hP99.append(percentile(h, 0.99))
+        }
+    }
+    for flooded in rep % 2 == 0 ? [true, false] : [false, true] {
+        let l = estopLatency(n: trips, flood: flooded ? 20_000 : 0)
+        if flooded {
+            eFloodP50.append(percentile(l, 0.5)); eFloodP99.append(percentile(l, 0.99))
+        } else {
+            eQuietP50.append(percentile(l, 0.5)); eQuietP99.append(percentile(l, 0.99))
         }
     }
     let runs: [Drain?] = [nil] + Drain.allCases
@@ -426,6 +519,8 @@ print("boardd-bench: \(repeats) repeat(s), medians over them (the flood jitter: 
 row("scenario", "boardd", "reference", "ratio")
 row("reaction edge->output p50 µs (vs hand-written loop)", f1(median(dP50)), f1(median(hP50)), ratio(median(dP50), median(hP50)))
 row("reaction edge->output p99 µs (vs hand-written loop)", f1(median(dP99)), f1(median(hP99)), ratio(median(dP99), median(hP99)))
+row("e-stop edge->output p50 µs, low-priority flood 20k/s (vs quiet; goal <= 2x)", f1(median(eFloodP50)), f1(median(eQuietP50)), ratio(median(eFloodP50), median(eQuietP50)))
+row("e-stop edge->output p99 µs, low-priority flood 20k/s (vs quiet)", f1(median(eFloodP99)), f1(median(eQuietP99)), ratio(median(eFloodP99), median(eQuietP99)))
 func phaseRows(_ label: String, _ runs: [FloodResult]) -> Double {
     // Percentiles of the samples of every run pooled (a p99 of ~900 samples
     // a run is its 9th worst; pooled over the repeats it is steadier than

@@ -204,9 +204,21 @@ final class InputLine: @unchecked Sendable {
             || triggers.contains { if case .hold = $0.kind { return true } else { return false } }
     }
 
+    /// Events one dispatch of a line below the loop's highest input
+    /// priority handles; the rest wait for the next pass, which dispatches
+    /// the higher-priority lines first if they are ready.
+    static let lowPriorityBatch = 16
+
+    /// The line's source order: a higher priority is a lower order, so
+    /// whenever lines of two priorities are ready in a pass, the higher one
+    /// is dispatched first (CF dispatches ready version-1 sources by order).
+    var sourceOrder: Int { -config.priority.index }
+
     func schedule() throws {
         let modes = self.modes
-        try request.schedule(on: rt.loop, mode: modes[0]) { [unowned self] batch in self.handle(batch) }
+        try request.schedule(on: rt.loop, mode: modes[0], order: sourceOrder) { [unowned self] batch in self.handle(batch) }
+        let top = rt.config.lines.lazy.filter { $0.isInput && $0.loop == self.rt.id }.map(\.priority.index).max() ?? 0
+        if config.priority.index < top { request.eventsPerDispatch = min(request.eventsPerDispatch, Self.lowPriorityBatch) }
         for m in modes.dropFirst() { try request.add(to: m) }
         if let limit = config.rateLimit {
             do {
