@@ -91,6 +91,11 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
                 if l.filters.settle > .zero { s.append("settle=\(DurationText.format(l.filters.settle))") }
                 if let r = l.rateLimit { s.append("rate_limit=\(r.events)/\(DurationText.format(r.period))") }
                 if let g = l.gestures { s.append("gestures=\(g.kinds.map(\.rawValue).joined(separator: "|"))") }
+                // Held events as the config gives them (the plan of a held line: `held`).
+                if l.held.bufferSet { s.append("buffer=\(l.held.kernelBuffer)") }
+                if l.held.drainSet { s.append("drain=\(l.held.drain)") }
+                if l.held.drainEverySet { s.append("drain_every=\(DurationText.format(l.held.drainEvery))") }
+                if let r = l.held.maxRate { s.append("max_rate=\(RateText.format(r))") }
             } else {
                 s.append("initial=\(st.outputValue ? "on" : "off")")
                 if let v = l.safeValue { s.append("safe=\(v ? "on" : "off")") }
