@@ -146,7 +146,7 @@ extension GPIOLineRequest {
         var reads = 0
         // Bounded: a chip that keeps producing cannot hold the caller here.
         while reads < EventStorage.maxPendingReads {
-            let status = portReady([], limit: events.capacity)
+            let status = portReady(Self.noEvents, limit: events.capacity)
             guard status.count > 0 || status.fullCount > 0 else { break }
             reads += 1
             guard status.more, state == .active else { break }
@@ -155,6 +155,11 @@ extension GPIOLineRequest {
     }
 
     // MARK: The event path (no allocation from here on)
+
+    // Option sets made once: an array literal allocates in debug builds
+    // (a drain that finds nothing came through both).
+    static let noEvents = PortSource.Events(rawValue: 0)
+    static let errorOrHangup: PortSource.Events = [.error, .hangup]
 
     @discardableResult
     func portReady(_ events: PortSource.Events, limit: Int) -> GPIOReadStatus {
@@ -170,7 +175,7 @@ extension GPIOLineRequest {
             fail(failure, entry: entry)
         } else if status.vanished {
             chipVanished(.chipVanished(chip: chip.description, detail: "the request's event fd reported it"), entry: entry)
-        } else if status.count == 0 && !events.isDisjoint(with: [.error, .hangup]) {
+        } else if status.count == 0 && !events.isDisjoint(with: Self.errorOrHangup) {
             // EPOLLERR/EPOLLHUP with nothing to read: check the chip; if it
             // is there, stop anyway rather than spin on the fd.
             checkChipPresent()

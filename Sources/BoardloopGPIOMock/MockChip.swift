@@ -24,8 +24,9 @@ public final class MockChip: @unchecked Sendable {
     /// Which kernel interface the chip imitates.
     public enum EventModel: Sendable, Equatable {
         /// libgpiod 2.x on the v2 uAPI: events carry sequence numbers; the
-        /// request's buffer (16 per line unless set) drops the oldest event
-        /// when full — the gap in the sequence numbers shows it.
+        /// request's buffer (the size the request asks for, as the kernel
+        /// sizes it: `kernelEventBuffer`) drops the oldest event when full —
+        /// the gap in the sequence numbers shows it.
         case v2
         /// libgpiod 1.6 on the v1 uAPI: no sequence numbers; each line's
         /// FIFO holds 16 events and drops newer ones when full.
@@ -48,8 +49,22 @@ public final class MockChip: @unchecked Sendable {
     public let label: String
     public let lineCount: Int
     public let eventModel: EventModel
-    /// Events the kernel would buffer per request (v2; nil: 16 per line).
+    /// Events every request's buffer keeps (v2), whatever the request asks;
+    /// nil: what the request asks for, as the kernel sizes it
+    /// (`kernelEventBuffer`).
     public let eventBufferSize: Int?
+
+    /// The buffer a v2 kernel gives a request of `lines` lines asking for
+    /// `eventBufferCapacity` events: `linereq_create()` in gpiolib-cdev.c
+    /// takes 0 as 16 per line and caps the size at GPIO_V2_LINES_MAX * 16
+    /// (1024), and `kfifo_alloc()` rounds it up to a power of two (at least 2).
+    public static func kernelEventBuffer(lines: Int, eventBufferCapacity: Int) -> Int {
+        let asked = eventBufferCapacity > 0 ? eventBufferCapacity : 16 * max(lines, 1)
+        let size = min(asked, 1024)
+        var p = 2
+        while p < size { p <<= 1 }
+        return p
+    }
     let clock: RunLoopClock
     let lock = Lock(recursive: true)
 
@@ -97,7 +112,8 @@ public final class MockChip: @unchecked Sendable {
     ///   - lineCount: number of lines.
     ///   - lineNames: names of lines, by offset.
     ///   - eventModel: which kernel interface to imitate (`.v2` default).
-    ///   - eventBufferSize: v2 only: events buffered per request (default 16 per line).
+    ///   - eventBufferSize: v2 only: events buffered per request whatever it
+    ///     asks (default: what it asks, sized as the kernel does).
     ///   - clock: where event and output timestamps come from; use the same
     ///     `ManualClock` as the loop for deterministic tests.
     ///   - historyCapacity: output changes kept.

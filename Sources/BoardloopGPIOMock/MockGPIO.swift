@@ -94,7 +94,7 @@ final class MockChipDriver: GPIOChipDriver {
     func requestLines(_ lines: [GPIODriverLineConfig], consumer: String, eventBufferCapacity: Int) throws(GPIOError)
         -> any GPIORequestDriver
     {
-        let request = try MockRequest(chip: chip, consumer: consumer, lines: lines)
+        let request = try MockRequest(chip: chip, consumer: consumer, lines: lines, eventBufferCapacity: eventBufferCapacity)
         let t = chip.now
         var outputs: [(UInt32, Bool)] = []
         try chip.lock.withLock { () throws(GPIOError) in

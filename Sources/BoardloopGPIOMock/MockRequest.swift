@@ -33,7 +33,11 @@ final class MockRequest: GPIORequestDriver {
 
     static let v1FifoEvents = 16
 
-    init(chip: MockChip, consumer: String, lines: [GPIODriverLineConfig]) throws(GPIOError) {
+    /// - Parameter eventBufferCapacity: the buffer the request asks for
+    ///   (`GPIOChip.request`'s `eventBufferCapacity`): a v2 chip keeps what
+    ///   the kernel would (`MockChip.kernelEventBuffer`) unless the chip
+    ///   fixes its own size; a v1 chip keeps 16 per line whatever is asked.
+    init(chip: MockChip, consumer: String, lines: [GPIODriverLineConfig], eventBufferCapacity: Int = 0) throws(GPIOError) {
         self.chip = chip
         self.consumer = consumer
         self.lines = lines
@@ -43,7 +47,8 @@ final class MockRequest: GPIORequestDriver {
         guard f >= 0 else { throw .system(chip: chip.info.description, call: "eventfd", errno: errno) }
         fd = f
         switch chip.eventModel {
-        case .v2: ringCapacity = max(chip.eventBufferSize ?? 16 * lines.count, 1)
+        case .v2:
+            ringCapacity = chip.eventBufferSize ?? MockChip.kernelEventBuffer(lines: lines.count, eventBufferCapacity: eventBufferCapacity)
         case .v1: ringCapacity = Self.v1FifoEvents * lines.count
         }
         ring = .allocate(capacity: ringCapacity)

@@ -87,7 +87,8 @@ final class LossReportingTests: XCTestCase {
         let log = Locked("")
         var logger = Logger(label: "t") { l in CollectingHandler(label: l, into: log) }
         logger.logLevel = .info
-        let h = try Harness(Self.config, logger: logger)
+        // A kernel buffer of 16 (the mock keeps what the request asks for).
+        let h = try Harness(Self.config.replacingOccurrences(of: "edge: both }", with: "edge: both, buffer: 16 }"), logger: logger)
         try h.chip.burst(.offset(23), edges: 20, spacing: .microseconds(10))
         try h.daemon.settle()
         let warnings = log.withLock { $0 }.split(separator: "\n").filter { $0.hasPrefix("contact:") && $0.contains("dropped") }

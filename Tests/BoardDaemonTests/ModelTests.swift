@@ -69,12 +69,14 @@ import Testing
         #expect(c.loops[1].cpus == [1] && c.loops[1].realtimePriority == 50)
         #expect(c.reactions.allSatisfy { $0.loop == LoopID(1) })
         // main: 2 lines + its port + signalfd + 3 per child (notify: 2);
-        // 2 tasks, chatter's rate limit, led's pulse, pour, 2 child timeouts, watchdog;
-        // 4 actions posted to it from io (pulse led, run, sequence pour, stop pour).
+        // 2 tasks, chatter's rate limit, led's pulse, pour, 2 child timeouts, watchdog,
+        // chatter's drain timer (chosen: pour holds it, a task runs in pour's mode);
+        // 4 actions posted to it from io (pulse led, run, sequence pour, stop pour)
+        // and the drain's work item.
         #expect(
             c.loops[0].capacities
                 == BoardRunLoop.Capacities(
-                    sources: 10, timers: 8, observers: 1, modes: 2, pendingPerforms: 48, eventsPerWait: 10, nestingDepth: 4))
+                    sources: 10, timers: 9, observers: 1, modes: 2, pendingPerforms: 49, eventsPerWait: 10, nestingDepth: 4))
         // io: 3 lines + its port; button's debounce, hold and multi-press;
         // pour's two sets of the valve posted from main.
         #expect(

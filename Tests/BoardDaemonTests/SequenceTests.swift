@@ -109,9 +109,9 @@ final class SequenceTests: XCTestCase {
     }
 
     func testADrainTimerSlowerThanTheFloodCountsWhatTheKernelDropped() throws {
-        // 20 edges at once between two reads: the mock kernel keeps 16, the
-        // v2 sequence numbers say exactly 4 were lost.
-        let h = try Harness(Self.config(chatter: ", drain: 4096, drain_every: 50ms", pour: "150ms"))
+        // 20 edges at once between two reads: a kernel buffer of 16 keeps 16,
+        // the v2 sequence numbers say exactly 4 were lost.
+        let h = try Harness(Self.config(chatter: ", buffer: 16, drain: 4096, drain_every: 50ms", pour: "150ms"))
         try h.press()
         for i in 0..<20 { try h.setLevel("CHATTER", i % 2 == 0) }
         try h.advance(151)
@@ -121,15 +121,16 @@ final class SequenceTests: XCTestCase {
         XCTAssertEqual(h.fires("count"), 16)
     }
 
-    func testWithoutDrainTheKernelBufferOverflowIsCountedExactly() throws {
-        let h = try Harness(Self.config(drain: false))
+    func testWithDrainOffTheKernelBufferOverflowIsCountedExactly() throws {
+        // drain: 0 opts out of the default ring; a kernel buffer of 16.
+        let h = try Harness(Self.config(chatter: ", buffer: 16, drain: 0"))
         try h.press()
         for i in 0..<40 { try h.setLevel("CHATTER", i % 2 == 0) }
         try h.advance(151)
         try h.advance(1)
         let c = h.counters.lines["chatter"]!
         XCTAssertEqual(c.lost + UInt64(h.fires("count")), 40, "delivered + lost = every edge (v2 sequence numbers)")
-        XCTAssertEqual(c.lost, 24, "the mock kernel keeps 16 per line")
+        XCTAssertEqual(c.lost, 24, "the kernel buffer keeps 16")
     }
 
     func testEStopReactsDuringTheSequence() throws {

@@ -102,6 +102,39 @@ final class FaultTests: XCTestCase {
         XCTAssertEqual(UInt64(log.events.count) + req.statistics.lostEvents, 50, "every edge delivered or reported lost")
     }
 
+    /// Edges held while nothing reads: a v2 request keeps the buffer it
+    /// asks for, as the kernel sizes it.
+    func heldBurst(asking capacity: Int, edges: Int, eventModel: MockChip.EventModel = .v2) throws -> (kept: Int, lost: UInt64) {
+        let rig = try ManualRig(eventModel: eventModel)
+        let req = try rig.gpio.request(17, .input(edges: .both), eventBufferCapacity: capacity)
+        let log = EventLog()
+        try rig.chip.burst(17, edges: edges, spacing: .microseconds(250), from: rig.at(ms: 1))
+        try req.schedule(on: rig.loop) { log.record($0) }
+        try rig.settle()
+        return (log.events.count, req.statistics.lostEvents)
+    }
+
+    func testTheMockKeepsTheBufferTheRequestAsksFor() throws {
+        let big = try heldBurst(asking: 256, edges: 200)
+        XCTAssertEqual(big.kept, 200, "a buffer of 256 keeps 200 held edges")
+        XCTAssertEqual(big.lost, 0)
+        let small = try heldBurst(asking: 16, edges: 200)
+        XCTAssertEqual(small.kept, 16, "a buffer of 16 keeps the newest 16")
+        XCTAssertEqual(small.lost, 184, "the rest counted lost")
+        // Rounded up to a power of two, as kfifo_alloc() does: 100 -> 128.
+        let rounded = try heldBurst(asking: 100, edges: 200)
+        XCTAssertEqual(rounded.kept, 128)
+        XCTAssertEqual(rounded.lost, 72)
+        // Capped at the kernel's 1024 a request.
+        XCTAssertEqual(MockChip.kernelEventBuffer(lines: 1, eventBufferCapacity: 5000), 1024)
+        XCTAssertEqual(MockChip.kernelEventBuffer(lines: 1, eventBufferCapacity: 1), 2)
+        XCTAssertEqual(MockChip.kernelEventBuffer(lines: 3, eventBufferCapacity: 0), 64, "0: 16 per line")
+        XCTAssertEqual(MockChip.kernelEventBuffer(lines: 1, eventBufferCapacity: 48), 64)
+        // The v1 uAPI (libgpiod 1.6) keeps 16 a line whatever is asked.
+        let v1 = try heldBurst(asking: 256, edges: 200, eventModel: .v1)
+        XCTAssertEqual(v1.kept, 16)
+    }
+
     func testDroppedEventsAreCountedExactly() throws {
         let rig = try ManualRig()
         let req = try rig.gpio.request([4, 17], .input(edges: .both))

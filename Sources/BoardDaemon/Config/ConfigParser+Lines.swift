@@ -285,14 +285,22 @@ extension ConfigParser {
             case "delayed_off": if let d = r.duration(x.value, x.path) { f.delayedOff = d }
             case "initial_edge": if let b = r.bool(x.value, x.path) { f.initialEdge = b }
             case "buffer":
-                if let n = r.int(x.value, x.path, in: 2...HeldEvents.kernelBufferCap) { held.kernelBuffer = n }
+                if let n = r.int(x.value, x.path, in: 2...HeldEvents.kernelBufferCap) {
+                    held.kernelBuffer = n
+                    held.bufferSet = true
+                }
             case "drain":
-                if let n = r.int(x.value, x.path, in: 0...HeldEvents.maximumDrain) { held.drain = n }
+                if let n = r.int(x.value, x.path, in: 0...HeldEvents.maximumDrain) {
+                    held.drain = n
+                    held.drainSet = true
+                }
+            case "max_rate": if let n = rate(x) { held.maxRate = n }
             case "drain_every":
                 if let d = r.duration(x.value, x.path) {
                     let range = HeldEvents.drainPeriods
                     if range.contains(d) {
                         held.drainEvery = d
+                        held.drainEverySet = true
                     } else {
                         r.error(x.value, x.path, "out of range: a drain period is between 1ms and 10s")
                     }
@@ -300,6 +308,7 @@ extension ConfigParser {
             default: if let d = r.duration(x.value, x.path) { f.settle = d }
             }
         }
+        for x in entries where ["buffer", "drain", "drain_every", "max_rate"].contains(x.key) { heldKeys[line, default: [:]][x.key] = x }
         if held.drainEvery > .zero && held.drain == 0, let x = entries.first(where: { $0.key == "drain_every" }) {
             r.error(
                 x.keyNode, x.path,
@@ -316,7 +325,7 @@ extension ConfigParser {
     func parseOutput(_ e: YAMLReader.Entry, _ line: String, _ s: inout GPIOLineSettings, _ safe: inout Bool?) -> Bool {
         guard
             let entries = settingsEntries(
-                e, allowed: Self.outputKeys, other: ["edge", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain", "drain_every", "initial_edge"], line: line,
+                e, allowed: Self.outputKeys, other: ["edge", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain", "drain_every", "max_rate", "initial_edge"], line: line,
                 isInput: false)
         else { return false }
         let before = log.errors.count

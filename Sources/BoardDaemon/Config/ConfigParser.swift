@@ -8,7 +8,8 @@ final class ConfigParser {
     static let topKeys = ["board", "priorities", "lines", "modes", "tasks", "reactions", "sequences", "commands", "workers"]
     static let lineKeys = ["pin", "chip", "offset", "line_name", "input", "output", "priority", "rate_limit", "gestures", "description"]
     static let inputKeys = [
-        "edge", "bias", "active_low", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain", "drain_every", "initial_edge",
+        "edge", "bias", "active_low", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain", "drain_every", "max_rate",
+        "initial_edge",
     ]
     static let outputKeys = ["initial", "safe", "active_low", "drive", "bias"]
     static let gestureKeys = ["one_of", "click_min", "click_max", "gap", "hold"]
@@ -54,6 +55,9 @@ final class ConfigParser {
     /// cross-loop posts once every sequence's loop is known).
     var sequenceUses: [(SequenceID, LoopID)] = []
     var timedReactionsPerLoop: [Int] = []
+    /// Per input line (by name): where the config gives `buffer`, `drain`,
+    /// `drain_every` and `max_rate` (for the held-events warnings).
+    var heldKeys: [String: [String: YAMLReader.Entry]] = [:]
 
     init(file: String, options: LoadOptions) {
         self.file = file
@@ -88,6 +92,7 @@ final class ConfigParser {
         if let e = entry("sequences") { parseSequences(e) }
         if let e = entry("tasks") { parseTasks(e) }
         if let e = entry("reactions") { parseReactions(e) }
+        planHeldEvents()  // before the capacities: a chosen drain_every is a timer
         computeCapacities(root: root)
         guard let board else { return nil }
         return DaemonConfig(

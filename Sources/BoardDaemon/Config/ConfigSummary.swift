@@ -21,6 +21,34 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
         public var name: String
         public var detail: String
     }
+    /// How a line a mode can hold keeps its events (`HeldPlan`).
+    public struct Held: Codable, Sendable, Equatable {
+        public var line: String
+        /// The modes that hold it.
+        public var modes: [String]
+        /// The longest hold (`150ms`); nil: no sequence bounds it.
+        public var longestHold: String?
+        /// What makes the longest hold (`sequence 'pour'`).
+        public var holdBy: String
+        /// The planned edge rate (`4kHz`) and whether the config declares it.
+        public var maxRate: String
+        public var maxRateDeclared: Bool
+        /// Events the kernel keeps for the line (libgpiod 2.x; 1.6 keeps 16).
+        public var kernelBuffer: Int
+        public var kernelBufferRaised: Bool
+        /// The drain ring (0: none) and whether it was chosen by default.
+        public var drain: Int
+        public var drainDefaulted: Bool
+        /// The drain period (nil: read as they come, or no drain), and the
+        /// task whose period it took when chosen by default.
+        public var drainEvery: String?
+        public var drainEveryTask: String?
+        /// Events the line can keep while held, and how long that lasts at `maxRate`.
+        public var canHold: Int
+        public var canHoldFor: String
+        /// Events that can come during the longest hold at `maxRate`.
+        public var expected: Int?
+    }
     public struct Loop: Codable, Sendable, Equatable {
         public var name: String
         public var lines: [String]
@@ -40,6 +68,8 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
     public var sequences: [Item]
     public var commands: [Item]
     public var loops: [Loop]
+    /// The lines a mode can hold, in the config's order.
+    public var held: [Held]
     public var warnings: [String]
 
     public init(_ c: DaemonConfig) {
@@ -61,6 +91,11 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
                 if l.filters.settle > .zero { s.append("settle=\(DurationText.format(l.filters.settle))") }
                 if let r = l.rateLimit { s.append("rate_limit=\(r.events)/\(DurationText.format(r.period))") }
                 if let g = l.gestures { s.append("gestures=\(g.kinds.map(\.rawValue).joined(separator: "|"))") }
+                // Held events as the config gives them (the plan of a held line: `held`).
+                if l.held.bufferSet { s.append("buffer=\(l.held.kernelBuffer)") }
+                if l.held.drainSet { s.append("drain=\(l.held.drain)") }
+                if l.held.drainEverySet { s.append("drain_every=\(DurationText.format(l.held.drainEvery))") }
+                if let r = l.held.maxRate { s.append("max_rate=\(RateText.format(r))") }
             } else {
                 s.append("initial=\(st.outputValue ? "on" : "off")")
                 if let v = l.safeValue { s.append("safe=\(v ? "on" : "off")") }
@@ -114,6 +149,19 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
                     "pendingPerforms": k.pendingPerforms, "eventsPerWait": k.eventsPerWait, "nestingDepth": k.nestingDepth,
                 ])
         }
+        held = c.lines.compactMap { l in
+            guard let p = l.heldPlan else { return nil }
+            let h = l.held
+            let ns = Double(h.capacity) * 1e9 / Double(h.rate)
+            return Held(
+                line: l.name, modes: p.modes.map { c.modes[$0.index].name }, longestHold: p.longestHold.map(DurationText.format),
+                holdBy: p.holdBy, maxRate: RateText.format(h.rate), maxRateDeclared: h.maxRate != nil, kernelBuffer: h.kernelEvents,
+                kernelBufferRaised: p.bufferRaised, drain: h.drain, drainDefaulted: p.drainDefaulted,
+                drainEvery: h.drainsOnTimer ? DurationText.format(h.drainEvery) : nil, drainEveryTask: p.drainEveryTask,
+                canHold: h.capacity,
+                canHoldFor: ns >= 9e18 ? "long" : DurationText.format(.nanoseconds(Int64(ns.rounded(.down)))),
+                expected: p.expected(rate: h.rate))
+        }
         warnings = c.warnings.map(\.description)
     }
 
@@ -139,6 +187,21 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
         section("reactions", reactions)
         section("sequences", sequences)
         section("commands", commands)
+        out.append("held events:" + (held.isEmpty ? " none" : ""))
+        for h in held {
+            var parts = ["held in \(h.modes.joined(separator: ", "))"]
+            parts.append("longest hold \(h.longestHold ?? "unbounded") (\(h.holdBy))")
+            parts.append("max_rate \(h.maxRate)\(h.maxRateDeclared ? "" : " (default)")" + (h.expected.map { ": \($0) events" } ?? ""))
+            parts.append("kernel buffer \(h.kernelBuffer)\(h.kernelBufferRaised ? " (raised)" : "") (libgpiod 1.6: 16)")
+            parts.append(h.drain > 0 ? "drain \(h.drain)\(h.drainDefaulted ? " (default)" : "")" : "drain off")
+            if let d = h.drainEvery {
+                parts.append("drain_every \(d)" + (h.drainEveryTask.map { " (task \($0)'s period)" } ?? ""))
+            } else if h.drain > 0 {
+                parts.append("read as they come")
+            }
+            parts.append("holds \(h.canHold) events (\(h.canHoldFor) at \(h.maxRate))")
+            out.append("  \(h.line): " + parts.joined(separator: "; "))
+        }
         out.append("loops:")
         for l in loops {
             let k = l.capacities

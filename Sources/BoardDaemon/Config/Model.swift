@@ -140,6 +140,8 @@ public struct LineConfig: Sendable, Equatable {
     /// Inputs: how events are kept while the line is held (a mode that
     /// does not admit its priority, a rate limit).
     public var held: HeldEvents = HeldEvents()
+    /// Inputs a mode can hold: how their held events are kept (nil: no mode holds the line).
+    public var heldPlan: HeldPlan?
     /// The loop that owns the line (requests it, gets its events, writes it).
     public var loop: LoopID
 
@@ -199,6 +201,11 @@ public struct InputFilters: Sendable, Equatable {
 /// admitted again. They are read as they come (the fd stays in every mode),
 /// or, with `drainEvery`, by a timer of that period in the modes that hold
 /// the line, which shares its wake-ups with the loop's other timers.
+///
+/// A line a sequence can hold gets a drain ring by default (when the config
+/// does not set `drain`): sized for the longest hold at the line's
+/// `maxRate`, and read with the holding modes' task's period when a task
+/// runs in them (see `HeldPlan`). `drain: 0` opts out.
 public struct HeldEvents: Sendable, Equatable {
     /// The largest kernel buffer a v2 request can have.
     public static let kernelBufferCap = 1024
@@ -206,17 +213,55 @@ public struct HeldEvents: Sendable, Equatable {
     public static let maximumDrain = 1 << 20
     /// The periods a drain timer may have.
     public static let drainPeriods: ClosedRange<Duration> = .milliseconds(1) ... .seconds(10)
+    /// The edge rate a held line is planned for when `max_rate` is not set
+    /// (edges a second, both edges counted).
+    public static let defaultMaxRate = 1000
+    /// The rates `max_rate` may give.
+    public static let maxRates: ClosedRange<Int> = 1...10_000_000
+    /// A defaulted drain ring holds this many times the events of the
+    /// longest hold at `maxRate`.
+    public static let defaultRingMargin = 2
+    /// A hold no sequence bounds (a mode a `mode:` action enters) is
+    /// planned as this long.
+    public static let unboundedHold = Duration.seconds(1)
+    /// The kernel buffer libgpiod 1.6 (uAPI v1) keeps per line.
+    public static let v1KernelBuffer = 16
     /// Events the kernel keeps for the line's request (v2; rounded up to a power of two).
     public var kernelBuffer: Int = 64
     /// The user-space drain ring, in events (0: off).
     public var drain: Int = 0
     /// The drain timer's period; zero: read at every readiness of the fd.
     public var drainEvery: Duration = .zero
-    public init(kernelBuffer: Int = 64, drain: Int = 0, drainEvery: Duration = .zero) {
+    /// The fastest the line's edges come (`max_rate`, edges a second); nil:
+    /// `defaultMaxRate`.
+    public var maxRate: Int?
+    /// Which of `buffer`, `drain` and `drain_every` the config sets (the
+    /// rest may be chosen for a line a mode holds).
+    public var bufferSet = false, drainSet = false, drainEverySet = false
+    public init(
+        kernelBuffer: Int = 64, drain: Int = 0, drainEvery: Duration = .zero, maxRate: Int? = nil, bufferSet: Bool = false,
+        drainSet: Bool = false, drainEverySet: Bool = false
+    ) {
         self.kernelBuffer = kernelBuffer
         self.drain = drain
         self.drainEvery = drainEvery
+        self.maxRate = maxRate
+        self.bufferSet = bufferSet
+        self.drainSet = drainSet
+        self.drainEverySet = drainEverySet
     }
+    /// The rate the line is planned for.
+    public var rate: Int { maxRate ?? Self.defaultMaxRate }
+    /// The events a v2 kernel keeps for the line's request: `kernelBuffer`
+    /// rounded up to a power of two, at most 1024.
+    public var kernelEvents: Int {
+        var p = 2
+        while p < min(kernelBuffer, Self.kernelBufferCap) { p <<= 1 }
+        return p
+    }
+    /// The events the line can keep while held (libgpiod 2.x): the drain
+    /// ring (which is at least the kernel buffer), or the kernel buffer.
+    public var capacity: Int { drain > 0 ? max(drain, kernelBuffer) : kernelEvents }
     /// Held events are read at every readiness of the line's fd (`drain`
     /// alone): the fd stays in every mode.
     public var drainsOnReadiness: Bool { drain > 0 && drainEvery == .zero }
@@ -226,6 +271,37 @@ public struct HeldEvents: Sendable, Equatable {
     /// much late, which lets it fire in a pass another timer (a task's) wakes
     /// the loop for instead of waking the loop itself.
     public var drainTolerance: Duration { drainEvery / 2 }
+}
+
+/// How a line a mode can hold keeps its events: what `boardd --check`
+/// shows for it, and what was chosen where the config says nothing.
+public struct HeldPlan: Sendable, Equatable {
+    /// The modes entered on the line's loop that hold it (do not admit its priority).
+    public var modes: [ModeID]
+    /// The longest hold: one run of the longest sequence in such a mode
+    /// (the sum of its waits; a queued sequence's queue too); nil: no
+    /// sequence bounds it (a `mode:` action enters such a mode).
+    public var longestHold: Duration?
+    /// What makes it: `sequence 'pour'`, `a mode action of reaction 'x'`.
+    public var holdBy: String
+    /// The drain ring was chosen (the config does not set `drain`).
+    public var drainDefaulted: Bool
+    /// The drain period was chosen: the period of this task, which runs in
+    /// the holding modes.
+    public var drainEveryTask: String?
+    /// The kernel buffer was raised to hold 1.5 drain periods at the rate.
+    public var bufferRaised: Bool
+
+    /// The events that can come during the longest hold at `rate` edges a
+    /// second (nil when no sequence bounds the hold).
+    public func expected(rate: Int) -> Int? { longestHold.map { HeldPlan.events(rate: rate, over: $0) } }
+
+    /// `rate` edges a second over `d`, rounded up.
+    public static func events(rate: Int, over d: Duration) -> Int {
+        let ns = Double(d.components.seconds) * 1e9 + Double(d.components.attoseconds / 1_000_000_000)
+        let n = (Double(rate) * ns / 1e9).rounded(.up)
+        return n >= Double(Int.max / 4) ? Int.max / 4 : Int(n)
+    }
 }
 
 /// At most `events` events per `period`; more are held and delivered later.
