@@ -103,7 +103,7 @@ let package = Package(
         .executableTarget(
             name: "boardd",
             dependencies: [
-                "BoardDaemon", "BoardSupport", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "BoardDaemon", "BoardSupport", "BoardloopGPIO", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict, linkerSettings: releaseLink),

@@ -214,25 +214,7 @@ public struct YAMLReader {
         switch DurationText.parse(s.string) {
         case let .success(d): return d
         case let .failure(problem):
-            switch problem {
-            case .noUnit:
-                error(
-                    node, path,
-                    "'\(s.string)' has no unit; write \(s.string)\(suggest) (units: us, ms, s, min, h)")
-            case let .unknownUnit(u):
-                error(
-                    node, path,
-                    "unknown unit '\(u)' in '\(s.string)'; units are us, ms, s, min, h"
-                        + DidYouMean.hint(u, in: DurationText.units.map(\.0)))
-            case .negative:
-                error(node, path, "'\(s.string)' is negative; a duration is zero or more")
-            case .notANumber:
-                error(node, path, "expected a duration such as 20ms, found '\(s.string)'")
-            case .tooPrecise:
-                error(node, path, "'\(s.string)' is finer than a nanosecond")
-            case .tooLarge:
-                error(node, path, "'\(s.string)' is too long (the limit is about 292 years)")
-            }
+            error(node, path, problem.message(s.string, suggest: suggest))
             return nil
         }
     }
@@ -242,6 +224,21 @@ public struct YAMLReader {
 public enum DurationText {
     public enum Problem: Error, Equatable {
         case noUnit, unknownUnit(String), negative, notANumber, tooPrecise, tooLarge
+
+        /// What is wrong with `text`, in words (the config's and the command
+        /// line's messages are the same); `suggest` is the unit a bare
+        /// number is told to take.
+        public func message(_ text: String, suggest: String = "ms") -> String {
+            switch self {
+            case .noUnit: "'\(text)' has no unit; write \(text)\(suggest) (units: us, ms, s, min, h)"
+            case let .unknownUnit(u):
+                "unknown unit '\(u)' in '\(text)'; units are us, ms, s, min, h" + DidYouMean.hint(u, in: DurationText.units.map(\.0))
+            case .negative: "'\(text)' is negative; a duration is zero or more"
+            case .notANumber: "expected a duration such as 20ms, found '\(text)'"
+            case .tooPrecise: "'\(text)' is finer than a nanosecond"
+            case .tooLarge: "'\(text)' is too long (the limit is about 292 years)"
+            }
+        }
     }
 
     /// Units and their length in nanoseconds.

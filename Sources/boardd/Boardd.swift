@@ -11,7 +11,8 @@ struct Boardd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "boardd",
         abstract: "The board daemon: GPIO reactions, tasks and sequences from one YAML config.",
-        discussion: "The config language is described in docs/config.md; running, signals and systemd in docs/daemon.md.")
+        discussion: "The config language is described in docs/config.md; running, signals and systemd in docs/daemon.md.",
+        version: BoarddVersion.text)
 
     @Option(help: "The config file to run (or check).") var config: String?
     @Flag(help: "Run the built-in demo on the demo board (mock chips, no hardware).") var demo = false
@@ -29,6 +30,17 @@ struct Boardd: ParsableCommand {
     var safeOutputs = false
     @Option(help: "How long a stop may take in all (default 10s; keep it below systemd's TimeoutStopSec=).")
     var stopTimeout: String?
+
+    /// A duration option, in the config's grammar and with its messages.
+    static func duration(_ text: String, option: String, atLeast least: Duration) throws -> Duration {
+        switch Launcher.parseDuration(text) {
+        case let .success(d):
+            guard d >= least else { throw ValidationError("\(option) \(text): at least \(least) is needed") }
+            return d
+        case let .failure(problem):
+            throw ValidationError("\(option) \(text): \(problem.message(text, suggest: "s"))")
+        }
+    }
 
     func run() throws {
         let catalog = BoardCatalog(directories: boardDirectories + BoardCatalog.standardDirectories())
@@ -57,18 +69,14 @@ struct Boardd: ParsableCommand {
             return
         }
         guard demo || config != nil else { throw ValidationError("give --config FILE to run a config, or --demo") }
-        let duration = try runFor.map { t in
-            guard let d = Launcher.parseDuration(t) else { throw ValidationError("--for \(t): write a duration such as 10s or 500ms") }
-            return d
+        if demo, let config {
+            throw ValidationError(
+                "--demo runs the built-in demo config and would ignore --config \(config): give --config \(config) alone to run it, or --demo alone for the demo")
         }
+        let duration = try runFor.map { t in try Self.duration(t, option: "--for", atLeast: .zero) }
         var settings = Launcher.Settings(
             configPath: config, demo: demo, runFor: duration, logLevel: level, loadOptions: options, summaryInterval: nil)
-        if let t = stopTimeout {
-            guard let d = Launcher.parseDuration(t), d >= .milliseconds(100) else {
-                throw ValidationError("--stop-timeout \(t): write a duration of at least 100ms, such as 10s")
-            }
-            settings.stopTimeout = d
-        }
+        if let t = stopTimeout { settings.stopTimeout = try Self.duration(t, option: "--stop-timeout", atLeast: .milliseconds(100)) }
         let status = Launcher.run(settings)
         if status != 0 { throw ExitCode(status) }
     }

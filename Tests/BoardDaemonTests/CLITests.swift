@@ -131,3 +131,38 @@ enum Boardd {
         #expect(r.stderr.contains("--check needs --config FILE"))
     }
 }
+
+/// The command line's own mistakes: a clear message and the usage status,
+/// never a crash.
+@Suite struct CommandLineMistakeTests {
+    /// `--for` takes the config's duration grammar, with its bounds and messages.
+    @Test(arguments: [
+        ("1e308s", "expected a duration such as 20ms, found '1e308s'"),
+        ("infs", "expected a duration such as 20ms, found 'infs'"),
+        ("9223372037s", "'9223372037s' is too long (the limit is about 292 years)"),
+        ("5", "'5' has no unit; write 5s"),
+        ("3 parsecs", "unknown unit 'parsecs'"),
+    ])
+    func forRefusesWhatTheConfigRefuses(_ arg: (String, String)) throws {
+        let r = try Boardd.run(["--config", "examples/demo.yaml", "--for", arg.0])
+        #expect(r.status == 64, "\(r.stderr)")
+        #expect(r.stderr.contains("--for \(arg.0): \(arg.1)"), "\(r.stderr)")
+    }
+
+    @Test func forTakesTheConfigsUnits() throws {
+        let r = try Boardd.run(["--config", "examples/demo.yaml", "--for", "300ms", "--log-level", "error"])
+        #expect(r.status == 0, "\(r.stderr)")
+    }
+
+    @Test func demoWithAConfigIsAnError() throws {
+        let r = try Boardd.run(["--demo", "--config", "examples/doorbell.yaml", "--for", "1s"])
+        #expect(r.status == 64)
+        #expect(r.stderr.contains("--demo runs the built-in demo config and would ignore --config examples/doorbell.yaml"), "\(r.stderr)")
+    }
+
+    @Test func versionNamesTheReleaseAndLibgpiod() throws {
+        let r = try Boardd.run(["--version"])
+        #expect(r.status == 0)
+        #expect(r.stdout.hasPrefix("boardd 0.1.0 (libgpiod "), "\(r.stdout)")
+    }
+}

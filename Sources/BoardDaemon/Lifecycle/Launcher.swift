@@ -110,14 +110,10 @@ public enum Launcher {
         return failed == 0 ? 0 : 1
     }
 
-    /// Parses `10s`, `500ms`, `2min`, `1.5s`.
-    public static func parseDuration(_ text: String) -> Duration? {
-        let units: [(String, Double)] = [("ms", 1e-3), ("us", 1e-6), ("min", 60), ("h", 3600), ("s", 1)]
-        for (u, f) in units where text.hasSuffix(u) {
-            guard let v = Double(text.dropLast(u.count)), v >= 0 else { return nil }
-            return .nanoseconds(Int64(v * f * 1e9))
-        }
-        return nil
+    /// Parses a duration as the config does (`10s`, `500ms`, `2min`, `1.5s`,
+    /// `250us`): the same grammar, units and bounds, the same messages.
+    public static func parseDuration(_ text: String) -> Result<Duration, DurationText.Problem> {
+        DurationText.parse(text)
     }
 }
 

@@ -1,0 +1,12 @@
+import BoardloopGPIO
+
+/// What `boardd --version` prints: the release, and the libgpiod it was
+/// built against and runs with (the GPIO layer's two branches differ).
+enum BoarddVersion {
+    static let release = "0.1.0"
+
+    static var text: String {
+        let gpio = LibgpiodBackend.shared
+        return "boardd \(release) (libgpiod \(gpio.libraryVersion), API \(gpio.apiVersion).x)"
+    }
+}
