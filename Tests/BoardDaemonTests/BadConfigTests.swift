@@ -39,6 +39,9 @@ let badConfigs: [(String, [String])] = [
     ("condition-unknown-mode", [
             "condition-unknown-mode.yaml:7:19: error: reactions[0].when.mode: no mode named 'night' (modes: default)",
     ]),
+    ("debounce-above-limit", [
+            "debounce-above-limit.yaml:3:72: error: lines.button.input.debounce: 4001s is above the limit of 4000s (the kernel takes a debounce period as a 32-bit count of microseconds)",
+    ]),
     ("debounce-on-output", [
             "debounce-on-output.yaml:3:33: error: lines.led.output.debounce: debounce applies to inputs only; line 'led' is an output",
     ]),
