@@ -52,6 +52,10 @@ final class ConfigParser {
     /// cross-loop posts once every sequence's loop is known).
     var sequenceUses: [(SequenceID, LoopID)] = []
     var timedReactionsPerLoop: [Int] = []
+    /// Where a parallel sequence's `max` is given, by sequence name.
+    var sequenceMaxNodes: [String: (node: Node, path: String)] = [:]
+    /// Where a command's `max_running` (or, without one, its name) is, by command name.
+    var commandNodes: [String: (node: Node, path: String)] = [:]
 
     init(file: String, options: LoadOptions) {
         self.file = file
