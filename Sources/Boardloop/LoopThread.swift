@@ -77,6 +77,10 @@ public final class LoopThread: @unchecked Sendable {
     /// The affinity is left out (optional real time, CPUs this machine lacks).
     private var skipAffinity = false
 
+    /// Sources the worker adds to its loop beyond what `setup` schedules
+    /// (its exit source): count them in `Settings.capacities.sources`.
+    public static let ownSources = 1
+
     public let name: String
     /// The worker's loop, once `start()` has returned (nil before, and when
     /// the start failed): perform, wake up, or send to its ports.

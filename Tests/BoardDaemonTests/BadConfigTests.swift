@@ -39,6 +39,9 @@ let badConfigs: [(String, [String])] = [
     ("condition-unknown-mode", [
             "condition-unknown-mode.yaml:7:19: error: reactions[0].when.mode: no mode named 'night' (modes: default)",
     ]),
+    ("debounce-above-limit", [
+            "debounce-above-limit.yaml:3:72: error: lines.button.input.debounce: 4001s is above the limit of 4000s (the kernel takes a debounce period as a 32-bit count of microseconds)",
+    ]),
     ("debounce-on-output", [
             "debounce-on-output.yaml:3:33: error: lines.led.output.debounce: debounce applies to inputs only; line 'led' is an output",
     ]),
@@ -99,6 +102,9 @@ let badConfigs: [(String, [String])] = [
     ]),
     ("log-unknown-level", [
             "log-unknown-level.yaml:6:39: error: tasks.t.do[0].log.level: 'loud' is not one of debug, info, notice, warning, error",
+    ]),
+    ("loop-reservation-too-large", [
+            "loop-reservation-too-large.yaml:528:34: error: sequences.s457.max: this makes the main loop reserve about 257 MiB at start (5 sources, 457006 timers, 64 modes); a run loop may reserve at most 256 MiB",
     ]),
     ("mode-default-configured", [
             "mode-default-configured.yaml:6:3: error: modes.default: the default mode admits every priority and cannot be configured",

@@ -308,6 +308,7 @@ extension ConfigParser {
                 r.error(x.keyNode, x.path, "max applies to the queued and parallel policies; this sequence is \(policyName)")
             } else if let m = r.int(x.value, x.path, in: 1...1000) {
                 max = m
+                sequenceMaxNodes[se.key] = (x.value, x.path)
             }
         }
         let policy: SequencePolicy =

@@ -280,7 +280,17 @@ extension ConfigParser {
                 }
             case "bias": if let b = bias(x) { s.bias = b }
             case "active_low": if let b = r.bool(x.value, x.path) { s.activeLow = b }
-            case "debounce": if let d = r.duration(x.value, x.path) { s.debounce = d }
+            case "debounce":
+                if let d = r.duration(x.value, x.path) {
+                    if d > GPIOLineSettings.maximumDebounce {
+                        r.error(
+                            x.value, x.path,
+                            "\(DurationText.format(d)) is above the limit of \(DurationText.format(GPIOLineSettings.maximumDebounce)) (the kernel takes a debounce period as a 32-bit count of microseconds)"
+                        )
+                    } else {
+                        s.debounce = d
+                    }
+                }
             case "delayed_on": if let d = r.duration(x.value, x.path) { f.delayedOn = d }
             case "delayed_off": if let d = r.duration(x.value, x.path) { f.delayedOff = d }
             case "initial_edge": if let b = r.bool(x.value, x.path) { f.initialEdge = b }

@@ -131,6 +131,7 @@ extension ConfigParser {
                 name: ce.key, argv: nil, shell: false, timeout: Self.defaultCommandTimeout, killAfter: Self.defaultKillAfter,
                 maxRunning: 1, declared: true)
             var argvNode: Node?
+            commandNodes[ce.key] = (ce.keyNode, ce.path)
             for x in entries {
                 switch x.key {
                 case "argv":
@@ -143,7 +144,9 @@ extension ConfigParser {
                 case "shell": c.shell = r.bool(x.value, x.path) ?? false
                 case "timeout": c.timeout = positiveDuration(x.value, x.path, suggest: "s") ?? c.timeout
                 case "kill_after": c.killAfter = positiveDuration(x.value, x.path, suggest: "s") ?? c.killAfter
-                default: c.maxRunning = r.int(x.value, x.path, in: 1...64) ?? c.maxRunning
+                default:
+                    c.maxRunning = r.int(x.value, x.path, in: 1...64) ?? c.maxRunning
+                    commandNodes[ce.key] = (x.value, x.path)
                 }
             }
             if c.shell {
@@ -199,6 +202,7 @@ extension ConfigParser {
                     "\(customModes) modes and the default mode make \(modeCount) on the \(loop.name) loop; a run loop has at most \(Self.maxModes)"
                 )
             }
+            checkReservation(loop: i, root: root)
             var perChip: [String: Int] = [:]
             for l in owned {
                 switch l.address {

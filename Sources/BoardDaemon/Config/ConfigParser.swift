@@ -58,6 +58,10 @@ final class ConfigParser {
     /// Per input line (by name): where the config gives `buffer`, `drain`,
     /// `drain_every` and `max_rate` (for the held-events warnings).
     var heldKeys: [String: [String: YAMLReader.Entry]] = [:]
+    /// Where a parallel sequence's `max` is given, by sequence name.
+    var sequenceMaxNodes: [String: (node: Node, path: String)] = [:]
+    /// Where a command's `max_running` (or, without one, its name) is, by command name.
+    var commandNodes: [String: (node: Node, path: String)] = [:]
 
     init(file: String, options: LoadOptions) {
         self.file = file

@@ -162,6 +162,7 @@ public final class Daemon: @unchecked Sendable {
         for (i, plan) in config.loops.enumerated().dropFirst() {
             var caps = plan.capacities
             caps.timers += Self.ownTimers + Self.backendTimers(config, loop: i, gpio: gpio)
+            caps.sources += LoopThread.ownSources  // the worker thread's exit source
             let settings = LoopThread.Settings(
                 capacities: caps, cpuAffinity: plan.cpus.isEmpty ? nil : plan.cpus,
                 fifoPriority: plan.realtimePriority.map { Int32($0) }, timerSlack: plan.timerSlack,
