@@ -132,6 +132,10 @@ if [ "$mode" = table ]; then
         [ "$s" = perform-item ] && echo "    (libuv: uv_async_send from the loop's own thread, through its eventfd; callgrind counts user space only, so neither side's system calls count)"
         [ "$s" = wake-item ] && echo "    (libuv: not comparable here — uv_async_send's handshake spin-waits up to 997 iterations while valgrind runs one thread at a time, which a real CPU never does)"
         [ "$s" = reaction ] && echo "    (boardd's config path: an edge toggles an output; raw column: the same reaction written by hand with the engine and the GPIO layer)"
+        if [ "$s" = reaction ]; then
+            printf '%-14s %12s\n' "reaction@info" "$(per_event reaction boardd-info)"
+            echo "    (the same at boardd's default log level, info: each reaction traced as a record in the loop's trace ring; all threads counted, the log writer's formatting and write included; two threads, so not gated)"
+        fi
         [ "$top" = 1 ] && top_functions "$s" "$impl"
     done
     exit 0

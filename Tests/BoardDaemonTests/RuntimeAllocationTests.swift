@@ -6,10 +6,13 @@ import XCTest
 /// The daemon's event path allocates nothing: after warm-up, 10,000 edges
 /// through reactions that set, toggle and pulse outputs, with a task
 /// toggling meanwhile, counted by the malloc interposer on the loop thread.
+/// At boardd's default log level, `info`: each reaction is traced, as a
+/// record in the loop's trace ring that the log writer's thread formats.
 final class RuntimeAllocationTests: XCTestCase {
     func testEdgesThroughReactionsAndATaskAllocateNothing() throws {
         try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked (ThreadSanitizer build)")
-        let h = try Harness("""
+        let h = try Harness(
+            """
             board: demo
             lines:
               button: { pin: BUTTON, input: { edge: both, active_low: true } }
@@ -23,7 +26,7 @@ final class RuntimeAllocationTests: XCTestCase {
               - { on: { line: button, press: true }, do: [ set: { led: on }, toggle: valve ] }
               - { on: { line: button, release: true }, do: [ set: { led: off } ] }
               - { on: { line: chatter, edge: both }, do: [ pulse: { valve: 2ms }, toggle: led ] }
-            """)
+            """, level: .info)
         let clock = h.clock
         let loop = h.daemon.loop
         var level = false
@@ -50,6 +53,10 @@ final class RuntimeAllocationTests: XCTestCase {
         XCTAssertEqual(after.tasks["blink"]!.runs - before.tasks["blink"]!.runs, UInt64(rounds / 2), "the task ran every 1 ms meanwhile")
         XCTAssertEqual(m.allocations, 0, "allocations over \(edges) edges: \(m.allocations) (\(m.bytes) bytes)")
         print("daemon event path: \(m.allocations) allocations for \(edges) edges, reactions and task runs")
+        h.daemon.shutdown()  // the last records are drained
+        let log = h.log
+        XCTAssertTrue(log.contains("info button: press -> "), "the reactions' trace lines, at info")
+        XCTAssertTrue(log.contains("info chatter: both edge -> "), "the reactions' trace lines, at info")
     }
 
     func testADrainTimerReadingAHeldFloodAllocatesNothing() throws {

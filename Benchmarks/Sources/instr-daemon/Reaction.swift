@@ -34,8 +34,11 @@ func engineReaction(_ n: Int) throws {
     led.release()
 }
 
-/// The same reaction through boardd's config path.
-func boarddReaction(_ n: Int) throws {
+/// The same reaction through boardd's config path, at a log level:
+/// `.critical` (no trace) or boardd's default, `.info` (each reaction traced:
+/// a record in the loop's trace ring, formatted and written by the log
+/// writer's thread, which callgrind counts too).
+func boarddReaction(_ n: Int, level: Logger.Level = .critical) throws {
     let yaml = """
         board: demo
         lines:
@@ -50,8 +53,8 @@ func boarddReaction(_ n: Int) throws {
         fputs("instr-driver: the reaction config does not load\n", stderr)
         exit(1)
     }
-    var logger = Logger(label: "instr") { label in BoarddLogHandler(label: label, level: .critical, journal: false) }
-    logger.logLevel = .critical
+    var logger = Logger(label: "instr") { label in BoarddLogHandler(label: label, level: level, journal: false) }
+    logger.logLevel = level
     let mock = try Demo.makeChips()
     let daemon = try Daemon(
         config: config, options: .init(logger: logger, modeDriver: .external, summaryInterval: nil, mock: mock))

@@ -40,10 +40,13 @@ struct LogSite: Sendable {
     var message: Logger.Message
     /// The text around each `{repeat}`; nil when there is none.
     var parts: [String]?
+    /// Its source for the log's rate limit (`LogWriter`): the action's text.
+    var source: String
 
     init(level: Logger.Level, text: String) {
         self.level = level
         message = "\(text)"
+        source = "log \"\(text.count > 40 ? text.prefix(40) + "…" : text)\""
         parts = text.contains(Self.repeatPlaceholder) ? text.split(separator: Self.repeatPlaceholder, omittingEmptySubsequences: false).map(String.init) : nil
     }
 

@@ -40,6 +40,9 @@ public enum Launcher {
             writeError("boardd: \(error)\n")
             return 1
         }
+        // What is queued is written before boardd exits (bounded: a stderr
+        // nobody reads does not hold the exit).
+        defer { LogWriter.shared.flush(timeout: .seconds(2)) }
         let level = s.logLevel
         var logger = Logger(label: "boardd") { label in BoarddLogHandler(label: label, level: level) }
         logger.logLevel = level

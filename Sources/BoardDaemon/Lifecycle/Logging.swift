@@ -6,18 +6,24 @@ import Logging
 /// systemd (`JOURNAL_STREAM` set) each line starts with its syslog
 /// priority (`<3>` error … `<7>` debug), which journald reads, so
 /// `journalctl -p warning` works; on a terminal it carries the time since
-/// start and the level.
+/// start and the level. The line is formatted by the caller and handed to
+/// the log writer (`LogWriter`): while a daemon runs, a thread of its own
+/// writes it, so a log call never blocks on stderr.
 public struct BoarddLogHandler: LogHandler {
     public var logLevel: Logger.Level
     public var metadata: Logger.Metadata = [:]
     public let label: String
     public let journal: Bool
+    public let writer: LogWriter
     let start: UInt64
 
-    public init(label: String, level: Logger.Level, journal: Bool = getenv("JOURNAL_STREAM") != nil) {
+    public init(
+        label: String, level: Logger.Level, journal: Bool = getenv("JOURNAL_STREAM") != nil, writer: LogWriter = .shared
+    ) {
         self.label = label
         logLevel = level
         self.journal = journal
+        self.writer = writer
         start = MonotonicInstant.now.nanoseconds
     }
 
@@ -38,29 +44,19 @@ public struct BoarddLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        let level = event.level, message = event.message
-        var text: String
-        if journal {
-            text = "<\(Self.priority(level))>\(message)\n"
-        } else {
-            let ms = (MonotonicInstant.now.nanoseconds &- start) / 1_000_000
-            let secs = String(ms / 1000)
-            let frac = String(ms % 1000)
-            let stamp = String(repeating: " ", count: max(0, 4 - secs.count)) + secs + "."
-                + String(repeating: "0", count: 3 - frac.count) + frac
-            let lv = level.rawValue
-            text = "\(stamp) \(lv)\(String(repeating: " ", count: max(1, 7 - lv.count)))\(message)\n"
-        }
-        text.withUTF8 { p in
-            var off = 0
-            while off < p.count {
-                let n = write(2, p.baseAddress! + off, p.count - off)
-                if n <= 0 {
-                    if n < 0 && errno == EINTR { continue }
-                    return
-                }
-                off += n
-            }
-        }
+        writer.submit(Self.format(level: event.level, message: "\(event.message)", journal: journal, start: start), source: event.source)
+    }
+
+    /// A line as boardd writes it: `<N>message` under journald, else the
+    /// seconds since `start` (ms), the level and the message.
+    static func format(level: Logger.Level, message: String, journal: Bool, start: UInt64) -> String {
+        if journal { return "<\(priority(level))>\(message)\n" }
+        let ms = (MonotonicInstant.now.nanoseconds &- start) / 1_000_000
+        let secs = String(ms / 1000)
+        let frac = String(ms % 1000)
+        let stamp = String(repeating: " ", count: max(0, 4 - secs.count)) + secs + "."
+            + String(repeating: "0", count: 3 - frac.count) + frac
+        let lv = level.rawValue
+        return "\(stamp) \(lv)\(String(repeating: " ", count: max(1, 7 - lv.count)))\(message)\n"
     }
 }

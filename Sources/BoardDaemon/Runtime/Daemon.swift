@@ -79,6 +79,8 @@ public final class Daemon: @unchecked Sendable {
     let boxes: [RuntimeBox]
     var workers: [LoopThread] = []
     private let ports: [BoardMessagePort]
+    /// The loops' trace rings and the programs their records refer to.
+    let traceLog: TraceLog
     var commands: CommandRunner?
     var signalSource: SignalSource?
     var watchdogTimer: RunLoopTimer?
@@ -109,6 +111,7 @@ public final class Daemon: @unchecked Sendable {
             gpio = LibgpiodBackend.shared
         }
         let program = Program(config: config, generation: 1)
+        traceLog = TraceLog(loops: config.loops.count, program: program, logger: options.logger, writer: .shared)
         boxes = config.loops.map { _ in RuntimeBox() }
         let boxes = self.boxes
         ports = try config.loops.map { plan in
@@ -120,7 +123,8 @@ public final class Daemon: @unchecked Sendable {
         caps.timers += Self.backendTimers(config, loop: 0, gpio: gpio)
         caps.sources += options.handleSignals ? 1 : 0
         loop = try BoardRunLoop(capacities: caps, clock: options.clock)
-        main = LoopRuntime(id: .main, loop: loop, program: program, logger: options.logger, driver: options.modeDriver, ports: ports)
+        main = LoopRuntime(id: .main, loop: loop, program: program, logger: options.logger, driver: options.modeDriver, ports: ports,
+            trace: traceLog.rings[0])
         boxes[0].rt = main
         boxes[0].loop = loop
         try main.setUpLoop(summaryInterval: options.summaryInterval)
@@ -149,6 +153,7 @@ public final class Daemon: @unchecked Sendable {
             watchdogTimer = t
         }
         logger.info("\(startLine)")
+        traceLog.writer.attach(traceLog)
     }
 
     private var startLine: String {
@@ -173,8 +178,9 @@ public final class Daemon: @unchecked Sendable {
             let ports = self.ports
             let gpio = self.gpio
             let summary = options.summaryInterval
+            let trace = traceLog.rings[i]
             let w = LoopThread(name: plan.name, settings: settings) { loop in
-                let rt = LoopRuntime(id: LoopID(i), loop: loop, program: program, logger: logger, driver: driver, ports: ports)
+                let rt = LoopRuntime(id: LoopID(i), loop: loop, program: program, logger: logger, driver: driver, ports: ports, trace: trace)
                 box.rt = rt
                 box.loop = loop
                 try rt.setUpLoop(summaryInterval: summary)
@@ -394,6 +400,7 @@ public final class Daemon: @unchecked Sendable {
         }
         generation += 1
         let program = Program(config: new, generation: generation)
+        traceLog.register(program)
         let (totals, failures) = swapAll(to: program, timeout: .seconds(5))
         config = new
         reloads.applied += 1

@@ -78,6 +78,9 @@ final class LoopRuntime: @unchecked Sendable {
     /// Every loop's port, by loop index (posts across loops).
     let ports: [BoardMessagePort]
     weak var commands: CommandRunner?
+    /// This loop's trace ring: the per-event lines (a reaction fired, an
+    /// edge, an output write) as records the log writer formats.
+    let trace: TraceRing
 
     @exclusivity(unchecked) var inputs: [InputLine?]
     @exclusivity(unchecked) var outputs: [OutputLine?]
@@ -104,8 +107,7 @@ final class LoopRuntime: @unchecked Sendable {
     let safeOutputs = LockedValue<[SafeOutput]>([])
 
     // Counters.
-    /// The level a reaction's firing is traced at: debug for a reaction
-    /// that only logs at debug (a chattering contact), else info.
+    /// The level a reaction's firing is traced at (`Program.traceLevels`).
     @exclusivity(unchecked) var traceLevels: [Logger.Level] = []
     @exclusivity(unchecked) var reactionFires: [UInt64]
     @exclusivity(unchecked) var reactionSkipped: [UInt64]
@@ -120,8 +122,12 @@ final class LoopRuntime: @unchecked Sendable {
     @exclusivity(unchecked) var postsStale: UInt64 = 0
     @exclusivity(unchecked) var writeFailures: UInt64 = 0
 
-    init(id: LoopID, loop: BoardRunLoop, program: Program, logger: Logger, driver: ModeDriver, ports: [BoardMessagePort]) {
+    init(
+        id: LoopID, loop: BoardRunLoop, program: Program, logger: Logger, driver: ModeDriver, ports: [BoardMessagePort],
+        trace: TraceRing
+    ) {
         self.id = id
+        self.trace = trace
         name = program.config.loops[id.index].name
         self.loop = loop
         self.program = program
@@ -171,14 +177,7 @@ final class LoopRuntime: @unchecked Sendable {
 
     /// The automation of the current program: tasks, sequences, triggers.
     func setUpAutomation() throws {
-        traceLevels = program.reactions.map { r in
-            var quiet = true
-            for pc in r.start..<r.end {
-                if case let .log(site) = program.ops[Int(pc)], program.logSites[Int(site)].level == .debug { continue }
-                quiet = false
-            }
-            return quiet ? .debug : .info
-        }
+        traceLevels = program.traceLevels()
         for (i, s) in config.sequences.enumerated() where s.loop == id {
             let r = SequenceRunner(index: i, config: s, runtime: self, range: program.sequences[i])
             try r.makeTimers()
@@ -274,7 +273,7 @@ final class LoopRuntime: @unchecked Sendable {
             if isMain, let commands { commands.run(site: Int(site), ctx) } else { post(pc, ctx, to: .main) }
         case let .log(site):
             let s = program.logSites[Int(site)]
-            logger.log(level: s.level, s.message(ctx))
+            logger.log(level: s.level, s.message(ctx), source: s.source)
         case let .mode(m):
             setBaseMode(Int(m))
         case let .start(s):
@@ -324,21 +323,25 @@ final class LoopRuntime: @unchecked Sendable {
         if let c = config.reactions[r].condition, !program.holds(c, mode: ModeID(effectiveMode)) {
             reactionSkipped[r] &+= 1
             if logLevel <= .debug {
-                logger.debug("\(line.config.name): \(config.reactions[r].name) skipped (its condition does not hold)")
+                trace.push(TraceRecord(kind: .skipped, line: Int32(line.id), index: Int32(r), generation: program.generation))
             }
             return
         }
         reactionFires[r] &+= 1
-        if logLevel <= traceLevels[r] {
-            logger.log(
-                level: traceLevels[r],
-                "\(line.config.name): \(describe(config.reactions[r].trigger))\(count > 0 ? " (repeat \(count))" : "") -> \(config.reactions[r].name)\(lateness(t))")
-        }
         activity.store(Activity.reaction.code(r), ordering: .relaxed)
         execute(program.reactions[r], Context(line: Int32(line.id), edge: rising ? 1 : 0, timestamp: t, reaction: Int32(r), repeatCount: count))
         activity.store(0, ordering: .relaxed)
         let done = nowNanoseconds
-        reactionTimes[r]?.record(nanoseconds: done > t ? done - t : 0)
+        let took = done > t ? done - t : 0
+        reactionTimes[r]?.record(nanoseconds: took)
+        // Traced after the actions (the output is not delayed by logging):
+        // a record in the loop's ring, formatted by the log writer.
+        if logLevel <= traceLevels[r] {
+            trace.push(
+                TraceRecord(
+                    kind: .reaction, line: Int32(line.id), index: Int32(r), repeatCount: count, generation: program.generation,
+                    nanoseconds: took))
+        }
     }
 
     func runTask(_ task: TaskRunner) {
@@ -360,37 +363,20 @@ final class LoopRuntime: @unchecked Sendable {
         }
     }
 
-    private func lateness(_ t: UInt64) -> String {
-        let now = nowNanoseconds
-        return now > t &+ 50_000_000 ? " (held \(Duration.nanoseconds(Int64(now - t)).short))" : ""
-    }
-
-    private func describe(_ t: Trigger) -> String {
-        switch t {
-        case let .edge(e): "\(e) edge"
-        case .press: "press"
-        case .release: "release"
-        case .click: "click"
-        case let .multiPress(n, _): "\(n) presses"
-        case .hold: "hold"
-        case .gesture(.doubleClick, _): "double click"
-        case .gesture(.tripleClick, _): "triple click"
-        case let .gesture(g, _): g.rawValue
-        }
-    }
-
-    // MARK: Traces (debug lines; nothing is formatted unless the level is on)
+    // MARK: Traces (debug records in the trace ring, only when the level is on)
 
     func traceEdge(_ line: InputLine, rising: Bool, at t: UInt64) {
         if logLevel <= .debug {
-            logger.debug("\(line.config.name): \(rising ? "on" : "off")\(lateness(t))")
+            let now = nowNanoseconds
+            trace.push(
+                TraceRecord(kind: .edge, flag: rising, line: Int32(line.id), generation: program.generation, nanoseconds: now > t ? now - t : 0))
         }
     }
 
     func traceGesture(_ line: InputLine, _ g: GestureKind, at t: UInt64) {}
 
     func traceOutput(_ line: OutputLine, _ v: Bool) {
-        if logLevel <= .debug { logger.debug("\(line.config.name) = \(v ? "on" : "off")") }
+        if logLevel <= .debug { trace.push(TraceRecord(kind: .output, flag: v, line: Int32(line.id), generation: program.generation)) }
     }
 
     func writeFailed(_ line: OutputLine, _ e: GPIOError) {

@@ -114,6 +114,7 @@ extension Daemon {
                 "stopped with \(stuck.count) stuck loop(s): \(safe) outputs at their safe values; the stuck loops' lines are released when the process exits")
         }
         stopResult = clean
+        detachLogWriter()
         return clean
     }
 

@@ -1,0 +1,377 @@
+import Boardloop
+import Glibc
+import Logging
+import Synchronization
+
+/// What wakes the log writer's thread when it sleeps: a flag it raises
+/// before sleeping and a non-blocking pipe it sleeps on. A producer (a loop
+/// writing a trace record, a thread queueing a line) that finds the flag
+/// raised lowers it and writes one byte; a writer that is awake (a busy
+/// period: it polls every `LogWriter.busyPollMilliseconds`) costs producers
+/// one atomic load. The flag is stored and loaded sequentially consistent
+/// on both sides, so either the producer sees the writer asleep, or the
+/// writer, checking again after raising the flag, sees the producer's work.
+final class WriterWake: @unchecked Sendable {
+    let sleeping = Atomic<Bool>(false)
+    /// The read end (the writer sleeps on it).
+    let fd: Int32
+    private let writeEnd: Int32
+
+    init() {
+        var fds: [Int32] = [-1, -1]
+        precondition(pipe(&fds) == 0, "boardd: pipe failed (errno \(errno))")
+        for f in fds {
+            _ = fcntl(f, F_SETFL, fcntl(f, F_GETFL) | O_NONBLOCK)
+            _ = fcntl(f, F_SETFD, FD_CLOEXEC)
+        }
+        fd = fds[0]
+        writeEnd = fds[1]
+    }
+
+    deinit {
+        close(fd)
+        close(writeEnd)
+    }
+
+    /// After work was published: wakes the writer if it sleeps.
+    @inline(__always) func poke() {
+        if sleeping.load(ordering: .sequentiallyConsistent) { wake() }
+    }
+
+    @inline(never) func wake() {
+        guard sleeping.exchange(false, ordering: .sequentiallyConsistent) else { return }
+        var one: UInt8 = 1
+        _ = write(writeEnd, &one, 1)
+    }
+}
+
+/// The daemon's log writer: one thread that writes boardd's log lines to
+/// stderr (or another fd), so no loop ever blocks in `write` (a pipe that
+/// nobody reads, a slow journald), and that drains every loop's trace ring
+/// (`TraceLog`), formatting the per-event lines off the loops.
+///
+/// - Lines are queued (at most `queueCapacity`); when the queue is full a
+///   line is dropped and counted, and once writing resumes the writer logs
+///   one line `N log lines dropped`.
+/// - Rate limit, per source, as journald does per service: at most
+///   `RateLimit.burst` lines of one source per `RateLimit.interval`; the
+///   rest are dropped and counted, and when the interval ends (or at stop)
+///   one line says `SOURCE: suppressed M messages`. A source is the
+///   swift-log `source` of the message: a `log:` action's site, a
+///   reaction's trace, a line's trace, and the daemon's own messages
+///   together (`boardd`).
+/// - The thread runs while a daemon is attached (`attach`/`detach`; a
+///   daemon attaches when it starts and detaches at the end of its stop,
+///   after a last drain of its rings). With no thread, a line is written
+///   at once by the caller (start-up, `--check`, `--safe-outputs`: short
+///   commands print everything before they exit).
+/// - A stop waits for the queue to be written for at most a bound
+///   (`detach(_:timeout:)`); past it, the writer is left blocked and the
+///   process exits without the rest.
+public final class LogWriter: @unchecked Sendable {
+    /// boardd's writer, on stderr.
+    public static let shared = LogWriter(fd: 2)
+
+    public struct RateLimit: Sendable {
+        public var burst: Int
+        public var interval: Duration
+        public init(burst: Int = 200, interval: Duration = .seconds(5)) {
+            self.burst = burst
+            self.interval = interval
+        }
+    }
+
+    public let fd: Int32
+    public let rateLimit: RateLimit
+    let queueCapacity: Int
+    /// How often a busy writer drains the rings (it sleeps on the wake pipe
+    /// once two polls in a row found nothing).
+    static let busyPollMilliseconds: Int32 = 20
+    let wake = WriterWake()
+    /// The format of the writer's own lines (drops, suppressions).
+    let journal: Bool
+    let start: UInt64
+
+    private let lock = Lock()
+    // With `lock` held:
+    private var lines: [String] = []
+    private var dropped: UInt64 = 0
+    private var queued: UInt64 = 0
+    private var written: UInt64 = 0
+    private var users = 0
+    private var running = false
+    private var stopRequested = false
+    /// A stop found the thread still writing past its bound (the fd
+    /// blocks): later flushes do not wait for it again.
+    private var gaveUp = false
+    private var traces: [TraceLog] = []
+    private var windows: [String: Window] = [:]
+
+    private struct Window {
+        var start: UInt64
+        var count: Int
+        var suppressed: UInt64
+    }
+
+    public init(fd: Int32, rateLimit: RateLimit = RateLimit(), queueCapacity: Int = 2048) {
+        self.fd = fd
+        self.rateLimit = rateLimit
+        self.queueCapacity = queueCapacity
+        journal = getenv("JOURNAL_STREAM") != nil
+        start = MonotonicInstant.now.nanoseconds
+        lines.reserveCapacity(queueCapacity)
+    }
+
+    /// Whether the writer's thread runs (lines are queued, not written by the caller).
+    public var isRunning: Bool { lock.withLock { running } }
+
+    /// Lines dropped because the queue was full, not yet reported.
+    var pendingDrops: UInt64 { lock.withLock { dropped } }
+
+    // MARK: Lines
+
+    /// Queues a formatted line (ending in a newline) of `source`, or writes
+    /// it at once when no thread runs. Never blocks on the fd while the
+    /// thread runs.
+    public func submit(_ text: String, source: String) {
+        let now = MonotonicInstant.now.nanoseconds
+        var summary: String?
+        let queuedIt = lock.withLock { () -> Bool? in
+            guard admit(source, now: now, summary: &summary) else { return nil }
+            guard running else { return false }
+            if let summary { enqueue(summary) }
+            enqueue(text)
+            return true
+        }
+        switch queuedIt {
+        case true?: wake.poke()
+        case false?:
+            if let summary { writeAll(summary) }
+            writeAll(text)
+        case nil: break
+        }
+    }
+
+    /// With the lock held.
+    private func enqueue(_ text: String) {
+        if lines.count >= queueCapacity {
+            dropped &+= 1
+        } else {
+            lines.append(text)
+            queued &+= 1
+        }
+    }
+
+    /// The rate limit, with the lock held: false drops the line. A window
+    /// that ended with lines suppressed gives its summary (`summary`).
+    private func admit(_ source: String, now: UInt64, summary: inout String?) -> Bool {
+        let interval = UInt64(rateLimit.interval.nanosecondsClamped)
+        if var w = windows[source] {
+            if now &- w.start >= interval {
+                if w.suppressed > 0 { summary = suppressedLine(source, w.suppressed) }
+                w = Window(start: now, count: 0, suppressed: 0)
+            }
+            if w.count >= rateLimit.burst {
+                w.suppressed &+= 1
+                windows[source] = w
+                return false
+            }
+            w.count += 1
+            windows[source] = w
+        } else {
+            windows[source] = Window(start: now, count: 1, suppressed: 0)
+        }
+        return true
+    }
+
+    private func suppressedLine(_ source: String, _ n: UInt64) -> String {
+        format(
+            .notice,
+            "\(Self.sourceName(source)): suppressed \(n) messages (rate limit: \(rateLimit.burst) lines per \(rateLimit.interval.short))")
+    }
+
+    /// The summaries of the windows that ended (`all`: every window with
+    /// suppressed lines, at stop), with the lock held.
+    private func endedWindows(now: UInt64, all: Bool) -> [String] {
+        let interval = UInt64(rateLimit.interval.nanosecondsClamped)
+        var out: [String] = []
+        for (source, w) in windows where w.suppressed > 0 && (all || now &- w.start >= interval) {
+            out.append(suppressedLine(source, w.suppressed))
+            windows[source] = Window(start: w.start, count: w.count, suppressed: 0)
+        }
+        return out
+    }
+
+    /// When the next window with suppressed lines ends (nil: none).
+    private func nextWindowEnd() -> UInt64? {
+        let interval = UInt64(rateLimit.interval.nanosecondsClamped)
+        return windows.values.filter { $0.suppressed > 0 }.map { $0.start &+ interval }.min()
+    }
+
+    /// The daemon's own messages carry their module as source.
+    static func sourceName(_ source: String) -> String { source == "BoardDaemon" ? "boardd" : source }
+
+    func format(_ level: Logger.Level, _ message: String) -> String {
+        BoarddLogHandler.format(level: level, message: message, journal: journal, start: start)
+    }
+
+    private func writeAll(_ text: String) {
+        var t = text
+        t.withUTF8 { p in
+            guard let base = p.baseAddress else { return }
+            var off = 0
+            while off < p.count {
+                let n = write(fd, base + off, p.count - off)
+                if n <= 0 {
+                    if n < 0 && errno == EINTR { continue }
+                    return
+                }
+                off += n
+            }
+        }
+    }
+
+    /// Waits (at most `timeout`) until every line queued so far is written.
+    /// Returns false when the time ran out.
+    @discardableResult
+    public func flush(timeout: Duration) -> Bool {
+        let (target, stuck) = lock.withLock { (running ? queued : 0, gaveUp) }
+        if stuck { return false }
+        wake.wake()
+        return waitUntil(timeout: timeout) { written >= target || !running }
+    }
+
+    private func waitUntil(timeout: Duration, _ done: () -> Bool) -> Bool {
+        let deadline = MonotonicInstant.now.nanoseconds &+ UInt64(max(0, timeout.nanosecondsClamped))
+        while true {
+            if lock.withLock(done) { return true }
+            if MonotonicInstant.now.nanoseconds >= deadline { return false }
+            usleep(1000)
+        }
+    }
+
+    // MARK: Daemons
+
+    /// A daemon starts: its rings are drained from now on, and the thread
+    /// runs (started by the first daemon).
+    func attach(_ trace: TraceLog) {
+        let start = lock.withLock { () -> Bool in
+            traces.append(trace)
+            users += 1
+            stopRequested = false
+            gaveUp = false
+            if running { return false }
+            running = true
+            return true
+        }
+        if start { startThread() }
+        wake.wake()
+    }
+
+    /// A daemon stopped: a last drain of its rings (on this thread), then,
+    /// for the last daemon, the queue is written and the thread ends.
+    /// Waits at most `timeout`; returns false when the queue was not
+    /// written by then (the fd blocks: the writer is left to it).
+    @discardableResult
+    func detach(_ trace: TraceLog, timeout: Duration) -> Bool {
+        trace.drain()
+        let last = lock.withLock { () -> Bool in
+            traces.removeAll { $0 === trace }
+            users -= 1
+            if users == 0 { stopRequested = true }
+            return users == 0
+        }
+        guard last else { return flush(timeout: timeout) }
+        wake.wake()
+        if waitUntil(timeout: timeout, { !running }) { return true }
+        lock.withLock { gaveUp = true }
+        return false
+    }
+
+    private func startThread() {
+        // Every signal blocked in the new thread (it inherits the mask): the
+        // daemon takes its signals through a signalfd on the main loop.
+        var all = sigset_t(), old = sigset_t()
+        sigfillset(&all)
+        pthread_sigmask(SIG_SETMASK, &all, &old)
+        defer { pthread_sigmask(SIG_SETMASK, &old, nil) }
+        var handle = pthread_t()
+        let context = Unmanaged.passRetained(self).toOpaque()
+        let rc = pthread_create(&handle, nil, { p in
+            let w = Unmanaged<LogWriter>.fromOpaque(p!).takeRetainedValue()
+            w.main()
+            return nil
+        }, context)
+        if rc != 0 {
+            Unmanaged<LogWriter>.fromOpaque(context).release()
+            lock.withLock { running = false }
+            return
+        }
+        pthread_detach(handle)
+    }
+
+    /// The thread: drain the rings, write the queue, sleep.
+    private func main() {
+        var batch: [String] = []
+        batch.reserveCapacity(queueCapacity)
+        var quiet = 0
+        while true {
+            let snapshot = lock.withLock { traces }
+            var found = false
+            for t in snapshot where t.drain() { found = true }
+            let now = MonotonicInstant.now.nanoseconds
+            let (drops, summaries, stopping, wakeAt) = lock.withLock { () -> (UInt64, [String], Bool, UInt64?) in
+                swap(&lines, &batch)
+                let d = dropped
+                dropped = 0
+                let s = endedWindows(now: now, all: stopRequested)
+                return (d, s, stopRequested, nextWindowEnd())
+            }
+            for l in batch { writeAll(l) }
+            if drops > 0 { writeAll(format(.warning, "\(drops) log lines dropped (the log queue was full: stderr was not read fast enough)")) }
+            for s in summaries { writeAll(s) }
+            let n = UInt64(batch.count)
+            let busy = found || n > 0
+            batch.removeAll(keepingCapacity: true)
+            let exit = lock.withLock { () -> Bool in
+                written &+= n
+                if stopRequested && lines.isEmpty && dropped == 0 {
+                    running = false
+                    return true
+                }
+                return false
+            }
+            if exit { return }
+            if stopping { continue }
+            quiet = busy ? 0 : quiet + 1
+            if quiet < 2 {
+                sleep(milliseconds: Self.busyPollMilliseconds)
+                continue
+            }
+            // Idle: sleep until a producer pokes (or a rate-limit window ends).
+            wake.sleeping.store(true, ordering: .sequentiallyConsistent)
+            let pending = lock.withLock { !lines.isEmpty || dropped > 0 || stopRequested } || snapshot.contains { $0.pending }
+            if pending {
+                wake.sleeping.store(false, ordering: .sequentiallyConsistent)
+                continue
+            }
+            var timeout: Int32 = -1
+            if let at = wakeAt {
+                let t = MonotonicInstant.now.nanoseconds
+                timeout = at > t ? Int32(clamping: (at - t) / 1_000_000 + 1) : 0
+            }
+            sleep(milliseconds: timeout)
+            wake.sleeping.store(false, ordering: .sequentiallyConsistent)
+            quiet = 1  // one more poll before sleeping again
+        }
+    }
+
+    /// Sleeps on the wake pipe (at most `milliseconds`; -1: until poked)
+    /// and empties it.
+    private func sleep(milliseconds: Int32) {
+        var p = pollfd(fd: wake.fd, events: Int16(POLLIN), revents: 0)
+        _ = poll(&p, 1, milliseconds)
+        var buf: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        while withUnsafeMutableBytes(of: &buf, { read(wake.fd, $0.baseAddress, $0.count) }) > 0 {}
+    }
+}

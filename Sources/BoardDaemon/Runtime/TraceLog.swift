@@ -1,0 +1,213 @@
+import Boardloop
+import Glibc
+import Logging
+import Synchronization
+
+/// One per-event log line, as a loop records it: indices and integers only
+/// (no String, no existential), so recording it is a few stores.
+struct TraceRecord: BitwiseCopyable {
+    enum Kind: UInt8 {
+        /// A reaction fired: `line`, `index` the reaction, `repeatCount`,
+        /// `nanoseconds` from its trigger to its actions done.
+        case reaction = 1
+        /// A reaction's condition did not hold (debug): `line`, `index`.
+        case skipped
+        /// An edge (debug): `line`, `flag` rising, `nanoseconds` late.
+        case edge
+        /// An output write (debug): `line`, `flag` the value.
+        case output
+    }
+
+    var kind: Kind
+    var flag: Bool = false
+    var line: Int32
+    var index: Int32 = -1
+    var repeatCount: Int32 = -1
+    /// The program the indices belong to.
+    var generation: Int32
+    var nanoseconds: UInt64 = 0
+}
+
+/// A loop's trace ring: fixed size, allocated when the daemon starts, one
+/// producer (the loop's thread) and one consumer (the log writer, under
+/// `TraceLog`'s lock). When it is full a record is dropped and counted.
+final class TraceRing: @unchecked Sendable {
+    let capacity: Int
+    private let mask: Int
+    private let slots: UnsafeMutablePointer<TraceRecord>
+    /// Records written (the producer's).
+    private let tail = Atomic<Int>(0)
+    /// Records read (the consumer's).
+    private let head = Atomic<Int>(0)
+    /// Records dropped because the ring was full.
+    let dropped = Atomic<UInt64>(0)
+    private let wake: WriterWake
+
+    init(capacity: Int, wake: WriterWake) {
+        precondition(capacity > 0 && capacity & (capacity - 1) == 0, "a trace ring's capacity is a power of two")
+        self.capacity = capacity
+        mask = capacity - 1
+        slots = .allocate(capacity: capacity)
+        slots.initialize(repeating: TraceRecord(kind: .edge, line: -1, generation: 0), count: capacity)
+        self.wake = wake
+    }
+
+    deinit { slots.deallocate() }
+
+    /// On the loop's thread: no allocation, no system call unless the
+    /// writer sleeps (then a one-byte write wakes it).
+    @inline(__always) func push(_ r: TraceRecord) {
+        let t = tail.load(ordering: .relaxed)
+        if t &- head.load(ordering: .acquiring) >= capacity {
+            dropped.add(1, ordering: .relaxed)
+            return
+        }
+        slots[t & mask] = r
+        tail.store(t &+ 1, ordering: .sequentiallyConsistent)
+        wake.poke()
+    }
+
+    /// Whether records wait (the writer checks before it sleeps).
+    var pending: Bool { tail.load(ordering: .sequentiallyConsistent) != head.load(ordering: .relaxed) }
+
+    /// The consumer: hands every waiting record to `body`, in order.
+    func consume(_ body: (TraceRecord) -> Void) -> Int {
+        let h = head.load(ordering: .relaxed)
+        let t = tail.load(ordering: .acquiring)
+        var i = h
+        while i != t {
+            body(slots[i & mask])
+            i &+= 1
+        }
+        head.store(t, ordering: .releasing)
+        return t &- h
+    }
+}
+
+/// A daemon's trace: a ring per loop, and what the log writer needs to make
+/// lines of the records — the programs they refer to, by generation (a
+/// program is immutable; a reload registers the new one before swapping it
+/// into the loops, and the last few stay known for records still in the
+/// rings). Drained by the log writer's thread, and a last time by the
+/// daemon's stop (`LogWriter.detach`).
+final class TraceLog: @unchecked Sendable {
+    static let ringCapacity = 2048
+    /// Programs kept for records of earlier generations.
+    static let generationsKept = 4
+
+    let rings: [TraceRing]
+    let logger: Logger
+    let writer: LogWriter
+    private let lock = Lock()
+    // With `lock` held:
+    private var programs: [(program: Program, levels: [Logger.Level])] = []
+    private var droppedReported: [UInt64]
+    private var stale: UInt64 = 0
+
+    init(loops: Int, program: Program, logger: Logger, writer: LogWriter, capacity: Int = TraceLog.ringCapacity) {
+        rings = (0..<loops).map { _ in TraceRing(capacity: capacity, wake: writer.wake) }
+        droppedReported = Array(repeating: 0, count: loops)
+        self.logger = logger
+        self.writer = writer
+        programs = [(program, program.traceLevels())]
+    }
+
+    /// A reload's program, before it is swapped into the loops.
+    func register(_ p: Program) {
+        let levels = p.traceLevels()
+        lock.withLock {
+            programs.append((p, levels))
+            if programs.count > Self.generationsKept { programs.removeFirst() }
+        }
+    }
+
+    var pending: Bool { rings.contains { $0.pending } }
+
+    /// Formats and logs every waiting record; reports drops. Returns
+    /// whether there was anything.
+    @discardableResult
+    func drain() -> Bool {
+        lock.withLock {
+            var any = false
+            for (i, ring) in rings.enumerated() {
+                let n = ring.consume { r in log(r) }
+                if n > 0 { any = true }
+                let d = ring.dropped.load(ordering: .relaxed)
+                if d > droppedReported[i] {
+                    let name = programs.last!.program.config.loops[i].name
+                    logger.warning(
+                        "loop \(name): \(d - droppedReported[i]) trace lines dropped (its trace ring of \(ring.capacity) records was full; \(d) in all)",
+                        source: "trace")
+                    droppedReported[i] = d
+                    any = true
+                }
+            }
+            return any
+        }
+    }
+
+    /// With the lock held.
+    private func log(_ r: TraceRecord) {
+        guard let (p, levels) = programs.last(where: { $0.program.generation == r.generation }) else {
+            stale &+= 1
+            return
+        }
+        let config = p.config
+        let line = config.lines[Int(r.line)].name
+        switch r.kind {
+        case .reaction:
+            let reaction = config.reactions[Int(r.index)]
+            logger.log(
+                level: levels[Int(r.index)],
+                "\(line): \(describe(reaction.trigger))\(r.repeatCount > 0 ? " (repeat \(r.repeatCount))" : "") -> \(reaction.name)\(held(r.nanoseconds))",
+                source: "reaction \(reaction.name)")
+        case .skipped:
+            logger.debug("\(line): \(config.reactions[Int(r.index)].name) skipped (its condition does not hold)", source: "line \(line)")
+        case .edge:
+            logger.debug("\(line): \(r.flag ? "on" : "off")\(held(r.nanoseconds))", source: "line \(line)")
+        case .output:
+            logger.debug("\(line) = \(r.flag ? "on" : "off")", source: "line \(line)")
+        }
+    }
+
+    private func held(_ ns: UInt64) -> String {
+        ns > 50_000_000 ? " (held \(Duration.nanoseconds(Int64(clamping: ns)).short))" : ""
+    }
+
+    private func describe(_ t: Trigger) -> String {
+        switch t {
+        case let .edge(e): "\(e) edge"
+        case .press: "press"
+        case .release: "release"
+        case .click: "click"
+        case let .multiPress(n, _): "\(n) presses"
+        case .hold: "hold"
+        case .gesture(.doubleClick, _): "double click"
+        case .gesture(.tripleClick, _): "triple click"
+        case let .gesture(g, _): g.rawValue
+        }
+    }
+}
+
+extension Program {
+    /// The level each reaction's firing is traced at: debug for a reaction
+    /// that only logs at debug (a chattering contact), else info.
+    func traceLevels() -> [Logger.Level] {
+        reactions.map { r in
+            for pc in r.start..<r.end {
+                if case let .log(site) = ops[Int(pc)], logSites[Int(site)].level == .debug { continue }
+                return .info
+            }
+            return .debug
+        }
+    }
+}
+
+extension Daemon {
+    /// The end of a stop: a last drain of the loops' trace rings, and the
+    /// log writer writes what is queued (at most 2 s: a stderr nobody reads
+    /// does not hold the exit).
+    func detachLogWriter() {
+        traceLog.writer.detach(traceLog, timeout: .seconds(2))
+    }
+}
