@@ -66,6 +66,8 @@ final class CommandRunner {
         let pid: pid_t
         /// The command's name: what the child is charged to across reloads.
         let name: String
+        /// Its log lines' source (rate-limited per command, not with the daemon's own).
+        var source: String { "command \(name)" }
         /// The command's index in the running config; nil once a reload
         /// removed it.
         var command: Int?
@@ -118,7 +120,8 @@ final class CommandRunner {
         guard running[ci] < c.maxRunning else {
             refused[ci] &+= 1
             logger.warning(
-                "command \(c.name): \(running[ci]) already running (max_running \(c.maxRunning)); this run is refused (\(refused[ci]) refused so far)")
+                "command \(c.name): \(running[ci]) already running (max_running \(c.maxRunning)); this run is refused (\(refused[ci]) refused so far)",
+                source: "command \(c.name)")
             return
         }
         var argv = s.argv
@@ -164,7 +167,7 @@ final class CommandRunner {
         started[ci] &+= 1
         let label = "command \(c.name) [pid \(pid)]"
         let child = Child(pid: pid, command: ci, config: c, label: label, start: rt.loop.now)
-        logger.info("\(label): started: \(argv.joined(separator: " "))")
+        logger.info("\(label): started: \(argv.joined(separator: " "))", source: "command \(c.name)")
         children.append(child)
         let pfd = bd_pidfd_open(pid)
         do {
@@ -288,9 +291,9 @@ final class CommandRunner {
         s.logged += 1
         let label = child.label
         if s.name == "stderr" {
-            logger.warning("\(label) stderr: \(String(decoding: s.pending, as: UTF8.self))")
+            logger.warning("\(label) stderr: \(String(decoding: s.pending, as: UTF8.self))", source: child.source)
         } else {
-            logger.info("\(label): \(String(decoding: s.pending, as: UTF8.self))")
+            logger.info("\(label): \(String(decoding: s.pending, as: UTF8.self))", source: child.source)
         }
         s.pending.removeAll(keepingCapacity: true)
     }
@@ -371,7 +374,7 @@ final class CommandRunner {
         if sig == 0 {
             let code = (status >> 8) & 0xff
             let text = "\(child.label): exited with status \(code) after \(took)"
-            if code == 0 { logger.info("\(text)") } else { logger.warning("\(text)") }
+            if code == 0 { logger.info("\(text)", source: child.source) } else { logger.warning("\(text)", source: child.source) }
         } else {
             logger.warning(
                 "\(child.label): killed by \(SignalMask.name(sig))\(child.termSent ? " (timeout)" : "") after \(took)")

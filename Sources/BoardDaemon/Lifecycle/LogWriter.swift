@@ -133,11 +133,16 @@ public final class LogWriter: @unchecked Sendable {
     /// Queues a formatted line (ending in a newline) of `source`, or writes
     /// it at once when no thread runs. Never blocks on the fd while the
     /// thread runs.
-    public func submit(_ text: String, source: String) {
+    public func submit(_ text: String, source: String, level: Logger.Level = .info) {
         let now = MonotonicInstant.now.nanoseconds
         var summary: String?
         let queuedIt = lock.withLock { () -> Bool? in
-            guard admit(source, now: now, summary: &summary) else { return nil }
+            // The daemon's own notices and worse (start, reload, stop, its
+            // figures at stop) are never suppressed: what floods has a
+            // source of its own (a log action, a reaction, a command, a
+            // sequence).
+            let exempt = source == Self.daemonSource && level >= .notice
+            guard exempt || admit(source, now: now, summary: &summary) else { return nil }
             guard running else { return false }
             if let summary { enqueue(summary) }
             enqueue(text)
@@ -209,7 +214,9 @@ public final class LogWriter: @unchecked Sendable {
     }
 
     /// The daemon's own messages carry their module as source.
-    static func sourceName(_ source: String) -> String { source == "BoardDaemon" ? "boardd" : source }
+    static func sourceName(_ source: String) -> String { source == daemonSource ? "boardd" : source }
+    /// The source of the daemon's own messages (swift-log's default: the module).
+    static let daemonSource = "BoardDaemon"
 
     func format(_ level: Logger.Level, _ message: String) -> String {
         BoarddLogHandler.format(level: level, message: message, journal: journal, start: start)

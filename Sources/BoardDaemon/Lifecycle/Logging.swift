@@ -44,7 +44,7 @@ public struct BoarddLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        writer.submit(Self.format(level: event.level, message: "\(event.message)", journal: journal, start: start), source: event.source)
+        writer.submit(Self.format(level: event.level, message: "\(event.message)", journal: journal, start: start), source: event.source, level: event.level)
     }
 
     /// A line as boardd writes it: `<N>message` under journald, else the

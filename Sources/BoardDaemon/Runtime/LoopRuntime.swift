@@ -408,19 +408,19 @@ final class LoopRuntime: @unchecked Sendable {
     // MARK: Sequences and modes
 
     func sequenceEntered(_ s: SequenceRunner) {
-        logger.info("sequence \(s.config.name): started")
+        logger.info("sequence \(s.config.name): started", source: "sequence \(s.config.name)")
         if let m = s.config.mode, !sequenceModes.contains(where: { $0.sequence == s.index }) {
             sequenceModes.append((s.index, m.index))
             modeChanged(because: "sequence \(s.config.name)")
         }
     }
-    func sequenceBegan(_ s: SequenceRunner) { logger.info("sequence \(s.config.name): another run started (\(s.activeRuns) running)") }
-    func sequenceQueued(_ s: SequenceRunner) { logger.info("sequence \(s.config.name): start queued (\(s.queued) waiting)") }
-    func sequenceRestarted(_ s: SequenceRunner) { logger.info("sequence \(s.config.name): restarted") }
-    func sequenceStopped(_ s: SequenceRunner) { logger.notice("sequence \(s.config.name): stopped") }
-    func sequenceRefused(_ s: SequenceRunner, _ why: String) { logger.notice("sequence \(s.config.name): \(why)") }
+    func sequenceBegan(_ s: SequenceRunner) { logger.info("sequence \(s.config.name): another run started (\(s.activeRuns) running)", source: "sequence \(s.config.name)") }
+    func sequenceQueued(_ s: SequenceRunner) { logger.info("sequence \(s.config.name): start queued (\(s.queued) waiting)", source: "sequence \(s.config.name)") }
+    func sequenceRestarted(_ s: SequenceRunner) { logger.info("sequence \(s.config.name): restarted", source: "sequence \(s.config.name)") }
+    func sequenceStopped(_ s: SequenceRunner) { logger.notice("sequence \(s.config.name): stopped", source: "sequence \(s.config.name)") }
+    func sequenceRefused(_ s: SequenceRunner, _ why: String) { logger.notice("sequence \(s.config.name): \(why)", source: "sequence \(s.config.name)") }
     func sequenceCompleted(_ s: SequenceRunner, next: Bool) {
-        logger.info("sequence \(s.config.name): done\(next ? "; running the queued start" : "")")
+        logger.info("sequence \(s.config.name): done\(next ? "; running the queued start" : "")", source: "sequence \(s.config.name)")
     }
     func sequenceExited(_ s: SequenceRunner) {
         if let i = sequenceModes.firstIndex(where: { $0.sequence == s.index }) {
