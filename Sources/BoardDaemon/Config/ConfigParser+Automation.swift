@@ -19,7 +19,8 @@ extension ConfigParser {
     /// failed (already reported there).
     func lineRef(_ node: Node, _ path: String, named given: String? = nil) -> LineID? {
         guard let name = given ?? r.string(node, path, what: "a line name") else { return nil }
-        if let i = lines.firstIndex(where: { $0.name == name }) { return LineID(i) }
+        lookupSteps += 1
+        if let i = lineIndex[name] { return LineID(i) }
         if declaredLines.contains(name) { return nil }
         let names = declaredLines.sorted()
         r.error(
@@ -27,6 +28,13 @@ extension ConfigParser {
             "no line named '\(name)'" + DidYouMean.hint(name, in: names)
                 + (names.isEmpty ? " (the config declares no lines)" : " (lines: \(names.joined(separator: ", ")))"))
         return nil
+    }
+
+    /// Adds a command, keeping the name indexes.
+    func appendCommand(_ c: CommandConfig) {
+        if commandIndex[c.name] == nil { commandIndex[c.name] = commands.count }
+        if c.declared && declaredCommandIndex[c.name] == nil { declaredCommandIndex[c.name] = commands.count }
+        commands.append(c)
     }
 
     /// An output line for `set`, `toggle`, `pulse`; counts cross-loop use.
@@ -126,14 +134,15 @@ extension ConfigParser {
 
     func sequenceRef(_ node: Node, _ path: String) -> SequenceID? {
         guard let name = r.string(node, path, what: "a sequence name") else { return nil }
-        guard declaredSequences.contains(name) else {
+        lookupSteps += 1
+        guard let index = sequenceIndex[name] else {
             r.error(
                 node, path,
                 "no sequence named '\(name)'" + DidYouMean.hint(name, in: declaredSequences)
                     + (declaredSequences.isEmpty ? " (the config declares no sequences)" : ""))
             return nil
         }
-        return SequenceID(declaredSequences.firstIndex(of: name)!)
+        return SequenceID(index)
     }
 
     func parseIf(_ node: Node, _ path: String, _ ctx: ActionContext) -> Action? {
@@ -209,22 +218,24 @@ extension ConfigParser {
                 return nil
             }
             let base = String(program.split(separator: "/").last ?? Substring(program))
-            if let i = commands.firstIndex(where: { $0.name == base && $0.declared }) {
+            lookupSteps += 1
+            if let i = declaredCommandIndex[base] {
                 if commands[i].shell {
                     r.error(node, path, "command '\(base)' runs through the shell; run it by name (run: \(base))")
                     return nil
                 }
                 return .run(command: CommandID(i), argv: argv)
             }
-            if let i = commands.firstIndex(where: { $0.name == base }) { return .run(command: CommandID(i), argv: argv) }
-            commands.append(
+            if let i = commandIndex[base] { return .run(command: CommandID(i), argv: argv) }
+            appendCommand(
                 CommandConfig(
                     name: base, argv: nil, shell: false, timeout: Self.defaultCommandTimeout, killAfter: Self.defaultKillAfter,
                     maxRunning: 1, declared: false))
             return .run(command: CommandID(commands.count - 1), argv: argv)
         }
         guard let name = r.string(node, path, what: "a command name or an argv list") else { return nil }
-        guard let i = commands.firstIndex(where: { $0.name == name && $0.declared }) else {
+        lookupSteps += 1
+        guard let i = declaredCommandIndex[name] else {
             let declared = commands.filter(\.declared).map(\.name)
             r.error(
                 node, path,

@@ -12,6 +12,7 @@ extension ConfigParser {
             // After a misspelt key, "needs a pin" would only repeat it.
             quietMissing = log.errors.count > before
             if let line = parseLine(le, entries, used: &used) {
+                if lineIndex[line.name] == nil { lineIndex[line.name] = lines.count }
                 lines.append(line)
                 lineNodes.append(le.keyNode)
             }

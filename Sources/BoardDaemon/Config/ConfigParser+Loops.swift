@@ -153,7 +153,7 @@ extension ConfigParser {
                     r.error(ce.keyNode, ce.path, "with shell: true the command needs argv: [\"the shell command line\"]")
                 }
             }
-            if log.errors.count == before { commands.append(c) }
+            if log.errors.count == before { appendCommand(c) }
         }
     }
 

@@ -58,6 +58,16 @@ final class ConfigParser {
     /// Per input line (by name): where the config gives `buffer`, `drain`,
     /// `drain_every` and `max_rate` (for the held-events warnings).
     var heldKeys: [String: [String: YAMLReader.Entry]] = [:]
+    /// Steps taken looking names up (a test keeps this proportional to the
+    /// config's size: a lookup that scans a list per reference makes
+    /// checking quadratic).
+    var lookupSteps = 0
+    /// Names to indexes: lines (parsed), declared sequences, commands (the
+    /// first of a name) and declared commands.
+    var lineIndex: [String: Int] = [:]
+    var sequenceIndex: [String: Int] = [:]
+    var commandIndex: [String: Int] = [:]
+    var declaredCommandIndex: [String: Int] = [:]
 
     init(file: String, options: LoadOptions) {
         self.file = file
@@ -84,6 +94,7 @@ final class ConfigParser {
         }
         if let e = entry("sequences"), case let .mapping(m) = e.value {
             declaredSequences = m.keys.compactMap(\.string)
+            for (i, name) in declaredSequences.enumerated() where sequenceIndex[name] == nil { sequenceIndex[name] = i }
         }
         if let e = entry("modes") { parseModes(e) }
         if let e = entry("lines") { parseLines(e) }
