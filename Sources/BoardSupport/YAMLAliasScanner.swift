@@ -136,7 +136,7 @@ enum YAMLAliasScanner {
                     tokenStart = false
                 case ",":
                     advance()
-                case "|", ">" where flow == 0:
+                case "|" where flow == 0, ">" where flow == 0:
                     blockParent = lineIndent
                     skipToLineEnd()
                 default:

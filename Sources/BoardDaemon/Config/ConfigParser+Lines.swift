@@ -7,10 +7,10 @@ extension ConfigParser {
         var used: [String: (line: String, at: Position)] = [:]
         for le in r.mapping(e.value, e.path) ?? [] {
             guard checkName(le.key, le.keyNode, le.path, what: "line") else { continue }
-            let before = log.errors.count
+            let before = log.errorCount
             guard let entries = r.mapping(le.value, le.path, allowed: Self.lineKeys) else { continue }
             // After a misspelt key, "needs a pin" would only repeat it.
-            quietMissing = log.errors.count > before
+            quietMissing = log.errorCount > before
             if let line = parseLine(le, entries, used: &used) {
                 if lineIndex[line.name] == nil { lineIndex[line.name] = lines.count }
                 lines.append(line)
