@@ -183,6 +183,12 @@ public enum FileSystem {
     /// Whether `path` exists (following symbolic links).
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
+    /// Whether `path` is a regular file this process may execute.
+    public static func isExecutableFile(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG && access(path, X_OK) == 0
+    }
+
     /// Whether `path` is a directory (following symbolic links).
     public static func isDirectory(_ path: String) -> Bool {
         var st = stat()

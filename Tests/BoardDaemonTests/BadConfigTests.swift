@@ -39,6 +39,9 @@ let badConfigs: [(String, [String])] = [
     ("chip-not-on-board", [
             "chip-not-on-board.yaml:3:16: error: lines.led.chip: the raspberry-pi-4 board has no chip 'pinctrl-bcm2835'; did you mean 'pinctrl-bcm2711'? (its chips, by label: pinctrl-bcm2711)",
     ]),
+    ("click-and-multi-press", [
+            "click-and-multi-press.yaml:8:9: warning: reactions[1].on: line 'button' has a multi_press reaction and a click one (at line 6): a double click fires the click twice and the multi_press once; to tell them apart, give the line a gesture group (lines.button.gestures: { one_of: [click, double_click] }) and use gesture: click and gesture: double_click",
+    ]),
     ("click-min-not-below-max", [
             "click-min-not-below-max.yaml:6:32: error: reactions[0].on.click: click min (400ms) must be less than max (300ms)",
     ]),
@@ -167,6 +170,14 @@ let badConfigs: [(String, [String])] = [
     ]),
     ("reserved-pin", [
             "reserved-pin.yaml:3:15: error: lines.led.pin: ID_SD (pin 27) is reserved: HAT ID EEPROM bus (I2C0); keep it free for HAT detection",
+    ]),
+    ("run-missing-program", [
+            "run-missing-program.yaml:5:19: warning: commands.chime.argv[0]: '/nonexistent/bin/chime' does not exist on this machine: running it will fail",
+            "run-missing-program.yaml:6:19: warning: commands.shout.argv[0]: 'boardd-no-such-program-anywhere' is not found on PATH: running it will fail (give its absolute path)",
+            "run-missing-program.yaml:9:29: warning: reactions[0].do[1].run[0]: '/dev/null' is not an executable file: running it will fail",
+    ]),
+    ("run-string-with-arguments", [
+            "run-string-with-arguments.yaml:6:16: error: reactions[0].do[0].run: no command named 'notify-send doorbell'; to run a program, give its argv as a list: run: [\"notify-send\", \"doorbell\"]",
     ]),
     ("run-unknown-command", [
             "run-unknown-command.yaml:7:16: error: reactions[0].do[0].run: no command named 'chime'; to run a program, give its argv as a list: run: [\"chime\"]",

@@ -68,6 +68,14 @@ final class ConfigParser {
     var sequenceIndex: [String: Int] = [:]
     var commandIndex: [String: Int] = [:]
     var declaredCommandIndex: [String: Int] = [:]
+    /// Per line (by index): where its click and multi_press reactions are,
+    /// and the lines already warned about.
+    var clickKinds: [Int: [String: Position]] = [:]
+    var clickWarned: Set<Int> = []
+    /// Programs already looked for (each is warned about once).
+    var programsLookedFor: Set<String> = []
+    /// Whether the config is checked on the machine it is for (computed once).
+    lazy var checkedHere: Bool = forThisMachine
 
     init(file: String, options: LoadOptions) {
         self.file = file
