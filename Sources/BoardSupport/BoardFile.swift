@@ -182,10 +182,10 @@ public enum BoardFile {
     /// Reads and parses a board file from disk.
     public static func load(path: String, log: DiagnosticLog) -> Board? {
         let text: String
-        switch FileSystem.readText(path) {
+        switch FileSystem.readConfigText(path, what: "a board file") {
         case let .success(t): text = t
         case let .failure(why):
-            log.error(.none, "", "cannot read the board file: \(why)")
+            log.error(why.position ?? .none, "", "cannot read the board file: \(why)")
             return nil
         }
         return parse(text, file: path, log: log)

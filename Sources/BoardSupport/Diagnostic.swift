@@ -40,14 +40,19 @@ public struct Diagnostic: Sendable, Equatable, Hashable, CustomStringConvertible
 public final class DiagnosticLog {
     public let file: String
     public private(set) var items: [Diagnostic] = []
+    /// The errors so far, kept as they come: readers compare it before and
+    /// after a part, and counting through `items` each time would make a
+    /// config with many warnings quadratic to check.
+    public private(set) var errorCount = 0
 
     public init(file: String) { self.file = file }
 
     public var errors: [Diagnostic] { items.filter { $0.severity == .error } }
     public var warnings: [Diagnostic] { items.filter { $0.severity == .warning } }
-    public var hasErrors: Bool { items.contains { $0.severity == .error } }
+    public var hasErrors: Bool { errorCount > 0 }
 
     public func error(_ at: Position, _ path: String, _ message: String) {
+        errorCount += 1
         items.append(Diagnostic(.error, file: file, line: at.line, column: at.column, path: path, message: message))
     }
 
@@ -55,7 +60,10 @@ public final class DiagnosticLog {
         items.append(Diagnostic(.warning, file: file, line: at.line, column: at.column, path: path, message: message))
     }
 
-    public func append(_ d: Diagnostic) { items.append(d) }
+    public func append(_ d: Diagnostic) {
+        if d.severity == .error { errorCount += 1 }
+        items.append(d)
+    }
 
     /// In file order (line, then column), stable for equal positions.
     public var sorted: [Diagnostic] {

@@ -10,32 +10,268 @@ public struct YAMLReader {
 
     public init(log: DiagnosticLog) { self.log = log }
 
+    /// Nodes that aliases may add to a document, in all: a config never
+    /// needs many, and a few nested aliases ("billion laughs") can
+    /// otherwise make a small file expand to billions of nodes.
+    public static let maximumAliasNodes = 100_000
+    /// How deep lists and mappings may be nested. libyaml stops at 1000;
+    /// the language needs a handful, and the readers recurse.
+    public static let maximumDepth = 100
+    /// Duplicated keys reported in one document at most (each costs a
+    /// compose of the text).
+    static let maximumDuplicateGroups = 64
+
     /// Composes `text` into a node tree. A syntax error is reported with the
-    /// parser's own line and column and yields nil.
+    /// parser's own line and column and yields nil. Characters YAML does not
+    /// allow, every duplicated key, tags and oversized alias expansion are
+    /// reported with their positions and yield nil as well.
     public func compose(_ text: String) -> Node? {
-        do {
-            return try Yams.compose(yaml: text, .basic)
-        } catch let error as YamlError {
-            switch error {
-            case let .scanner(context, problem, mark, _), let .parser(context, problem, mark, _),
-                let .composer(context, problem, mark, _):
-                var message = "YAML syntax: \(problem)"
-                if let context { message += " (\(context.text) at \(context.mark.line):\(context.mark.column))" }
-                log.error(Position(line: mark.line, column: mark.column), "", message)
-            case let .reader(problem, offset, _, _):
-                log.error(.none, "", "cannot read the text: \(problem)" + (offset.map { " at byte \($0)" } ?? ""))
-            case let .duplicatedKeysInMapping(duplicates, context):
-                let names = duplicates.map { "'\($0)'" }.joined(separator: ", ")
-                log.error(
-                    Position(line: context.mark.line, column: context.mark.column), "",
-                    "key \(names) is given more than once in this mapping (here first)")
-            default:
+        guard checkCharacters(text) else { return nil }
+        var text = text
+        // A byte order mark is accepted (editors on Windows write one) and
+        // dropped, so that it does not count as a column of line 1.
+        if text.unicodeScalars.first == "\u{FEFF}" { text = String(text.unicodeScalars.dropFirst()) }
+        // Keys given twice: Yams stops at the first mapping that has one, so
+        // each first occurrence it reports is renamed (same length, so every
+        // other position stays) and the text composed again, until it
+        // composes; the duplicates are then found in the tree.
+        var renamed: [Position: String] = [:]
+        while true {
+            do {
+                let parser = try Parser(yaml: text, resolver: .basic)
+                guard let root = try parser.singleRoot() else { return nil }
+                // The parser holds the anchors (nodes refer to them weakly).
+                let ok = withExtendedLifetime(parser) { checkTree(root, original: text, renamed: renamed) }
+                return ok && renamed.isEmpty ? root : nil
+            } catch let error as YamlError {
+                if case let .duplicatedKeysInMapping(duplicates, context) = error, renamed.count < Self.maximumDuplicateGroups,
+                    let key = duplicates.first,
+                    let next = Self.renameKey(in: text, at: context.mark, serial: renamed.count)
+                {
+                    renamed[Position(line: context.mark.line, column: context.mark.column)] = key
+                    text = next
+                    continue
+                }
+                if !renamed.isEmpty, case .duplicatedKeysInMapping = error {
+                    // Too many to list: report what was found.
+                    for (at, key) in renamed.sorted(by: { ($0.key.line, $0.key.column) < ($1.key.line, $1.key.column) }) {
+                        log.error(at, "", "key '\(key)' is given more than once in this mapping (here first)")
+                    }
+                    return nil
+                }
+                report(error)
+                return nil
+            } catch {
                 log.error(.none, "", "YAML: \(error)")
+                return nil
             }
-            return nil
-        } catch {
+        }
+    }
+
+    func report(_ error: YamlError) {
+        switch error {
+        case let .scanner(context, problem, mark, _), let .parser(context, problem, mark, _),
+            let .composer(context, problem, mark, _):
+            if problem.hasPrefix("Maximum nesting level") {
+                log.error(
+                    Position(line: mark.line, column: mark.column), "",
+                    "YAML: lists and mappings are nested more than 1000 deep here; a config needs only a few levels")
+                return
+            }
+            var message = "YAML syntax: \(problem)"
+            if let context { message += " (\(context.text) at \(context.mark.line):\(context.mark.column))" }
+            log.error(Position(line: mark.line, column: mark.column), "", message)
+        case let .reader(problem, offset, _, _):
+            log.error(.none, "", "cannot read the text: \(problem)" + (offset.map { " at character \($0)" } ?? ""))
+        case let .duplicatedKeysInMapping(duplicates, context):
+            let names = duplicates.map { "'\($0)'" }.joined(separator: ", ")
+            log.error(
+                Position(line: context.mark.line, column: context.mark.column), "",
+                "key \(names) is given more than once in this mapping (here first)")
+        default:
             log.error(.none, "", "YAML: \(error)")
-            return nil
+        }
+    }
+
+    /// `text` with the key at `mark` made unique: its first character (after
+    /// a quote) replaced by a private-use character, so that lines and
+    /// columns (counted in Unicode scalars) do not move.
+    static func renameKey(in text: String, at mark: Mark, serial: Int) -> String? {
+        var scalars = Array(text.unicodeScalars)
+        var line = 1
+        var column = 1
+        var i = 0
+        while i < scalars.count && (line, column) < (mark.line, mark.column) {
+            if scalars[i] == "\n" {
+                line += 1
+                column = 1
+            } else {
+                column += 1
+            }
+            i += 1
+        }
+        guard i < scalars.count, (line, column) == (mark.line, mark.column) else { return nil }
+        if scalars[i] == "\"" || scalars[i] == "'" { i += 1 }
+        guard i < scalars.count, scalars[i] != "\n", scalars[i] != "\"", scalars[i] != "'",
+            let mark = Unicode.Scalar(0xE000 + UInt32(serial % 6000))
+        else { return nil }
+        scalars[i] = mark
+        var out = String.UnicodeScalarView()
+        out.append(contentsOf: scalars)
+        return String(out)
+    }
+
+    /// Characters YAML does not allow in a document (C0 controls other than
+    /// tab and line breaks, DEL, C1 controls other than NEL, surrogates,
+    /// U+FFFE and U+FFFF): the first is reported with its line and column.
+    /// A byte order mark at the start is allowed (and ignored).
+    func checkCharacters(_ text: String) -> Bool {
+        var line = 1
+        var column = 1
+        var first = true
+        for c in text.unicodeScalars {
+            defer { first = false }
+            let v = c.value
+            if v == 0x0A {
+                line += 1
+                column = 1
+                continue
+            }
+            let allowed =
+                v == 0x09 || v == 0x0D || (0x20...0x7E).contains(v) || v == 0x85 || (0xA0...0xD7FF).contains(v)
+                || (0xE000...0xFFFD).contains(v) || v >= 0x10000
+            if !allowed {
+                let hex = String(v, radix: 16, uppercase: true)
+                let what = v == 0 ? "a NUL byte" : "the control character U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+                log.error(Position(line: line, column: column), "", "\(what) is not allowed in YAML text")
+                return false
+            }
+            if !(first && v == 0xFEFF) { column += 1 }
+        }
+        return true
+    }
+
+    // MARK: Tags, aliases, depth, duplicates
+
+    /// Walks the composed tree once: tags the language does not define,
+    /// nesting deeper than `maximumDepth`, nodes aliases add beyond
+    /// `maximumAliasNodes` (reported at the alias), and keys renamed by
+    /// `compose` with their duplicates. True when nothing was found.
+    func checkTree(_ root: Node, original: String, renamed: [Position: String]) -> Bool {
+        var walk = TreeWalk(renamed: renamed)
+        _ = walk.visit(root, depth: 0)
+        for (at, message) in walk.problems { log.error(at, "", message) }
+        if let over = walk.aliasOverflow {
+            let uses = YAMLAliasScanner.aliases(in: original).filter { $0.name == over.anchor }
+            let at = over.use < uses.count ? uses[over.use].at : over.definition
+            log.error(
+                at, "",
+                "alias *\(over.anchor) makes the document larger than \(Self.maximumAliasNodes) nodes from aliases (it repeats \(over.size) nodes); a config never needs that many — write the values out or use fewer aliases")
+        }
+        return walk.problems.isEmpty && walk.aliasOverflow == nil
+    }
+
+    struct TreeWalk {
+        let renamed: [Position: String]
+        var problems: [(Position, String)] = []
+        /// Expanded size of each anchored node walked so far.
+        var sizes: [ObjectIdentifier: Int] = [:]
+        /// Alias uses met so far, per anchor name.
+        var uses: [String: Int] = [:]
+        var aliasNodes = 0
+        var aliasOverflow: (anchor: String, use: Int, size: Int, definition: Position)?
+        var deepReported = false
+
+        init(renamed: [Position: String]) { self.renamed = renamed }
+
+        /// The node's size with aliases expanded (capped), 0 once stopped.
+        mutating func visit(_ node: Node, depth: Int) -> Int {
+            if aliasOverflow != nil { return 0 }
+            if let anchor = node.anchor, let size = sizes[ObjectIdentifier(anchor)] {
+                // An alias: the same node met again.
+                let use = uses[anchor.rawValue, default: 0]
+                uses[anchor.rawValue] = use + 1
+                aliasNodes += size
+                if aliasNodes > YAMLReader.maximumAliasNodes {
+                    aliasOverflow = (anchor.rawValue, use, size, YAMLReader.position(node))
+                }
+                return size
+            }
+            let at = YAMLReader.position(node)
+            checkTag(node, at)
+            var size = 1
+            switch node {
+            case .scalar:
+                break
+            case let .sequence(items):
+                if depth >= YAMLReader.maximumDepth {
+                    tooDeep(at)
+                } else {
+                    for item in items { size = Self.add(size, visit(item, depth: depth + 1)) }
+                }
+            case let .mapping(pairs):
+                if depth >= YAMLReader.maximumDepth {
+                    tooDeep(at)
+                } else {
+                    if !renamed.isEmpty { duplicates(pairs) }
+                    for (k, v) in pairs {
+                        size = Self.add(size, visit(k, depth: depth + 1))
+                        size = Self.add(size, visit(v, depth: depth + 1))
+                    }
+                }
+            case .alias:
+                break
+            }
+            if let anchor = node.anchor { sizes[ObjectIdentifier(anchor)] = size }
+            return size
+        }
+
+        static func add(_ a: Int, _ b: Int) -> Int { a > Int.max / 2 || b > Int.max / 2 ? Int.max / 2 : a + b }
+
+        mutating func tooDeep(_ at: Position) {
+            guard !deepReported else { return }
+            deepReported = true
+            problems.append(
+                (at, "lists and mappings are nested more than \(YAMLReader.maximumDepth) deep here; a config needs only a few levels"))
+        }
+
+        /// Tags: the language has none. The standard tags that only say
+        /// what the node is anyway (`!!str` on a scalar, what quotes say;
+        /// `!!map` on a mapping, `!!seq` on a list) are accepted; any other
+        /// tag is an error.
+        mutating func checkTag(_ node: Node, _ at: Position) {
+            // The tag as written: Node.tag would resolve it.
+            let raw: String
+            switch node {
+            case let .scalar(s):
+                raw = s.tag.description
+                if raw == Tag.Name.str.rawValue { return }
+            case let .mapping(m):
+                raw = m.tag.description
+                if raw == Tag.Name.map.rawValue { return }
+            case let .sequence(q):
+                raw = q.tag.description
+                if raw == Tag.Name.seq.rawValue { return }
+            case .alias: return
+            }
+            if raw.isEmpty { return }
+            let shown = raw.hasPrefix("tag:yaml.org,2002:") ? "!!" + raw.dropFirst(18) : raw
+            problems.append(
+                (at, "unknown tag '\(shown)': the config language has no tags (write the value itself; quotes make a string)"))
+        }
+
+        mutating func duplicates(_ pairs: Node.Mapping) {
+            var first: [String: Position] = [:]
+            for (k, _) in pairs {
+                guard case let .scalar(s) = k else { continue }
+                let at = YAMLReader.position(k)
+                let name = renamed[at] ?? s.string
+                if let earlier = first[name] {
+                    problems.append((at, "key '\(name)' is given more than once in this mapping (first at \(earlier))"))
+                } else {
+                    first[name] = at
+                }
+            }
         }
     }
 

@@ -14,7 +14,7 @@ import Glibc
 /// on the heap: a `pthread_mutex_t` stored inline in a Swift object has no
 /// address Swift promises to keep.
 package class Lock: @unchecked Sendable {
-    let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     /// A recursive lock may be taken again by the thread that holds it (the
     /// mock chips' callbacks re-enter them).
@@ -34,7 +34,9 @@ package class Lock: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    @inline(__always)
+    /// Inlinable: the mock chips take it on every injected edge, from
+    /// another module.
+    @inlinable @inline(__always)
     package final func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }

@@ -9,6 +9,9 @@ import Testing
 /// tree, no GPIO chips, so the CPU and detection checks do not depend on
 /// the machine running the tests).
 let badConfigs: [(String, [String])] = [
+    ("alias-expansion", [
+            "alias-expansion.yaml:9:169: error: alias *l3 makes the document larger than 100000 nodes from aliases (it repeats 27055 nodes); a config never needs that many — write the values out or use fewer aliases",
+    ]),
     ("action-with-two-keys", [
             "action-with-two-keys.yaml:9:9: error: tasks.t.do[0]: each action is a mapping with one key, such as toggle: led (found a mapping)",
     ]),
@@ -24,6 +27,9 @@ let badConfigs: [(String, [String])] = [
     ("board-not-a-name", [
             "board-not-a-name.yaml:1:8: error: board: expected a board name or auto, found a list",
     ]),
+    ("bom-then-error", [
+            "bom-then-error.yaml:1:8: error: board: unknown board 'demoo'; did you mean 'demo'? (known boards: demo, generic, gpio-sim, raspberry-pi-3, raspberry-pi-4, raspberry-pi-5)",
+    ]),
     ("bare-number-duration", [
             "bare-number-duration.yaml:3:45: error: lines.button.input.debounce: '20' has no unit; write 20ms (units: us, ms, s, min, h)",
     ]),
@@ -32,6 +38,9 @@ let badConfigs: [(String, [String])] = [
     ]),
     ("chip-not-on-board", [
             "chip-not-on-board.yaml:3:16: error: lines.led.chip: the raspberry-pi-4 board has no chip 'pinctrl-bcm2835'; did you mean 'pinctrl-bcm2711'? (its chips, by label: pinctrl-bcm2711)",
+    ]),
+    ("click-and-multi-press", [
+            "click-and-multi-press.yaml:8:9: warning: reactions[1].on: line 'button' has a multi_press reaction and a click one (at line 6): a double click fires the click twice and the multi_press once; to tell them apart, give the line a gesture group (lines.button.gestures: { one_of: [click, double_click] }) and use gesture: click and gesture: double_click",
     ]),
     ("click-min-not-below-max", [
             "click-min-not-below-max.yaml:6:32: error: reactions[0].on.click: click min (400ms) must be less than max (300ms)",
@@ -52,7 +61,12 @@ let badConfigs: [(String, [String])] = [
             "drain-every-without-drain.yaml:3:47: error: lines.flow.input.drain_every: drain_every needs drain: the size of the ring the held events are read into (for example drain: 4096)",
     ]),
     ("duplicate-key", [
-            "duplicate-key.yaml:3:3: error: key 'led' is given more than once in this mapping (here first)",
+            "duplicate-key.yaml:4:3: error: key 'led' is given more than once in this mapping (first at 3:3)",
+    ]),
+    ("duplicate-keys-everywhere", [
+            "duplicate-keys-everywhere.yaml:3:44: error: key 'initial' is given more than once in this mapping (first at 3:30)",
+            "duplicate-keys-everywhere.yaml:5:3: error: key 'led' is given more than once in this mapping (first at 3:3)",
+            "duplicate-keys-everywhere.yaml:7:40: error: key 'every' is given more than once in this mapping (first at 7:8)",
     ]),
     ("edge-not-a-choice", [
             "edge-not-a-choice.yaml:3:41: error: lines.button.input.edge: 'up' is not one of none, rising, falling, both",
@@ -118,11 +132,17 @@ let badConfigs: [(String, [String])] = [
     ("negative-duration", [
             "negative-duration.yaml:3:45: error: lines.button.input.debounce: '-5ms' is negative; a duration is zero or more",
     ]),
+    ("nested-too-deep", [
+            "nested-too-deep.yaml:3:142: error: lists and mappings are nested more than 100 deep here; a config needs only a few levels",
+    ]),
     ("neither-input-nor-output", [
             "neither-input-nor-output.yaml:3:3: error: lines.led: line 'led' needs input or output",
     ]),
     ("no-trigger", [
             "no-trigger.yaml:6:9: error: reactions[0].on: no trigger; give one of edge, press, release, click, multi_press, hold or gesture",
+    ]),
+    ("nul-byte", [
+            "nul-byte.yaml:3:47: error: a NUL byte is not allowed in YAML text",
     ]),
     ("offset-beyond-chip", [
             "offset-beyond-chip.yaml:3:41: error: lines.led.offset: 60 is out of range; it must be between 0 and 57",
@@ -156,6 +176,14 @@ let badConfigs: [(String, [String])] = [
     ]),
     ("reserved-pin", [
             "reserved-pin.yaml:3:15: error: lines.led.pin: ID_SD (pin 27) is reserved: HAT ID EEPROM bus (I2C0); keep it free for HAT detection",
+    ]),
+    ("run-missing-program", [
+            "run-missing-program.yaml:5:19: warning: commands.chime.argv[0]: '/nonexistent/bin/chime' does not exist on this machine: running it will fail",
+            "run-missing-program.yaml:6:19: warning: commands.shout.argv[0]: 'boardd-no-such-program-anywhere' is not found on PATH: running it will fail (give its absolute path)",
+            "run-missing-program.yaml:9:29: warning: reactions[0].do[1].run[0]: '/dev/null' is not an executable file: running it will fail",
+    ]),
+    ("run-string-with-arguments", [
+            "run-string-with-arguments.yaml:6:16: error: reactions[0].do[0].run: no command named 'notify-send doorbell'; to run a program, give its argv as a list: run: [\"notify-send\", \"doorbell\"]",
     ]),
     ("run-unknown-command", [
             "run-unknown-command.yaml:7:16: error: reactions[0].do[0].run: no command named 'chime'; to run a program, give its argv as a list: run: [\"chime\"]",
@@ -231,6 +259,9 @@ let badConfigs: [(String, [String])] = [
     ]),
     ("unknown-sequence", [
             "unknown-sequence.yaml:7:21: error: reactions[0].do[0].sequence: no sequence named 'pour' (the config declares no sequences)",
+    ]),
+    ("unknown-tag", [
+            "unknown-tag.yaml:5:37: error: unknown tag '!secret': the config language has no tags (write the value itself; quotes make a string)",
     ]),
     ("unknown-top-key", [
             "unknown-top-key.yaml:1:1: error: boards: unknown key 'boards'; did you mean 'board'?",
@@ -330,7 +361,7 @@ let badConfigs: [(String, [String])] = [
         #expect(FileManager.default.createFile(atPath: latin1, contents: Data([0x62, 0x6F, 0x61, 0x72, 0x64, 0x3A, 0x20, 0xE9, 0x0A])))
         #expect(
             ConfigLoader.load(path: latin1, options: Fixtures.options()).diagnostics.map(\.description) == [
-                "\(latin1): error: the file is not UTF-8 text"
+                "\(latin1):1:8: error: the file is not UTF-8 text (byte 0xE9 at offset 7)"
             ])
         // A path through a regular file.
         #expect(

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import BoardDaemon
 
 /// Runs the built `boardd` binary. It is found next to the test executable
 /// (`/proc/self/exe`: `swift test` builds every product of the package into
@@ -54,6 +55,17 @@ enum Boardd {
         #expect(lines.contains("  pour: mode critical, policy single, on main: set valve on; wait 150ms; set valve off"))
         #expect(lines.contains("  io (cpu 1, SCHED_FIFO 50): lines button, estop, valve"))
         #expect(lines.contains("    capacities: sources 4, timers 3, observers 1, modes 2, pending performs 40, events per wait 4, nesting 4"))
+    }
+
+    /// A pin given by another of its names is shown with the board's name.
+    @Test func checkNamesAPinByTheBoardsNameToo() throws {
+        let text = "board: demo\nlines:\n  led: { pin: MOCK0_27, output: {} }\n  fan: { pin: FAN, output: {} }\n"
+        let result = ConfigLoader.load(text: text, file: "pins.yaml", options: Fixtures.options())
+        let summary = try #require(result.config.map(ConfigSummary.init))
+        let lines = summary.text.split(separator: "\n").map(String.init)
+        #expect(lines.contains("  led  MOCK0_27 (LED) -> boardloop-mock0:27  output initial=off  priority normal, loop main"))
+        #expect(lines.contains("  fan  FAN -> boardloop-mock0:6  output initial=off  priority normal, loop main"))
+        #expect(Set(summary.lines.map { $0.given ?? "-" }) == ["-", "MOCK0_27"])
     }
 
     @Test func checkAsJSON() throws {

@@ -216,7 +216,7 @@ final class SafetyTests: XCTestCase {
               estop: { pin: ESTOP, input: { edge: both, debounce: 0ms } }
               chatter: { pin: CHATTER, input: { edge: both, debounce: 0ms } }
             commands:
-              note: { argv: ["/bin/sh", "-c", "echo $BOARDD_LINE > \(dir.path)/$$"] }
+              note: { argv: ["/bin/sh", "-c", "echo $BOARDD_LINE > \(dir.path)/$$"], max_running: 3 }
             sequences:
               greet:
                 policy: queued

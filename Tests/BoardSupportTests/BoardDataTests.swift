@@ -262,9 +262,13 @@ let piBoards: [(String, String, Int)] = [
         #expect(FileSystem.readLink("/proc/self/exe")?.hasPrefix("/") == true)
     }
 
-    @Test func readErrorsSayWhy() {
+    @Test func readErrorsSayWhy() throws {
         #expect(FileSystem.readText("/nonexistent/x").failure?.description == "no such file")
         #expect(FileSystem.readText("/").failure?.description == "it is a directory, not a file")
+        // Config and board files: regular files only, at most 4 MiB.
+        #expect(FileSystem.readConfigText("/dev/null").failure?.description == "not a regular file (a character device)")
+        #expect(FileSystem.readConfigText("/dev/zero", what: "a board file").failure?.description == "not a regular file (a character device)")
+        #expect(try FileSystem.readConfigText(Paths.boards + "/demo.yaml").get().hasPrefix("# Demo board"))
     }
 }
 

@@ -19,7 +19,8 @@ extension ConfigParser {
     /// failed (already reported there).
     func lineRef(_ node: Node, _ path: String, named given: String? = nil) -> LineID? {
         guard let name = given ?? r.string(node, path, what: "a line name") else { return nil }
-        if let i = lines.firstIndex(where: { $0.name == name }) { return LineID(i) }
+        lookupSteps += 1
+        if let i = lineIndex[name] { return LineID(i) }
         if declaredLines.contains(name) { return nil }
         let names = declaredLines.sorted()
         r.error(
@@ -27,6 +28,13 @@ extension ConfigParser {
             "no line named '\(name)'" + DidYouMean.hint(name, in: names)
                 + (names.isEmpty ? " (the config declares no lines)" : " (lines: \(names.joined(separator: ", ")))"))
         return nil
+    }
+
+    /// Adds a command, keeping the name indexes.
+    func appendCommand(_ c: CommandConfig) {
+        if commandIndex[c.name] == nil { commandIndex[c.name] = commands.count }
+        if c.declared && declaredCommandIndex[c.name] == nil { declaredCommandIndex[c.name] = commands.count }
+        commands.append(c)
     }
 
     /// An output line for `set`, `toggle`, `pulse`; counts cross-loop use.
@@ -49,13 +57,13 @@ extension ConfigParser {
 
     func parseActions(_ node: Node, _ path: String, _ ctx: ActionContext) -> [Action]? {
         guard let items = r.list(node, path, what: "a list of actions") else { return nil }
-        let before = log.errors.count
+        let before = log.errorCount
         var out: [Action] = []
         for (i, item) in items.enumerated() {
             out += parseAction(item, YAMLReader.index(path, i), ctx)
         }
         if items.isEmpty { r.error(node, path, "the list of actions is empty") }
-        return log.errors.count == before ? out : nil
+        return log.errorCount == before ? out : nil
     }
 
     func parseAction(_ node: Node, _ path: String, _ ctx: ActionContext) -> [Action] {
@@ -126,14 +134,15 @@ extension ConfigParser {
 
     func sequenceRef(_ node: Node, _ path: String) -> SequenceID? {
         guard let name = r.string(node, path, what: "a sequence name") else { return nil }
-        guard declaredSequences.contains(name) else {
+        lookupSteps += 1
+        guard let index = sequenceIndex[name] else {
             r.error(
                 node, path,
                 "no sequence named '\(name)'" + DidYouMean.hint(name, in: declaredSequences)
                     + (declaredSequences.isEmpty ? " (the config declares no sequences)" : ""))
             return nil
         }
-        return SequenceID(declaredSequences.firstIndex(of: name)!)
+        return SequenceID(index)
     }
 
     func parseIf(_ node: Node, _ path: String, _ ctx: ActionContext) -> Action? {
@@ -208,28 +217,32 @@ extension ConfigParser {
                 r.error(node, path, "run needs a program: run: [\"/usr/bin/program\", \"argument\"]")
                 return nil
             }
+            warnIfMissing(program, items[0], YAMLReader.index(path, 0))
             let base = String(program.split(separator: "/").last ?? Substring(program))
-            if let i = commands.firstIndex(where: { $0.name == base && $0.declared }) {
+            lookupSteps += 1
+            if let i = declaredCommandIndex[base] {
                 if commands[i].shell {
                     r.error(node, path, "command '\(base)' runs through the shell; run it by name (run: \(base))")
                     return nil
                 }
                 return .run(command: CommandID(i), argv: argv)
             }
-            if let i = commands.firstIndex(where: { $0.name == base }) { return .run(command: CommandID(i), argv: argv) }
-            commands.append(
+            if let i = commandIndex[base] { return .run(command: CommandID(i), argv: argv) }
+            appendCommand(
                 CommandConfig(
                     name: base, argv: nil, shell: false, timeout: Self.defaultCommandTimeout, killAfter: Self.defaultKillAfter,
                     maxRunning: 1, declared: false))
             return .run(command: CommandID(commands.count - 1), argv: argv)
         }
         guard let name = r.string(node, path, what: "a command name or an argv list") else { return nil }
-        guard let i = commands.firstIndex(where: { $0.name == name && $0.declared }) else {
+        lookupSteps += 1
+        guard let i = declaredCommandIndex[name] else {
             let declared = commands.filter(\.declared).map(\.name)
             r.error(
                 node, path,
                 "no command named '\(name)'" + DidYouMean.hint(name, in: declared)
-                    + "; to run a program, give its argv as a list: run: [\"\(name)\"]")
+                    + "; to run a program, give its argv as a list: run: "
+                    + "[\(name.split(whereSeparator: { $0 == " " || $0 == "\t" }).map { "\"\($0)\"" }.joined(separator: ", "))]")
             return nil
         }
         guard let argv = commands[i].argv else {
@@ -247,7 +260,7 @@ extension ConfigParser {
             guard let entries = r.mapping(te.value, te.path, allowed: ["every", "in_modes", "do", "worker", "description"])
             else { continue }
             func entry(_ k: String) -> YAMLReader.Entry? { entries.first { $0.key == k } }
-            let before = log.errors.count
+            let before = log.errorCount
             var every: Duration?
             if let x = entry("every"), let d = r.duration(x.value, x.path) {
                 if d <= .zero {
@@ -272,7 +285,7 @@ extension ConfigParser {
             } else {
                 r.error(te.keyNode, te.path, "task '\(te.key)' needs do (its actions)")
             }
-            guard log.errors.count == before, let every, let actions else { continue }
+            guard log.errorCount == before, let every, let actions else { continue }
             tasks.append(TaskConfig(name: te.key, every: every, modes: modeIDs, actions: actions, loop: loop))
         }
     }
@@ -295,7 +308,7 @@ extension ConfigParser {
         guard let entries = r.mapping(se.value, se.path, allowed: ["mode", "policy", "max", "steps", "worker", "description"])
         else { return nil }
         func entry(_ k: String) -> YAMLReader.Entry? { entries.first { $0.key == k } }
-        let before = log.errors.count
+        let before = log.errorCount
         var modeID: ModeID?
         if let x = entry("mode") { modeID = mode(x.value, x.path) }
         var policyName = "single"
@@ -326,7 +339,7 @@ extension ConfigParser {
         } else {
             r.error(se.keyNode, se.path, "sequence '\(se.key)' needs steps")
         }
-        guard log.errors.count == before, let steps else { return nil }
+        guard log.errorCount == before, let steps else { return nil }
         return SequenceConfig(name: se.key, mode: modeID, policy: policy, steps: steps, loop: loop)
     }
 
@@ -338,7 +351,7 @@ extension ConfigParser {
             let path = YAMLReader.index(e.path, i)
             guard let entries = r.mapping(item, path, allowed: ["on", "when", "do", "name", "description"]) else { continue }
             func entry(_ k: String) -> YAMLReader.Entry? { entries.first { $0.key == k } }
-            let before = log.errors.count
+            let before = log.errorCount
             var name = path
             if let x = entry("name"), let n = r.string(x.value, x.path) { name = n }
             var trigger: (LineID, Trigger)?
@@ -353,14 +366,38 @@ extension ConfigParser {
             if let x = entry("do") { actions = parseActions(x.value, x.path, ctx) } else {
                 r.error(item, path, "a reaction needs do (its actions)")
             }
-            guard log.errors.count == before, let trigger, let actions else { continue }
+            guard log.errorCount == before, let trigger, let actions else { continue }
             switch trigger.1 {
             case .click, .multiPress, .hold: timedReactionsPerLoop[loop.index] += 1
             default: break
             }
+            if let x = entry("on") { noteClickOrMultiPress(trigger, x.value) }
             reactions.append(
                 ReactionConfig(name: name, line: trigger.0, trigger: trigger.1, condition: condition, actions: actions, loop: loop))
         }
+    }
+
+    /// A line with both a click and a multi-press reaction and no gesture
+    /// group: a double click fires the click twice and the multi-press once.
+    /// Warned once per line, at the second kind to come.
+    func noteClickOrMultiPress(_ trigger: (LineID, Trigger), _ on: Node) {
+        let kind: String
+        switch trigger.1 {
+        case .click: kind = "click"
+        case .multiPress: kind = "multi_press"
+        default: return
+        }
+        let line = lines[trigger.0.index]
+        guard line.gestures == nil else { return }
+        var seen = clickKinds[trigger.0.index, default: [:]]
+        if seen[kind] == nil { seen[kind] = YAMLReader.position(on) }
+        clickKinds[trigger.0.index] = seen
+        guard seen.count == 2, !clickWarned.contains(trigger.0.index) else { return }
+        clickWarned.insert(trigger.0.index)
+        let other = kind == "click" ? "multi_press" : "click"
+        r.warning(
+            on, YAMLReader.key(YAMLReader.index("reactions", reactions.count), "on"),
+            "line '\(line.name)' has a \(kind) reaction and a \(other) one (at line \(seen[other]!.line)): a double click fires the click twice and the multi_press once; to tell them apart, give the line a gesture group (lines.\(line.name).gestures: { one_of: [click, double_click] }) and use gesture: click and gesture: double_click")
     }
 
     func parseTrigger(_ node: Node, _ path: String) -> (LineID, Trigger)? {
@@ -414,11 +451,11 @@ extension ConfigParser {
             var minD = Duration.milliseconds(50)
             var maxD = Duration.milliseconds(350)
             if case .mapping = k.value {
-                let before = log.errors.count
+                let before = log.errorCount
                 for x in r.mapping(k.value, k.path, allowed: ["min", "max"]) ?? [] {
                     if x.key == "min" { minD = r.duration(x.value, x.path) ?? minD } else { maxD = positiveDuration(x.value, x.path) ?? maxD }
                 }
-                if log.errors.count == before {
+                if log.errorCount == before {
                     if minD >= maxD {
                         r.error(k.value, k.path, "click min (\(DurationText.format(minD))) must be less than max (\(DurationText.format(maxD)))")
                     } else {
@@ -431,13 +468,13 @@ extension ConfigParser {
         case "multi_press":
             var count = 2
             var within = Duration.milliseconds(500)
-            let before = log.errors.count
+            let before = log.errorCount
             for x in r.mapping(k.value, k.path, allowed: ["count", "within"], what: "a mapping such as { count: 2, within: 400ms }") ?? [] {
                 if x.key == "count" { count = r.int(x.value, x.path, in: 2...10) ?? count } else {
                     within = positiveDuration(x.value, x.path) ?? within
                 }
             }
-            if log.errors.count == before { trigger = .multiPress(count: count, within: within) }
+            if log.errorCount == before { trigger = .multiPress(count: count, within: within) }
         case "hold":
             var delay: Duration?
             var rep: Duration?

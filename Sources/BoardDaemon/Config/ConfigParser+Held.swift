@@ -80,19 +80,44 @@ extension ConfigParser {
         for t in tasks { entered(t.actions, t.loop, "task '\(t.name)'") }
         for s in sequences { entered(s.steps, s.loop, "sequence '\(s.name)'") }
 
+        // What a line's plan reads of the holds: per loop and mode, the
+        // first open hold and the longest (the first of equals), with their
+        // order; so each line looks at one entry per mode, not every hold.
+        struct Summary {
+            var firstOpen: (Int, Hold)?
+            var longest: (Int, Hold)?
+        }
+        var byLoopMode: [LoopID: [ModeID: Summary]] = [:]
+        for (n, h) in holds.enumerated() {
+            var sum = byLoopMode[h.loop, default: [:]][h.mode, default: Summary()]
+            if h.length == nil {
+                if sum.firstOpen == nil { sum.firstOpen = (n, h) }
+            } else if sum.longest.map({ $0.1.length! < h.length! }) ?? true {
+                sum.longest = (n, h)
+            }
+            byLoopMode[h.loop, default: [:]][h.mode] = sum
+        }
+        var taskFor: [[Int]: TaskConfig?] = [:]
         for i in lines.indices where lines[i].isInput {
             let line = lines[i]
-            let mine = holds.filter { $0.loop == line.loop && !modes[$0.mode.index].admits.contains(line.priority) }
-            guard !mine.isEmpty else { continue }
-            var held = line.held
             var holdingModes: [ModeID] = []
-            for h in mine where !holdingModes.contains(h.mode) { holdingModes.append(h.mode) }
-            let longest: Hold
-            if let open = mine.first(where: { $0.length == nil }) {
-                longest = open
-            } else {
-                longest = mine.max { $0.length! < $1.length! }!
+            var open: (Int, Hold)?
+            var longestClosed: (Int, Hold)?
+            for (mode, sum) in byLoopMode[line.loop] ?? [:] {
+                lookupSteps += 1
+                guard !modes[mode.index].admits.contains(line.priority) else { continue }
+                holdingModes.append(mode)
+                if let o = sum.firstOpen, open.map({ o.0 < $0.0 }) ?? true { open = o }
+                if let l = sum.longest,
+                    longestClosed.map({ $0.1.length! < l.1.length! || ($0.1.length! == l.1.length! && l.0 < $0.0) }) ?? true
+                {
+                    longestClosed = l
+                }
             }
+            guard !holdingModes.isEmpty else { continue }
+            holdingModes.sort()
+            var held = line.held
+            let longest: Hold = (open ?? longestClosed)!.1
             var plan = HeldPlan(
                 modes: holdingModes.sorted(), longestHold: longest.length, holdBy: longest.by, drainDefaulted: false,
                 drainEveryTask: nil, bufferRaised: false)
@@ -106,8 +131,16 @@ extension ConfigParser {
                 plan.drainDefaulted = true
                 // Read on the period of a task that runs in every holding
                 // mode: the drain shares its wake-ups.
-                let task = tasks.filter { t in t.loop == line.loop && holdingModes.allSatisfy(t.modes.contains) }
-                    .min { $0.every < $1.every }
+                // (Found once per loop and set of holding modes.)
+                let key = [line.loop.index] + holdingModes.map(\.index)
+                if taskFor[key] == nil {
+                    taskFor[key] = .some(
+                        tasks.filter { t in
+                            lookupSteps += 1
+                            return t.loop == line.loop && holdingModes.allSatisfy(t.modes.contains)
+                        }.min { $0.every < $1.every })
+                }
+                let task = taskFor[key]!
                 if let task {
                     let period = min(max(task.every, HeldEvents.drainPeriods.lowerBound), HeldEvents.drainPeriods.upperBound)
                     // The kernel keeps what comes between two reads (up to 1.5 periods).

@@ -7,11 +7,12 @@ extension ConfigParser {
         var used: [String: (line: String, at: Position)] = [:]
         for le in r.mapping(e.value, e.path) ?? [] {
             guard checkName(le.key, le.keyNode, le.path, what: "line") else { continue }
-            let before = log.errors.count
+            let before = log.errorCount
             guard let entries = r.mapping(le.value, le.path, allowed: Self.lineKeys) else { continue }
             // After a misspelt key, "needs a pin" would only repeat it.
-            quietMissing = log.errors.count > before
+            quietMissing = log.errorCount > before
             if let line = parseLine(le, entries, used: &used) {
+                if lineIndex[line.name] == nil { lineIndex[line.name] = lines.count }
                 lines.append(line)
                 lineNodes.append(le.keyNode)
             }
@@ -271,7 +272,7 @@ extension ConfigParser {
             let entries = settingsEntries(
                 e, allowed: Self.inputKeys, other: ["initial", "safe", "drive"], line: line, isInput: true)
         else { return false }
-        let before = log.errors.count
+        let before = log.errorCount
         for x in entries {
             switch x.key {
             case "edge":
@@ -324,7 +325,7 @@ extension ConfigParser {
                 x.keyNode, x.path,
                 "drain_every needs drain: the size of the ring the held events are read into (for example drain: 4096)")
         }
-        return log.errors.count == before
+        return log.errorCount == before
     }
 
     func bias(_ x: YAMLReader.Entry) -> GPIOBias? {
@@ -338,7 +339,7 @@ extension ConfigParser {
                 e, allowed: Self.outputKeys, other: ["edge", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain", "drain_every", "max_rate", "initial_edge"], line: line,
                 isInput: false)
         else { return false }
-        let before = log.errors.count
+        let before = log.errorCount
         for x in entries {
             switch x.key {
             case "initial": if let v = onOff(x.value, x.path) { s.outputValue = v }
@@ -351,7 +352,7 @@ extension ConfigParser {
             default: if let b = bias(x) { s.bias = b }
             }
         }
-        return log.errors.count == before
+        return log.errorCount == before
     }
 
     func parseRateLimit(_ e: YAMLReader.Entry) -> RateLimit? {
@@ -373,7 +374,7 @@ extension ConfigParser {
         var g = GestureGroup(
             kinds: [], clickMin: .milliseconds(50), clickMax: .milliseconds(350), gap: .milliseconds(250),
             hold: .milliseconds(800))
-        let before = log.errors.count
+        let before = log.errorCount
         var sawKinds = false
         for x in entries {
             switch x.key {
@@ -387,7 +388,7 @@ extension ConfigParser {
                     }
                     if g.kinds.contains(k) { r.error(node, p, "gesture '\(n)' is listed twice") } else { g.kinds.append(k) }
                 }
-                if g.kinds.count == 1 && log.errors.count == before {
+                if g.kinds.count == 1 && log.errorCount == before {
                     r.error(x.value, x.path, "a gesture group needs at least two alternatives (for one, use a trigger)")
                 }
             case "click_min": if let d = r.duration(x.value, x.path) { g.clickMin = d }
@@ -403,6 +404,6 @@ extension ConfigParser {
         if g.kinds.contains(.hold), g.hold <= g.clickMax, let x = entries.first(where: { $0.key == "hold" || $0.key == "click_max" }) {
             r.error(x.value, x.path, "hold (\(DurationText.format(g.hold))) must be longer than click_max (\(DurationText.format(g.clickMax)))")
         }
-        return log.errors.count == before ? g : nil
+        return log.errorCount == before ? g : nil
     }
 }

@@ -1,4 +1,5 @@
 import Boardloop
+import Glibc
 import BoardSupport
 import BoardloopGPIO
 import Yams
@@ -126,7 +127,7 @@ extension ConfigParser {
                 let entries = r.mapping(
                     ce.value, ce.path, allowed: ["argv", "shell", "timeout", "kill_after", "max_running", "description"])
             else { continue }
-            let before = log.errors.count
+            let before = log.errorCount
             var c = CommandConfig(
                 name: ce.key, argv: nil, shell: false, timeout: Self.defaultCommandTimeout, killAfter: Self.defaultKillAfter,
                 maxRunning: 1, declared: true)
@@ -156,7 +157,34 @@ extension ConfigParser {
                     r.error(ce.keyNode, ce.path, "with shell: true the command needs argv: [\"the shell command line\"]")
                 }
             }
-            if log.errors.count == before { commands.append(c) }
+            if !c.shell, let program = c.argv?.first, let argvNode, case let .sequence(items) = argvNode, let first = items.first {
+                warnIfMissing(program, first, YAMLReader.index(YAMLReader.key(ce.path, "argv"), 0))
+            }
+            if log.errorCount == before { appendCommand(c) }
+        }
+    }
+
+    /// A warning when a program is not there to run: an absolute (or
+    /// relative) path that is missing or not an executable file, or a name
+    /// not found on PATH. Only on the machine the config is for (elsewhere
+    /// the programs are the other machine's), once per program.
+    func warnIfMissing(_ program: String, _ node: Node, _ path: String) {
+        guard !program.isEmpty, !programsLookedFor.contains(program) else { return }
+        programsLookedFor.insert(program)
+        guard checkedHere else { return }
+        let executable = FileSystem.isExecutableFile
+        if program.contains("/") {
+            if !FileSystem.exists(program) {
+                r.warning(node, path, "'\(program)' does not exist on this machine: running it will fail")
+            } else if !executable(program) {
+                r.warning(node, path, "'\(program)' is not an executable file: running it will fail")
+            }
+            return
+        }
+        let searchPath = getenv("PATH").map { String(cString: $0) } ?? "/usr/local/bin:/usr/bin:/bin"
+        let dirs = searchPath.split(separator: ":", omittingEmptySubsequences: false).map { $0.isEmpty ? "." : String($0) }
+        if !dirs.contains(where: { executable(FileSystem.join($0, program)) }) {
+            r.warning(node, path, "'\(program)' is not found on PATH: running it will fail (give its absolute path)")
         }
     }
 

@@ -62,6 +62,24 @@ final class ConfigParser {
     var sequenceMaxNodes: [String: (node: Node, path: String)] = [:]
     /// Where a command's `max_running` (or, without one, its name) is, by command name.
     var commandNodes: [String: (node: Node, path: String)] = [:]
+    /// Steps taken looking names up (a test keeps this proportional to the
+    /// config's size: a lookup that scans a list per reference makes
+    /// checking quadratic).
+    var lookupSteps = 0
+    /// Names to indexes: lines (parsed), declared sequences, commands (the
+    /// first of a name) and declared commands.
+    var lineIndex: [String: Int] = [:]
+    var sequenceIndex: [String: Int] = [:]
+    var commandIndex: [String: Int] = [:]
+    var declaredCommandIndex: [String: Int] = [:]
+    /// Per line (by index): where its click and multi_press reactions are,
+    /// and the lines already warned about.
+    var clickKinds: [Int: [String: Position]] = [:]
+    var clickWarned: Set<Int> = []
+    /// Programs already looked for (each is warned about once).
+    var programsLookedFor: Set<String> = []
+    /// Whether the config is checked on the machine it is for (computed once).
+    lazy var checkedHere: Bool = forThisMachine
 
     init(file: String, options: LoadOptions) {
         self.file = file
@@ -88,6 +106,7 @@ final class ConfigParser {
         }
         if let e = entry("sequences"), case let .mapping(m) = e.value {
             declaredSequences = m.keys.compactMap(\.string)
+            for (i, name) in declaredSequences.enumerated() where sequenceIndex[name] == nil { sequenceIndex[name] = i }
         }
         if let e = entry("modes") { parseModes(e) }
         if let e = entry("lines") { parseLines(e) }

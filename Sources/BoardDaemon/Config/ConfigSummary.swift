@@ -7,7 +7,11 @@ import Foundation
 public struct ConfigSummary: Codable, Sendable, Equatable {
     public struct Line: Codable, Sendable, Equatable {
         public var name: String
+        /// The board's name for the pin (`GPIO17`, `LED`).
         public var pin: String?
+        /// The pin as the config gives it, when that is another of its
+        /// names (`MOCK0_27` for `LED`, `PIN11` for `GPIO17`).
+        public var given: String?
         public var physical: Int?
         /// `pinctrl-bcm2711:17`.
         public var address: String
@@ -104,7 +108,9 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
                 if st.activeLow { s.append("active-low") }
             }
             return Line(
-                name: l.name, pin: l.boardPin ?? l.pin, physical: l.physical, address: l.address.description,
+                name: l.name, pin: l.boardPin ?? l.pin,
+                given: l.pin.flatMap { p in l.boardPin.map { $0.uppercased() == p.uppercased() ? nil : p } ?? nil },
+                physical: l.physical, address: l.address.description,
                 direction: l.isInput ? "input" : "output", settings: s.joined(separator: " "),
                 priority: c.priorities[l.priority.index], loop: c.loops[l.loop.index].name)
         }
@@ -173,7 +179,15 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
         out.append("lines:")
         let w = lines.map(\.name.count).max() ?? 0
         for l in lines {
-            let pin = l.pin.map { p in l.physical.map { "\(p) (pin \($0))" } ?? p }
+            // As written, then the board's name and the header pin when
+            // they say more: "GPIO17 (pin 11)", "MOCK0_27 (LED)", "PIN11 (GPIO17)".
+            let pin = l.pin.map { p -> String in
+                let shown = l.given ?? p
+                var more: [String] = []
+                if l.given != nil { more.append(p) }
+                if let n = l.physical, shown.uppercased() != "PIN\(n)" { more.append("pin \(n)") }
+                return more.isEmpty ? shown : "\(shown) (\(more.joined(separator: ", ")))"
+            }
             let pad = String(repeating: " ", count: w - l.name.count)
             out.append(
                 "  \(l.name)\(pad)  \(pin.map { "\($0) -> " } ?? "")\(l.address)  \(l.direction) \(l.settings)  priority \(l.priority), loop \(l.loop)")

@@ -43,14 +43,18 @@ public struct LoadResult: Sendable {
 
 /// Loads and checks config files.
 public enum ConfigLoader {
-    /// Reads `path` and loads it; an unreadable file is one error.
+    /// Reads `path` and loads it; an unreadable file is one error. Only a
+    /// regular file of at most `FileSystem.maximumConfigSize` bytes is read
+    /// (never a FIFO or a device, which could block or never end).
     public static func load(path: String, options: LoadOptions = LoadOptions()) -> LoadResult {
-        switch FileSystem.readText(path) {
+        switch FileSystem.readConfigText(path) {
         case let .success(text):
             return load(text: text, file: path, options: options)
         case let .failure(why):
+            let at = why.position ?? .none
             return LoadResult(
-                config: nil, diagnostics: [Diagnostic(.error, file: path, line: 0, column: 0, path: "", message: "\(why)")])
+                config: nil,
+                diagnostics: [Diagnostic(.error, file: path, line: at.line, column: at.column, path: "", message: "\(why)")])
         }
     }
 
