@@ -14,7 +14,10 @@ import Glibc
 /// on the heap: a `pthread_mutex_t` stored inline in a Swift object has no
 /// address Swift promises to keep.
 package class Lock: @unchecked Sendable {
-    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    /// The mutex (package access: a module that takes the lock on a hot path
+    /// wraps it in a `withLock` of its own, which the compiler specialises
+    /// there; this generic one is not inlined across modules).
+    package let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     /// A recursive lock may be taken again by the thread that holds it (the
     /// mock chips' callbacks re-enter them).
@@ -34,9 +37,7 @@ package class Lock: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    /// Inlinable: the mock chips take it on every injected edge, from
-    /// another module.
-    @inlinable @inline(__always)
+    @inline(__always)
     package final func withLock<R, E: Error>(_ body: () throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }

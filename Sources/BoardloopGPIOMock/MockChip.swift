@@ -101,8 +101,8 @@ public final class MockChip: @unchecked Sendable {
     /// When true, opening the chip fails with `permissionDenied` (as a
     /// `/dev/gpiochip*` the user may not open).
     public var denyAccess: Bool {
-        get { lock.withLock { accessDenied } }
-        set { lock.withLock { accessDenied = newValue } }
+        get { lock.locked { accessDenied } }
+        set { lock.locked { accessDenied = newValue } }
     }
     @exclusivity(unchecked) var accessDenied = false
 
@@ -198,7 +198,7 @@ public final class MockChip: @unchecked Sendable {
     /// driven level, or an input's external level or pull).
     public func level(_ line: GPIOLineSelector) throws(GPIOError) -> Bool {
         let o = Int(try offset(line))
-        return lock.withLock { physicalLevel(o) }
+        return lock.locked { physicalLevel(o) }
     }
 
     func physicalLevel(_ o: Int) -> Bool {
@@ -224,7 +224,7 @@ public final class MockChip: @unchecked Sendable {
     }
 
     func setLevel(offset o: Int, _ high: Bool, at timestamp: MonotonicInstant?) {
-        lock.withLock {
+        lock.locked {
             let before = physicalLevel(o)
             levels[o] = high
             driven[o] = true
@@ -239,7 +239,7 @@ public final class MockChip: @unchecked Sendable {
         throws(GPIOError)
     {
         let o = Int(try offset(line))
-        lock.withLock {
+        lock.locked {
             levels[o] = edge.level
             driven[o] = true
             self.edge(o, level: edge.level, at: timestamp ?? now)
@@ -250,7 +250,7 @@ public final class MockChip: @unchecked Sendable {
     public func pulse(_ line: GPIOLineSelector, width: Duration, at start: MonotonicInstant? = nil) throws(GPIOError) {
         let o = Int(try offset(line))
         let t0 = start ?? now
-        let original = lock.withLock { physicalLevel(o) }
+        let original = lock.locked { physicalLevel(o) }
         setLevel(offset: o, !original, at: t0)
         setLevel(offset: o, original, at: t0 + width)
     }
@@ -263,7 +263,7 @@ public final class MockChip: @unchecked Sendable {
     {
         let o = Int(try offset(line))
         let t0 = start ?? now
-        var level = lock.withLock { physicalLevel(o) }
+        var level = lock.locked { physicalLevel(o) }
         for k in 0..<max(count, 0) {
             level.toggle()
             setLevel(offset: o, level, at: t0 + spacing * k)
@@ -305,14 +305,14 @@ public final class MockChip: @unchecked Sendable {
 
     /// Every recorded output change, oldest first.
     public func allOutputChanges() -> [OutputChange] {
-        lock.withLock {
+        lock.locked {
             (0..<historyCount).map { history[(historyStart + $0) % historyCapacity] }
         }
     }
 
     /// Forgets the recorded output changes.
     public func clearOutputHistory() {
-        lock.withLock {
+        lock.locked {
             historyStart = 0
             historyCount = 0
         }
@@ -326,7 +326,7 @@ public final class MockChip: @unchecked Sendable {
     {
         let chip = target ?? self
         let w = Wire(output: try offset(output), target: chip, input: try chip.offset(input), inverted: inverted)
-        lock.withLock { wires.append(w) }
+        lock.locked { wires.append(w) }
     }
 
     /// Propagates an output level over its wires (called without the lock).
@@ -350,13 +350,13 @@ public final class MockChip: @unchecked Sendable {
     /// `lineBusy` naming `consumer`, as when another program holds it.
     public func hold(_ line: GPIOLineSelector, consumer: String) throws(GPIOError) {
         let o = Int(try offset(line))
-        lock.withLock { holders[o] = consumer }
+        lock.locked { holders[o] = consumer }
     }
 
     /// Ends a `hold`.
     public func unhold(_ line: GPIOLineSelector) throws(GPIOError) {
         let o = Int(try offset(line))
-        lock.withLock { holders[o] = nil }
+        lock.locked { holders[o] = nil }
     }
 
     /// The chip goes away (hot-unplug; gpio-sim's `live=0`): requests on it
@@ -369,7 +369,7 @@ public final class MockChip: @unchecked Sendable {
     public func vanishSilently() { vanish(wakingPollers: false) }
 
     func vanish(wakingPollers: Bool) {
-        let requests: [MockRequest] = lock.withLock {
+        let requests: [MockRequest] = lock.locked {
             isVanished = true
             var rs: [MockRequest] = []
             for case let r? in owner where !rs.contains(where: { $0 === r }) { rs.append(r) }
@@ -381,7 +381,7 @@ public final class MockChip: @unchecked Sendable {
     /// The chip is back (`live=1`): it can be opened and requested anew; the
     /// requests made before it vanished stay dead.
     public func reappear() {
-        lock.withLock {
+        lock.locked {
             isVanished = false
             for o in 0..<lineCount {
                 owner[o] = nil
@@ -390,14 +390,14 @@ public final class MockChip: @unchecked Sendable {
         }
     }
 
-    public var vanished: Bool { lock.withLock { isVanished } }
+    public var vanished: Bool { lock.locked { isVanished } }
 
     /// Drops the next `count` events of a line as a kernel buffer overflow
     /// would: with the v2 model their sequence numbers are used up (the gap
     /// shows), with v1 they leave no trace at all.
     public func dropEvents(_ line: GPIOLineSelector, count: Int) throws(GPIOError) {
         let o = Int(try offset(line))
-        lock.withLock {
+        lock.locked {
             guard let r = owner[o] else { return }
             r.skipSequence(lineIndex: ownerIndex[o], count: count)
         }
@@ -406,6 +406,6 @@ public final class MockChip: @unchecked Sendable {
     /// Who holds a line: the request's consumer, a `hold`'s consumer, or nil.
     public func consumer(_ line: GPIOLineSelector) throws(GPIOError) -> String? {
         let o = Int(try offset(line))
-        return lock.withLock { owner[o]?.consumer ?? holders[o] }
+        return lock.locked { owner[o]?.consumer ?? holders[o] }
     }
 }

@@ -69,7 +69,7 @@ final class MockChipDriver: GPIOChipDriver {
         guard Int(offset) < chip.lineCount else {
             throw .offsetOutOfRange(chip: info.description, offset: offset, lineCount: chip.lineCount)
         }
-        return try chip.lock.withLock { () throws(GPIOError) in
+        return try chip.lock.locked { () throws(GPIOError) in
             guard !chip.isVanished else { throw .chipVanished(chip: info.description, detail: "mock chip vanished") }
             let o = Int(offset)
             if let r = chip.owner[o] {
@@ -97,7 +97,7 @@ final class MockChipDriver: GPIOChipDriver {
         let request = try MockRequest(chip: chip, consumer: consumer, lines: lines, eventBufferCapacity: eventBufferCapacity)
         let t = chip.now
         var outputs: [(UInt32, Bool)] = []
-        try chip.lock.withLock { () throws(GPIOError) in
+        try chip.lock.locked { () throws(GPIOError) in
             guard !chip.isVanished else { throw .chipVanished(chip: info.description, detail: "mock chip vanished") }
             for line in lines {
                 let o = Int(line.offset)

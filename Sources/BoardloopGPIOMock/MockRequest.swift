@@ -122,7 +122,7 @@ final class MockRequest: GPIORequestDriver {
     }
 
     func chipVanished(wakingPollers: Bool) {
-        chip.lock.withLock {
+        chip.lock.locked {
             guard !released && !vanished else { return }
             vanished = true
             count = 0
@@ -137,7 +137,7 @@ final class MockRequest: GPIORequestDriver {
     // MARK: GPIORequestDriver (the program's side)
 
     func getValues(into values: UnsafeMutableBufferPointer<Int32>) throws(GPIOError) {
-        try chip.lock.withLock { () throws(GPIOError) in
+        try chip.lock.locked { () throws(GPIOError) in
             guard !released && !vanished else { throw deadError("getValues") }
             // Index loops: array iterators allocate in unoptimized builds,
             // and the zero-allocation tests run those.
@@ -156,7 +156,7 @@ final class MockRequest: GPIORequestDriver {
 
     func setValues(offsets: UnsafeBufferPointer<UInt32>, values: UnsafeBufferPointer<Int32>) throws(GPIOError) {
         let t = chip.now
-        try chip.lock.withLock { () throws(GPIOError) in
+        try chip.lock.locked { () throws(GPIOError) in
             guard !released && !vanished else { throw deadError("setValues") }
             for k in 0..<offsets.count {
                 guard let i = lineIndex(offsets[k]) else { throw .lineNotInRequest(chip.ref(offsets[k])) }
@@ -177,12 +177,12 @@ final class MockRequest: GPIORequestDriver {
     }
 
     /// Readable while events wait; -1 when no line detects edges.
-    var eventFD: Int32 { chip.lock.withLock { detectsEdges ? fd : -1 } }
+    var eventFD: Int32 { chip.lock.locked { detectsEdges ? fd : -1 } }
 
     func reconfigure(_ newLines: [GPIODriverLineConfig]) throws(GPIOError) {
         let t = chip.now
         var changed: [(UInt32, Bool)] = []
-        try chip.lock.withLock { () throws(GPIOError) in
+        try chip.lock.locked { () throws(GPIOError) in
             guard !released && !vanished else { throw deadError("reconfigure") }
             guard newLines.map(\.offset) == lines.map(\.offset) else {
                 throw .invalidConfiguration(nil, reason: "reconfigure must name the same lines in the same order")
@@ -206,7 +206,7 @@ final class MockRequest: GPIORequestDriver {
     func readEvents(into events: UnsafeMutableBufferPointer<GPIOEdgeEvent>, fullOffsets: UnsafeMutableBufferPointer<UInt32>)
         throws(GPIOError) -> GPIOReadStatus
     {
-        chip.lock.withLock {
+        chip.lock.locked {
             var status = GPIOReadStatus()
             if vanished {
                 status.vanished = true
@@ -248,7 +248,7 @@ final class MockRequest: GPIORequestDriver {
     }
 
     func release() {
-        chip.lock.withLock {
+        chip.lock.locked {
             guard !released else { return }
             released = true
             for line in lines where chip.owner[Int(line.offset)] === self {
