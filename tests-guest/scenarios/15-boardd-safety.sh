@@ -286,7 +286,7 @@ estop_run() {
     fires=${1:-0}; p50=$(us "${2:-0}"); p99=$(us "${3:-0}"); pmax=$(us "${4:-0}")
     flood_fires=$(grep 'reaction flood:' $log | tail -n 1 | sed -n 's/.*(\([0-9]*\) in all).*/\1/p')
     flood_fires=${flood_fires:-0}
-    flood_secs=$(( (tf1 - tf0 + 100) ))
+    flood_cs=$((tf1 - tf0 + 100))
 }
 estop_run quiet 0
 q_fires=$fires q50=$p50 q99=$p99 qmax=$pmax
@@ -294,7 +294,7 @@ estop_run flood 1
 f_fires=$fires f50=$p50 f99=$p99 fmax=$pmax
 # Edges the flood reaction handled per second while the e-stop was tripped
 # (the flood ran 1 s before the trips too; fires over that whole time).
-rate=$(awk -v n="$flood_fires" -v cs="$flood_secs" 'BEGIN { printf "%d", n * 100 / cs }')
+rate=$(awk -v n="$flood_fires" -v cs="$flood_cs" 'BEGIN { printf "%d", n * 100 / cs }')
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 r50=$(ratio "$f50" "$q50") r99=$(ratio "$f99" "$q99")
 if [ "$q_fires" != "$N" ] || [ "$f_fires" != "$N" ]; then
