@@ -33,6 +33,12 @@ extension BoardRunLoop {
     /// Timer fires never end a run. Calls may nest, in any mode. Owner thread only.
     public func run(mode: RunLoopMode, timeout: Duration, returnAfterSourceHandled: Bool = false) throws(RunLoopError) -> RunResult {
         try checkOwner("BoardRunLoop.run(mode:timeout:returnAfterSourceHandled:)")
+        // What other threads asked for comes first: a mode whose last item
+        // another thread invalidated is empty, and a run of it returns
+        // `.finished` without any observer call, as in CF (whose
+        // invalidation removes the item at once). One atomic load when
+        // nothing was asked.
+        applyRemoteRequests()
         // A mode nothing was ever added to exists once a perform request
         // names it (as in CF, which creates the mode when the request is made).
         var found = modeState(named: mode)
@@ -98,17 +104,24 @@ extension BoardRunLoop {
             var performWake = runPerforms(ms)
             var handled = fireSignalledCustomSources(ms, stopAfterHandle: stopAfterHandle)  // 4
             if handled { performWake = min(performWake, runPerforms(ms)) }
-            // (A stop that came while the loop was awake wrote no wake-up:
-            // the window's exchange made it visible here, so it is not
-            // slept through.)
-            let sleeps = !handled && !pollOnly && ownerPosts == postsAtStart && !stopRequested.load(ordering: .relaxed)
+            // CF's `poll`: a pass that handled a custom source, or a run
+            // with a zero timeout, does not wait and notifies neither
+            // beforeWaiting nor afterWaiting. Any other pass notifies them,
+            // even when it will not sleep: a perform request the owner
+            // posted (which wrote no wake-up) or a stop pending (a stop
+            // that came while the loop was awake wrote none either; the
+            // window's exchange made it visible here) turn the wait into a
+            // zero-timeout poll, as CF's wait returns at once for the
+            // wake-up those write, but the observers are still called.
+            let waits = !handled && !pollOnly
+            let sleeps = waits && ownerPosts == postsAtStart && !stopRequested.load(ordering: .relaxed)
             var wake = WakeReasons()
             if !hasReadyPort(ms, probing: sleeps, wake: &wake) {                        // 5
-                if sleeps { notify(ms, .beforeWaiting) }                                // 6
+                if waits { notify(ms, .beforeWaiting) }                                 // 6
                 // (A beforeWaiting observer may have posted a request.)
                 let until = sleeps && ownerPosts == postsAtStart ? nextWakeDeadline(ms, runDeadline: deadline, performWake: performWake) : 0
                 wake.merge(waitForWork(ms, until: until))                               // 7
-                if sleeps { notify(ms, .afterWaiting) }                                 // 8
+                if waits { notify(ms, .afterWaiting) }                                  // 8
             }
             handled = handleWake(ms, wake) || handled                                   // 9
             if let result = exitReason(ms, handled: handled, stopAfterHandle: stopAfterHandle, deadline: deadline) {
