@@ -370,6 +370,8 @@ extension BoardRunLoop {
                 // (A source leaving its loop always frees its slot, so
                 // `keptOwner` is set only with `keptAlive`.)
                 guard p.dispatchDepth == 0, p.keptAlive != nil else { return (handled, nil, nil) }
+                // Invalidated while it ran: `invalidateAndWait()` may return now.
+                p.settleIfPending()
                 defer {
                     p.keptAlive = nil
                     p.keptOwner = nil
@@ -404,6 +406,7 @@ extension BoardRunLoop {
                 o.isFiring = true
                 __BOARDLOOP_IS_CALLING_OUT_TO_AN_OBSERVER__(o, activity)
                 o.isFiring = false
+                o.settleIfPending()
                 if !o.repeats && o.item.isOn(self) { invalidateItem(o) }
             }
         }
@@ -502,7 +505,10 @@ extension BoardRunLoop {
                 s.signalStamp.store(0, ordering: .releasing)
                 s.performCount &+= 1
                 workCount &+= 1
+                s.performDepth &+= 1
                 __BOARDLOOP_IS_CALLING_OUT_TO_A_CUSTOM_SOURCE__(s)
+                s.performDepth &-= 1
+                s.settleIfPending()
                 handled = true
                 if stopAfterHandle {
                     if i + 1 < ready { ms.customsLeftSignalled = true }

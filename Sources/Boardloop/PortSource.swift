@@ -173,9 +173,24 @@ public final class PortSource: @unchecked Sendable {
 
     /// Removes the source from every mode's epoll set and makes it unusable.
     /// Does not close the fd. Safe from any thread: from another thread, the
-    /// handler is not started again once this returns, and the loop removes
-    /// the fd at the start of its next pass.
+    /// loop removes the fd at the start of its next pass, and the handler is
+    /// not started once the loop has checked for the invalidation — a loop
+    /// already past that check may start it once more (use
+    /// `invalidateAndWait()` to rule that out).
     public func invalidate() { invalidateFromAnyThread { $0.invalidateItem(self) } }
+
+    /// `invalidate()`, and from a thread other than the loop's, waits until
+    /// the loop has applied it: when this returns, the handler is not
+    /// running and will never start again, and the loop no longer watches
+    /// the fd (closing it is safe). On the loop's own thread, and for a
+    /// source on no loop, it is `invalidate()`. The owner applies it at the
+    /// start of its next pass, or when it next runs, or when it ends: do not
+    /// wait for a loop whose thread is waiting for you. Returns false if
+    /// `timeout` passed first (the invalidation stays requested).
+    @discardableResult
+    public func invalidateAndWait(timeout: Duration? = nil) -> Bool {
+        invalidateAndWaitFromAnyThread(timeout: timeout) { $0.invalidateItem(self) }
+    }
 
     /// Keeps the source after a dispatch that reported `.hangup` or `.error`
     /// (call it from that handler; anywhere else it has no effect). Use it

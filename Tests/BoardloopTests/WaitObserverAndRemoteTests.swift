@@ -72,3 +72,129 @@ final class WaitObserverAndRemoteTests: XCTestCase {
         XCTAssertFalse(loop.contains(port, mode: .default))
     }
 }
+
+/// `invalidateAndWait()` from another thread: once it returns, the handler
+/// never starts again. Plain `invalidate()` cannot promise that: a loop
+/// between its check for the invalidation and the call starts the handler
+/// once more.
+final class InvalidateAndWaitTests: XCTestCase {
+    /// What one item's handler saw: whether it started after the
+    /// invalidating thread's call returned.
+    final class Probe: @unchecked Sendable {
+        let returned = Atomic<Bool>(false)
+        let starts = Atomic<Int>(0)
+    }
+
+    enum Kind: CaseIterable { case port, custom, timer }
+
+    /// The worker's loop spins on the item (an always-readable fd, a source
+    /// that signals itself again, a timer always due), so it is often
+    /// between its check and the call when the other thread invalidates.
+    func lateStarts(_ kind: Kind, rounds: Int) throws -> (late: Int, timedOut: Int) {
+        let worker = try LoopThread.start(name: "invalidate") { loop in try loop.add(farTimer(), mode: .default) }
+        defer { worker.stopAndJoin() }
+        let loop = try XCTUnwrap(worker.loop)
+        let pipe = Pipe()
+        pipe.write([1])  // readable until read; never read
+        let ready = pipe.readEnd
+        let late = Atomic<Int>(0)
+        var timedOut = 0
+        for _ in 0..<rounds {
+            let probe = Probe()
+            let made = Locked<(() -> Bool)?>(nil)
+            try loop.performAndWait {
+                @Sendable func record() {
+                    if probe.returned.load(ordering: .acquiring) { late.add(1, ordering: .relaxed) }
+                    probe.starts.add(1, ordering: .relaxed)
+                }
+                do {
+                    switch kind {
+                    case .port:
+                        let s = PortSource(fd: ready) { _, _ in record() }
+                        try loop.add(s, mode: .default)
+                        made.withLock { $0 = { s.invalidateAndWait(timeout: testDeadline) } }
+                    case .custom:
+                        let box = Cell<CustomSource?>(nil)
+                        let s = CustomSource {
+                            record()
+                            box.value?.signal()
+                        }
+                        box.value = s
+                        try loop.add(s, mode: .default)
+                        s.signal()
+                        made.withLock {
+                            $0 = {
+                                defer { box.value = nil }  // (after the wait: the loop no longer reads it)
+                                return s.invalidateAndWait(timeout: testDeadline)
+                            }
+                        }
+                    case .timer:
+                        let t = RunLoopTimer(fireAt: loop.now, interval: .nanoseconds(1)) { _ in record() }
+                        try loop.add(t, mode: .default)
+                        made.withLock { $0 = { t.invalidateAndWait(timeout: testDeadline) } }
+                    }
+                } catch { XCTFail("\(error)") }
+            }
+            let invalidate = try XCTUnwrap(made.withLock { $0 })
+            XCTAssertTrue(waitUntil { probe.starts.load(ordering: .relaxed) > 0 })
+            if !invalidate() { timedOut += 1 }
+            probe.returned.store(true, ordering: .releasing)
+        }
+        // The last item gets its chance to start late too.
+        try loop.performAndWait {}
+        return (late.load(ordering: .relaxed), timedOut)
+    }
+
+    func testNoHandlerStartsAfterInvalidateAndWaitReturns() throws {
+        for kind in Kind.allCases {
+            let r = try lateStarts(kind, rounds: 4000)
+            XCTAssertEqual(r.late, 0, "\(kind): handler started after invalidateAndWait() returned")
+            XCTAssertEqual(r.timedOut, 0, "\(kind)")
+        }
+    }
+
+    /// On the owner's thread it is `invalidate()`: it returns at once, even
+    /// from the item's own handler.
+    func testOnTheOwnerThreadItIsInvalidate() throws {
+        let loop = try makeLoop()
+        try loop.add(farTimer(), mode: .default)
+        var calls = 0
+        let timer = RunLoopTimer(fireAt: loop.now, interval: .milliseconds(1)) { t in
+            calls += 1
+            XCTAssertTrue(t.invalidateAndWait())
+            XCTAssertFalse(t.isValid)
+        }
+        try loop.add(timer, mode: .default)
+        _ = try loop.run(mode: .default, timeout: .milliseconds(20))
+        XCTAssertEqual(calls, 1)
+        let unscheduled = farTimer()
+        XCTAssertTrue(unscheduled.invalidateAndWait())
+        XCTAssertFalse(unscheduled.isValid)
+    }
+
+    /// A loop that never runs again: the wait gives up at its timeout and
+    /// says so; the loop's end releases a waiter without one.
+    func testWaitEndsAtTimeoutOrAtTheLoopsEnd() throws {
+        let started = Atomic<Bool>(false)
+        let release = Atomic<Bool>(false)
+        let holder = Locked<RunLoopTimer?>(nil)
+        let owner = JoinableThread {
+            let loop = try! BoardRunLoop()
+            let t = farTimer()
+            try! loop.add(t, mode: .default)
+            holder.withLock { $0 = t }
+            started.store(true, ordering: .releasing)
+            while !release.load(ordering: .acquiring) { usleep(1000) }
+            // The thread exits without running the loop again: its loop ends.
+        }
+        XCTAssertTrue(waitUntil { started.load(ordering: .acquiring) })
+        let timer = try XCTUnwrap(holder.withLock { $0 })
+        XCTAssertFalse(timer.invalidateAndWait(timeout: .milliseconds(20)))
+        let waiter = JoinableThread { XCTAssertTrue(timer.invalidateAndWait()) }
+        usleep(10_000)
+        release.store(true, ordering: .releasing)
+        owner.join()
+        XCTAssertTrue(waiter.join(within: testDeadline))
+        XCTAssertFalse(timer.isValid)
+    }
+}
