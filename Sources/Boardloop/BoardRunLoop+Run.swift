@@ -301,6 +301,11 @@ extension BoardRunLoop {
     /// ready lists are dispatched whole, and this loop stays a few
     /// instructions a port.
     private func collectReadyPorts(_ ms: ModeState, timeoutMilliseconds: Int32) -> WakeReasons {
+        // A handler that read a port's fd after the program closed it got
+        // EBADF; the loop's duplicate keeps the file, so the port would be
+        // reported ready for ever. errno is left as the failed read set it
+        // (calls that succeed do not change it): one load per wait.
+        if Kernel.lastErrorIsBadFD { endSourcesWithClosedFDs() }
         var r = WakeReasons()
         readyCount = 0
         readyNext = 0
@@ -548,6 +553,24 @@ extension BoardRunLoop {
         guard p.item.isOn(self), !p.item.invalidated else { return }
         p.endedByHangup = true
         invalidateItem(p)
+    }
+}
+
+extension BoardRunLoop {
+    /// Ends every port source whose `fd` the program closed while the
+    /// source was scheduled (see `collectReadyPorts`), as a hangup does,
+    /// and clears errno. Off the per-event path: only after an EBADF.
+    @inline(never)
+    func endSourcesWithClosedFDs() {
+        var slot: Int32 = 0
+        while Int(slot) < ports.capacity {
+            if let p = ports[slot], p.registeredFD >= 0, !p.item.invalidated, Kernel.isClosed(p.fd) {
+                p.endedByClosedFD = true
+                invalidateItem(p)
+            }
+            slot += 1
+        }
+        Kernel.clearLastError()
     }
 }
 
