@@ -304,8 +304,8 @@ extension BoardRunLoop {
         // A handler that read a port's fd after the program closed it got
         // EBADF; the loop's duplicate keeps the file, so the port would be
         // reported ready for ever. errno is left as the failed read set it
-        // (calls that succeed do not change it): two loads per wait.
-        if ownerErrno.pointee == Kernel.badFD { endSourcesWithClosedFDs() }
+        // (calls that succeed do not change it): one load per wait.
+        if Kernel.lastErrorIsBadFD { endSourcesWithClosedFDs() }
         var r = WakeReasons()
         readyCount = 0
         readyNext = 0
@@ -562,7 +562,6 @@ extension BoardRunLoop {
     /// and clears errno. Off the per-event path: only after an EBADF.
     @inline(never)
     func endSourcesWithClosedFDs() {
-        if ownerErrno == Kernel.unresolvedErrno { ownerErrno = Kernel.errnoLocation }
         var slot: Int32 = 0
         while Int(slot) < ports.capacity {
             if let p = ports[slot], p.registeredFD >= 0, !p.item.invalidated, Kernel.isClosed(p.fd) {

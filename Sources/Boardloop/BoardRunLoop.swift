@@ -107,9 +107,6 @@ public final class BoardRunLoop: @unchecked Sendable {
     @exclusivity(unchecked) var workCount: UInt64 = 0
 
     let performs: PerformQueue
-    /// The owner thread's errno (see `collectReadyPorts`), or
-    /// `Kernel.unresolvedErrno` until the owner's first wait looks it up.
-    @exclusivity(unchecked) var ownerErrno: UnsafeMutablePointer<Int32>
 
     // MARK: Creation
 
@@ -166,7 +163,6 @@ public final class BoardRunLoop: @unchecked Sendable {
         scratch = ScratchStack(capacity: (c.sources + c.observers + c.timers + c.pendingPerforms) * c.nestingDepth)
         heldPorts = .allocate(capacity: c.sources)
         performs = PerformQueue(capacity: c.pendingPerforms)
-        ownerErrno = OSThread.currentID == owner ? Kernel.errnoLocation : Kernel.unresolvedErrno
         // The default mode always exists and starts in the common set (as in CF).
         let def = try modeState(creating: .default)
         def.isCommon = true

@@ -84,20 +84,8 @@ enum Kernel {
     /// Sets errno to EBADF when it is not.
     static func isClosed(_ fd: Int32) -> Bool { bl_fd_is_closed(fd) != 0 }
 
-    /// Where the calling thread's errno is (the address stays the same for
-    /// the thread's life).
-    static var errnoLocation: UnsafeMutablePointer<Int32> { bl_errno_location() }
-
-    static let badFD: Int32 = BL_EBADF
-
-    /// A stand-in errno for a loop made on another thread than its owner
-    /// (the main loop made elsewhere): it reads EBADF, so the owner's first
-    /// check takes the slow path, which looks up the owner's own.
-    nonisolated(unsafe) static let unresolvedErrno: UnsafeMutablePointer<Int32> = {
-        let p = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
-        p.initialize(to: BL_EBADF)
-        return p
-    }()
+    /// Whether the calling thread's errno is EBADF: inline, one load.
+    @inline(__always) static var lastErrorIsBadFD: Bool { bl_errno_is_ebadf() != 0 }
 
     /// Sets the calling thread's errno to 0.
     static func clearLastError() { bl_errno_clear() }

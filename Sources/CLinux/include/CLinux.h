@@ -263,11 +263,10 @@ int bl_dup_cloexec(int fd);
 int bl_file_identity(int fd, uint64_t *dev, uint64_t *ino);
 /// 1 if fd is not an open descriptor (fcntl(F_GETFD) fails with EBADF), else 0.
 int bl_fd_is_closed(int fd);
-/// The calling thread's errno, and setting it to 0: the loop checks once
-/// per wait whether a handler read a closed fd (EBADF).
-static inline int *bl_errno_location(void) { return &errno; }
+/// Whether the calling thread's errno is EBADF, and setting it to 0: the
+/// loop checks once per wait whether a handler read a closed fd.
+static inline int bl_errno_is_ebadf(void) { return errno == EBADF; }
 static inline void bl_errno_clear(void) { errno = 0; }
-static const int BL_EBADF = EBADF;
 
 #ifdef __cplusplus
 }
