@@ -48,6 +48,8 @@ extension BoardRunLoop {
                         if before == 0 { other.enqueueRemoteLocked(x) }
                     } else {
                         x.applyUnscheduled(ops)
+                        // (Its callouts ran on this thread, the owner's.)
+                        if ops & RemoteRequests.invalidate != 0 { x.settleOrDefer() }
                     }
                     return (x, 0)
                 }
@@ -103,6 +105,8 @@ extension BoardRunLoop {
 }
 
 extension CustomSource: LoopItem {
+    var isInCallout: Bool { performDepth > 0 }
+
     func applyRemote(_ ops: UInt32, on loop: BoardRunLoop) {
         if ops & RemoteRequests.invalidate != 0 { loop.invalidateItem(self) }
     }
@@ -113,6 +117,8 @@ extension CustomSource: LoopItem {
 }
 
 extension PortSource: LoopItem {
+    var isInCallout: Bool { dispatchDepth > 0 }
+
     func applyRemote(_ ops: UInt32, on loop: BoardRunLoop) {
         if ops & RemoteRequests.invalidate != 0 {
             loop.invalidateItem(self)
@@ -131,6 +137,8 @@ extension PortSource: LoopItem {
 }
 
 extension RunLoopTimer: LoopItem {
+    var isInCallout: Bool { fireDepth > 0 }
+
     func applyRemote(_ ops: UInt32, on loop: BoardRunLoop) {
         if ops & RemoteRequests.invalidate != 0 {
             loop.invalidateItem(self)
@@ -151,6 +159,8 @@ extension RunLoopTimer: LoopItem {
 }
 
 extension RunLoopObserver: LoopItem {
+    var isInCallout: Bool { isFiring }
+
     func applyRemote(_ ops: UInt32, on loop: BoardRunLoop) {
         if ops & RemoteRequests.invalidate != 0 { loop.invalidateItem(self) }
     }

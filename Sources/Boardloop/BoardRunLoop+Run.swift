@@ -33,6 +33,12 @@ extension BoardRunLoop {
     /// Timer fires never end a run. Calls may nest, in any mode. Owner thread only.
     public func run(mode: RunLoopMode, timeout: Duration, returnAfterSourceHandled: Bool = false) throws(RunLoopError) -> RunResult {
         try checkOwner("BoardRunLoop.run(mode:timeout:returnAfterSourceHandled:)")
+        // What other threads asked for comes first: a mode whose last item
+        // another thread invalidated is empty, and a run of it returns
+        // `.finished` without any observer call, as in CF (whose
+        // invalidation removes the item at once). One atomic load when
+        // nothing was asked.
+        applyRemoteRequests()
         // A mode nothing was ever added to exists once a perform request
         // names it (as in CF, which creates the mode when the request is made).
         var found = modeState(named: mode)
@@ -98,17 +104,24 @@ extension BoardRunLoop {
             var performWake = runPerforms(ms)
             var handled = fireSignalledCustomSources(ms, stopAfterHandle: stopAfterHandle)  // 4
             if handled { performWake = min(performWake, runPerforms(ms)) }
-            // (A stop that came while the loop was awake wrote no wake-up:
-            // the window's exchange made it visible here, so it is not
-            // slept through.)
-            let sleeps = !handled && !pollOnly && ownerPosts == postsAtStart && !stopRequested.load(ordering: .relaxed)
+            // CF's `poll`: a pass that handled a custom source, or a run
+            // with a zero timeout, does not wait and notifies neither
+            // beforeWaiting nor afterWaiting. Any other pass notifies them,
+            // even when it will not sleep: a perform request the owner
+            // posted (which wrote no wake-up) or a stop pending (a stop
+            // that came while the loop was awake wrote none either; the
+            // window's exchange made it visible here) turn the wait into a
+            // zero-timeout poll, as CF's wait returns at once for the
+            // wake-up those write, but the observers are still called.
+            let waits = !handled && !pollOnly
+            let sleeps = waits && ownerPosts == postsAtStart && !stopRequested.load(ordering: .relaxed)
             var wake = WakeReasons()
             if !hasReadyPort(ms, probing: sleeps, wake: &wake) {                        // 5
-                if sleeps { notify(ms, .beforeWaiting) }                                // 6
+                if waits { notify(ms, .beforeWaiting) }                                 // 6
                 // (A beforeWaiting observer may have posted a request.)
                 let until = sleeps && ownerPosts == postsAtStart ? nextWakeDeadline(ms, runDeadline: deadline, performWake: performWake) : 0
                 wake.merge(waitForWork(ms, until: until))                               // 7
-                if sleeps { notify(ms, .afterWaiting) }                                 // 8
+                if waits { notify(ms, .afterWaiting) }                                  // 8
             }
             handled = handleWake(ms, wake) || handled                                   // 9
             if let result = exitReason(ms, handled: handled, stopAfterHandle: stopAfterHandle, deadline: deadline) {
@@ -288,6 +301,11 @@ extension BoardRunLoop {
     /// ready lists are dispatched whole, and this loop stays a few
     /// instructions a port.
     private func collectReadyPorts(_ ms: ModeState, timeoutMilliseconds: Int32) -> WakeReasons {
+        // A handler that read a port's fd after the program closed it got
+        // EBADF; the loop's duplicate keeps the file, so the port would be
+        // reported ready for ever. errno is left as the failed read set it
+        // (calls that succeed do not change it): one load per wait.
+        if Kernel.lastErrorIsBadFD { endSourcesWithClosedFDs() }
         var r = WakeReasons()
         readyCount = 0
         readyNext = 0
@@ -357,6 +375,8 @@ extension BoardRunLoop {
                 // (A source leaving its loop always frees its slot, so
                 // `keptOwner` is set only with `keptAlive`.)
                 guard p.dispatchDepth == 0, p.keptAlive != nil else { return (handled, nil, nil) }
+                // Invalidated while it ran: `invalidateAndWait()` may return now.
+                p.settleIfPending()
                 defer {
                     p.keptAlive = nil
                     p.keptOwner = nil
@@ -391,6 +411,7 @@ extension BoardRunLoop {
                 o.isFiring = true
                 __BOARDLOOP_IS_CALLING_OUT_TO_AN_OBSERVER__(o, activity)
                 o.isFiring = false
+                o.settleIfPending()
                 if !o.repeats && o.item.isOn(self) { invalidateItem(o) }
             }
         }
@@ -489,7 +510,10 @@ extension BoardRunLoop {
                 s.signalStamp.store(0, ordering: .releasing)
                 s.performCount &+= 1
                 workCount &+= 1
+                s.performDepth &+= 1
                 __BOARDLOOP_IS_CALLING_OUT_TO_A_CUSTOM_SOURCE__(s)
+                s.performDepth &-= 1
+                s.settleIfPending()
                 handled = true
                 if stopAfterHandle {
                     if i + 1 < ready { ms.customsLeftSignalled = true }
@@ -529,6 +553,24 @@ extension BoardRunLoop {
         guard p.item.isOn(self), !p.item.invalidated else { return }
         p.endedByHangup = true
         invalidateItem(p)
+    }
+}
+
+extension BoardRunLoop {
+    /// Ends every port source whose `fd` the program closed while the
+    /// source was scheduled (see `collectReadyPorts`), as a hangup does,
+    /// and clears errno. Off the per-event path: only after an EBADF.
+    @inline(never)
+    func endSourcesWithClosedFDs() {
+        var slot: Int32 = 0
+        while Int(slot) < ports.capacity {
+            if let p = ports[slot], p.registeredFD >= 0, !p.item.invalidated, Kernel.isClosed(p.fd) {
+                p.endedByClosedFD = true
+                invalidateItem(p)
+            }
+            slot += 1
+        }
+        Kernel.clearLastError()
     }
 }
 

@@ -97,6 +97,8 @@ extension BoardRunLoop {
                     calledAt = 0
                     t.fireDepth -= 1
                     guard t.fireDepth == 0, t.keptAlive != nil else { return nil }
+                    // Invalidated while it fired: `invalidateAndWait()` may return now.
+                    t.settleIfPending()
                     defer { t.keptAlive = nil }
                     return t.keptAlive
                 }

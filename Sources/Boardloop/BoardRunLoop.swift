@@ -190,14 +190,17 @@ public final class BoardRunLoop: @unchecked Sendable {
         var owners: [AnyObject] = []
         defer { owners.removeAll() }
         itemBindingLock.withLock {
-            customs.forEach { $0.item = ItemState(); $0.item.invalidated = true }
+            // (No callout runs: a loop is not freed while it runs. Threads
+            // waiting in `invalidateAndWait()` are released.)
+            customs.forEach { $0.item = ItemState(); $0.item.invalidated = true; $0.remote.settle() }
             ports.forEach { p in
                 if let owner = p.closeRegisteredFD() { owners.append(owner) }
                 p.item = ItemState()
                 p.item.invalidated = true
+                p.remote.settle()
             }
-            timers.forEach { $0.item = ItemState(); $0.item.invalidated = true }
-            observers.forEach { $0.item = ItemState(); $0.item.invalidated = true }
+            timers.forEach { $0.item = ItemState(); $0.item.invalidated = true; $0.remote.settle() }
+            observers.forEach { $0.item = ItemState(); $0.item.invalidated = true; $0.remote.settle() }
             remoteQueue.deinitialize(count: remoteCapacity)
         }
         remoteQueue.deallocate()

@@ -20,6 +20,9 @@ public final class CustomSource: @unchecked Sendable {
     let remote = RemoteRequests()
     @exclusivity(unchecked) var item = ItemState()
     @exclusivity(unchecked) var limiter = RateLimiter()
+    /// How many calls of `perform` are running (more than one only when it
+    /// runs the loop again).
+    @exclusivity(unchecked) var performDepth: UInt32 = 0
     /// How many times `perform` was called.
     @exclusivity(unchecked) public internal(set) var performCount: UInt64 = 0
 
@@ -78,9 +81,24 @@ public final class CustomSource: @unchecked Sendable {
 
     /// Removes the source from every mode (calling `cancel` for each, on the
     /// loop's thread) and makes it unusable. Safe from any thread: from
-    /// another thread, `perform` is not started again once this returns, and
-    /// the loop removes the source at the start of its next pass.
+    /// another thread, the loop removes the source at the start of its next
+    /// pass, and `perform` is not started once the loop has checked for the
+    /// invalidation — a loop already past that check may start it once more
+    /// (use `invalidateAndWait()` to rule that out).
     public func invalidate() { invalidateFromAnyThread { $0.invalidateItem(self) } }
+
+    /// `invalidate()`, and from a thread other than the loop's, waits until
+    /// the loop has applied it: when this returns, `perform` is not running
+    /// and will never start again (its cancel callbacks have run). On the
+    /// loop's own thread, and for a source on no loop, it is `invalidate()`.
+    /// The owner applies it at the start of its next pass, or when it next
+    /// runs, or when it ends: do not wait for a loop whose thread is waiting
+    /// for you. Returns false if `timeout` passed first (the invalidation
+    /// stays requested).
+    @discardableResult
+    public func invalidateAndWait(timeout: Duration? = nil) -> Bool {
+        invalidateAndWaitFromAnyThread(timeout: timeout) { $0.invalidateItem(self) }
+    }
 }
 
 /// Stamps for `CustomSource.signal()`: a process-wide order of signals.

@@ -80,6 +80,9 @@ extension BoardRunLoop {
         let keptAlive = x.leaving(self)
         freeSlot(of: x)
         x.invalidated(on: self)
+        // For `invalidateAndWait()`: the handler is not called again; if it
+        // is running (this came from it, or from a run nested in it), once it returns.
+        x.settleOrDefer()
         withExtendedLifetime(keptAlive) {}
     }
 

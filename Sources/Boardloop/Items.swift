@@ -21,6 +21,9 @@ struct ItemState {
     /// Insertion sequence, breaking ties between equal orders (first added first).
     var seq: UInt64 = 0
     var invalidated = false
+    /// The item was invalidated while one of its callouts ran on the owner
+    /// thread: `RemoteRequests.settle()` is due when that callout ends.
+    var settlePending = false
 
     @inline(__always) func isIn(mode m: Int) -> Bool { modeMask & (1 &<< UInt64(m)) != 0 }
 
@@ -33,9 +36,10 @@ struct ItemState {
 
     /// Leaves the loop (slot freed by the caller); keeps `invalidated`.
     mutating func detach() {
-        let wasInvalidated = invalidated
+        let (wasInvalidated, wasPending) = (invalidated, settlePending)
         self = ItemState()
         invalidated = wasInvalidated
+        settlePending = wasPending
     }
 }
 
@@ -113,10 +117,14 @@ let itemBindingLock = Lock()
 /// its next pass (CF takes the loop's lock for these; this engine keeps its
 /// run path free of locks and hands the change over instead). At most one
 /// queue entry per item: the first request enqueues it, later ones only add
-/// bits. The `invalidate` bit also stops callouts at once: the loop checks it
-/// before calling the item, so once `invalidate()` has returned on any
-/// thread, the item's handler is not started again (a call already running
-/// finishes).
+/// bits. The `invalidate` bit also stops callouts early: the loop checks it
+/// before calling the item, so after `invalidate()` returned on another
+/// thread the handler is not started again once the owner has made that
+/// check — but an owner already past its check (between the check and the
+/// call) may still start it once. `settled` closes that gap for
+/// `invalidateAndWait()`: the owner sets it once the invalidation is
+/// applied and no callout of the item is running, so from then on the
+/// handler is neither running nor ever started again.
 final class RemoteRequests: Sendable {
     static let invalidate: UInt32 = 1
     static let moveFireDate: UInt32 = 2
@@ -130,7 +138,43 @@ final class RemoteRequests: Sendable {
 
     /// Whether invalidation was asked for from another thread.
     @inline(__always) var invalidationRequested: Bool { ops.load(ordering: .acquiring) & Self.invalidate != 0 }
+
+    /// Set by the owner once the item is invalidated and none of its
+    /// callouts runs: its handler will not run again (see `invalidateAndWait`).
+    let settled = Atomic<Bool>(false)
+
+    /// On the owner thread (or in a loop's deinit): the item is invalidated
+    /// and no callout of it is running. Wakes the threads waiting for it.
+    /// Sequentially consistent with the waiter's count (`waitUntilSettled`):
+    /// either this sees a waiter and broadcasts under the lock it waits
+    /// with, or the waiter sees `settled` before it sleeps.
+    func settle() {
+        settled.store(true, ordering: .sequentiallyConsistent)
+        if invalidationWaiters.load(ordering: .sequentiallyConsistent) > 0 {
+            invalidationMonitor.withLock { invalidationMonitor.broadcast() }
+        }
+    }
+
+    /// Blocks until `settle()` (or `deadline`, CLOCK_MONOTONIC ns); whether
+    /// it was settled.
+    func waitUntilSettled(deadline: UInt64?) -> Bool {
+        if settled.load(ordering: .acquiring) { return true }
+        return invalidationMonitor.withLock {
+            invalidationWaiters.add(1, ordering: .sequentiallyConsistent)
+            defer { invalidationWaiters.subtract(1, ordering: .relaxed) }
+            while !settled.load(ordering: .sequentiallyConsistent) {
+                if !invalidationMonitor.wait(until: deadline) { return settled.load(ordering: .acquiring) }
+            }
+            return true
+        }
+    }
 }
+
+/// Threads blocked in `invalidateAndWait()`, and the monitor they sleep on
+/// (one for every loop: such waits are rare, and a broadcast wakes only
+/// threads that are waiting).
+let invalidationWaiters = Atomic<Int>(0)
+let invalidationMonitor = Monitor()
 
 /// An item a loop schedules: custom and port sources, timers, observers.
 protocol LoopItem: AnyObject, Sendable {
@@ -141,6 +185,9 @@ protocol LoopItem: AnyObject, Sendable {
     /// Applies it to an item that left its loop before the owner got to it
     /// (under `itemBindingLock`; the item is on no loop, so nobody else owns it).
     func applyUnscheduled(_ ops: UInt32)
+    /// Whether one of the item's callouts (its handler) is running on the
+    /// owner thread. Owner thread only.
+    var isInCallout: Bool { get }
 }
 
 extension LoopItem {
@@ -166,5 +213,55 @@ extension LoopItem {
     func invalidateFromAnyThread(_ ownerPath: (BoardRunLoop) -> Void) {
         let owner = routeChange(RemoteRequests.invalidate) { item.invalidated = true }
         if let owner { ownerPath(owner) }
+    }
+
+    /// `invalidateAndWait(timeout:)` for every item kind: `invalidate()`,
+    /// then, from a thread other than the owner's, waits until the owner
+    /// has applied it and no callout of the item runs. Whether that
+    /// happened before the timeout.
+    func invalidateAndWaitFromAnyThread(timeout: Duration?, _ ownerPath: (BoardRunLoop) -> Void) -> Bool {
+        var waits = false
+        let owner = itemBindingLock.withLock { () -> BoardRunLoop? in
+            guard let loop = item.loop else {
+                item.invalidated = true
+                return nil
+            }
+            if loop.isOwnedByCurrentThread { return loop }
+            let before = remote.ops.bitwiseOr(RemoteRequests.invalidate, ordering: .acquiringAndReleasing).oldValue
+            if before == 0 { loop.enqueueRemoteLocked(self) }
+            waits = true
+            return nil
+        }
+        if let owner {
+            ownerPath(owner)
+            return true
+        }
+        guard waits else { return true }
+        var deadline: UInt64?
+        if let timeout {
+            let now = MonotonicClock.nanoseconds, ns = UInt64(max(timeout.nanosecondsClamped, 0))
+            if ns < UInt64.max - now { deadline = now + ns }
+        }
+        return remote.waitUntilSettled(deadline: deadline)
+    }
+
+    /// On the owner thread, once the item's invalidation is applied: settles
+    /// it now, or when its running callout ends.
+    func settleOrDefer() {
+        if isInCallout {
+            item.settlePending = true
+        } else {
+            remote.settle()
+        }
+    }
+
+    /// On the owner thread, after one of the item's callouts: settles an
+    /// invalidation applied while it ran, once no callout of it runs.
+    @inline(__always)
+    func settleIfPending() {
+        if item.settlePending && !isInCallout {
+            item.settlePending = false
+            remote.settle()
+        }
     }
 }

@@ -32,6 +32,14 @@ import Glibc
 /// the loop invalidates the source, as sd-event disables a failing source,
 /// so an fd that stays in that state cannot make the loop spin. Read what is
 /// left in that last dispatch (a hung-up pipe may still hold data).
+///
+/// A reused fd number: the source remembers which file `fd` referred to
+/// when it was made (fstat's device and inode); adding it to a loop when
+/// the number refers to another file throws `.fdReused`. An fd closed while
+/// the source is scheduled (its file kept open by the loop's duplicate):
+/// once a handler's read of it fails with EBADF, the loop ends the source
+/// before it waits again (`endedByClosedFD`), instead of dispatching it
+/// for ever.
 public final class PortSource: @unchecked Sendable {
     /// What the loop watches the fd for.
     public struct Interest: OptionSet, Sendable {
@@ -89,6 +97,13 @@ public final class PortSource: @unchecked Sendable {
     @exclusivity(unchecked) var rearmed = false
     /// Whether the loop ended the source after a hangup or error.
     @exclusivity(unchecked) public internal(set) var endedByHangup = false
+    /// Whether the loop ended the source because its `fd` was closed while
+    /// the source was scheduled (its handler read it and got EBADF).
+    @exclusivity(unchecked) public internal(set) var endedByClosedFD = false
+    /// The file `fd` referred to when the source was made (or, if it was
+    /// not open then, when it first joined a loop): joining a loop checks
+    /// the fd still refers to it.
+    @exclusivity(unchecked) var fileIdentity: Kernel.FileIdentity?
     let remote = RemoteRequests()
     /// The object this source belongs to (a message port, a signal source),
     /// which the loop keeps alive while the source is scheduled, as CF's run
@@ -131,6 +146,7 @@ public final class PortSource: @unchecked Sendable {
         self.order = order
         self.handler = handler
         interestBits = interest.epollEvents
+        fileIdentity = Kernel.identity(of: fd)
     }
 
     /// What the loop watches the fd for. Setting it updates every mode's epoll
@@ -173,9 +189,24 @@ public final class PortSource: @unchecked Sendable {
 
     /// Removes the source from every mode's epoll set and makes it unusable.
     /// Does not close the fd. Safe from any thread: from another thread, the
-    /// handler is not started again once this returns, and the loop removes
-    /// the fd at the start of its next pass.
+    /// loop removes the fd at the start of its next pass, and the handler is
+    /// not started once the loop has checked for the invalidation — a loop
+    /// already past that check may start it once more (use
+    /// `invalidateAndWait()` to rule that out).
     public func invalidate() { invalidateFromAnyThread { $0.invalidateItem(self) } }
+
+    /// `invalidate()`, and from a thread other than the loop's, waits until
+    /// the loop has applied it: when this returns, the handler is not
+    /// running and will never start again, and the loop no longer watches
+    /// the fd (closing it is safe). On the loop's own thread, and for a
+    /// source on no loop, it is `invalidate()`. The owner applies it at the
+    /// start of its next pass, or when it next runs, or when it ends: do not
+    /// wait for a loop whose thread is waiting for you. Returns false if
+    /// `timeout` passed first (the invalidation stays requested).
+    @discardableResult
+    public func invalidateAndWait(timeout: Duration? = nil) -> Bool {
+        invalidateAndWaitFromAnyThread(timeout: timeout) { $0.invalidateItem(self) }
+    }
 
     /// Keeps the source after a dispatch that reported `.hangup` or `.error`
     /// (call it from that handler; anywhere else it has no effect). Use it
@@ -193,6 +224,17 @@ public final class PortSource: @unchecked Sendable {
             if error.code == .badFileDescriptor { throw .invalidArgument("fd \(fd) is not an open file descriptor; a port source needs an open fd") }
             throw .system(error)
         }
+        // The number may have been closed and reused since the source was
+        // made: watching it would hand the handler another file's data.
+        // (Anonymous-inode files — eventfd, timerfd, signalfd, epoll — all
+        // share one inode, so a reuse by another of the same kind passes.)
+        let now = Kernel.identity(of: registeredFD)
+        if let made = fileIdentity, let now, made != now {
+            Kernel.close(registeredFD)
+            registeredFD = -1
+            throw .fdReused(fd: fd)
+        }
+        if fileIdentity == nil { fileIdentity = now }
         retainedOwner = lifetimeOwner
     }
 

@@ -23,6 +23,10 @@ public enum RunLoopError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The loop's owner thread has exited: the loop ended and accepts no more
     /// work (see `BoardRunLoop.hasEnded`).
     case loopEnded(thread: Int32)
+    /// A port source's fd number no longer refers to the file the source
+    /// was made for: the fd was closed and the number reused by another
+    /// file. The source would watch and read the new file; make a new one.
+    case fdReused(fd: Int32)
     /// A system call failed.
     case system(SystemError)
 
@@ -46,6 +50,8 @@ public enum RunLoopError: Error, Equatable, Sendable, CustomStringConvertible {
             "\(operation) timed out before the target loop ran the request; it was cancelled"
         case let .loopEnded(thread):
             "the run loop of thread \(thread) has ended (its thread exited); it accepts no more work"
+        case let .fdReused(fd):
+            "fd \(fd) is no longer the file this PortSource was made for: it was closed and the number reused by another file (a stale source would read the new file's data); make a new PortSource for the new file"
         case let .system(error):
             error.description
         }

@@ -52,8 +52,21 @@ public final class RunLoopObserver: @unchecked Sendable {
     public var runLoop: BoardRunLoop? { item.loop }
 
     /// Removes the observer from every mode. Safe from any thread: from
-    /// another thread, the observer is not called again once this returns.
+    /// another thread, the observer is not called once the loop has checked
+    /// for the invalidation — a loop already past that check may call it
+    /// once more (use `invalidateAndWait()` to rule that out).
     public func invalidate() { invalidateFromAnyThread { $0.invalidateItem(self) } }
+
+    /// `invalidate()`, and from a thread other than the loop's, waits until
+    /// the loop has applied it: when this returns, the handler is not
+    /// running and will never be called again. On the loop's own thread,
+    /// and for an observer on no loop, it is `invalidate()`. Do not wait for
+    /// a loop whose thread is waiting for you. Returns false if `timeout`
+    /// passed first (the invalidation stays requested).
+    @discardableResult
+    public func invalidateAndWait(timeout: Duration? = nil) -> Bool {
+        invalidateAndWaitFromAnyThread(timeout: timeout) { $0.invalidateItem(self) }
+    }
 }
 
 extension BoardRunLoop {

@@ -122,10 +122,23 @@ public final class RunLoopTimer: @unchecked Sendable {
     }
 
     /// Removes the timer from every mode; it will not fire again. Safe inside
-    /// its own handler, and from any thread (from another thread the loop
-    /// removes it at the start of its next pass; it does not fire again once
-    /// this returns).
+    /// its own handler, and from any thread: from another thread the loop
+    /// removes it at the start of its next pass, and it does not fire once
+    /// the loop has checked for the invalidation — a loop already past that
+    /// check may fire it once more (use `invalidateAndWait()` to rule that out).
     public func invalidate() { invalidateFromAnyThread { $0.invalidateItem(self) } }
+
+    /// `invalidate()`, and from a thread other than the loop's, waits until
+    /// the loop has applied it: when this returns, the handler is not
+    /// running and will never start again. On the loop's own thread, and
+    /// for a timer on no loop, it is `invalidate()`. The owner applies it at
+    /// the start of its next pass, or when it next runs, or when it ends: do
+    /// not wait for a loop whose thread is waiting for you. Returns false if
+    /// `timeout` passed first (the invalidation stays requested).
+    @discardableResult
+    public func invalidateAndWait(timeout: Duration? = nil) -> Bool {
+        invalidateAndWaitFromAnyThread(timeout: timeout) { $0.invalidateItem(self) }
+    }
 }
 
 extension RunLoopTimer: RegisteredItem {

@@ -13,6 +13,7 @@
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <linux/capability.h>
@@ -340,3 +341,13 @@ int bl_drop_effective_capability(int cap) {
 int bl_get_thread_name(char *buf) { return prctl(PR_GET_NAME, buf, 0, 0, 0); }
 
 int bl_dup_cloexec(int fd) { return fcntl(fd, F_DUPFD_CLOEXEC, 0); }
+
+int bl_file_identity(int fd, uint64_t *dev, uint64_t *ino) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return -1;
+    *dev = (uint64_t)st.st_dev;
+    *ino = (uint64_t)st.st_ino;
+    return 0;
+}
+
+int bl_fd_is_closed(int fd) { return fcntl(fd, F_GETFD) == -1 && errno == EBADF; }

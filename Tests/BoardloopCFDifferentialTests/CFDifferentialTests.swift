@@ -310,6 +310,72 @@ final class CFDifferentialTests: XCTestCase {
         assertSame(cf, engine)
     }
 
+    /// A stop made by a beforeSources observer: the pass does not sleep,
+    /// but CF still calls the beforeWaiting and afterWaiting observers
+    /// around a wait that returns at once.
+    func testStopPendingStillNotifiesWaitObservers() throws {
+        let cf = onCFThread { _, rl in
+            CFRunLoopAddTimer(rl, Self.farCFTimer(), kCFRunLoopDefaultMode)
+            let o = CFRunLoopObserverCreateWithHandler(nil, CFRunLoopActivity.beforeSources.rawValue, true, 9) { _, _ in CFRunLoopStop(rl) }
+            CFRunLoopAddObserver(rl, o, kCFRunLoopDefaultMode)
+            return CFRunLoopRunInMode(kCFRunLoopDefaultMode, 60, false).rawValue
+        }
+        let engine = try onEngine { _, loop in
+            try loop.add(RunLoopTimer(fireAt: .distantFuture) { _ in }, mode: .default)
+            try loop.add(RunLoopObserver(activities: .beforeSources, order: 9) { _, _ in loop.stop() }, mode: .default)
+            return try loop.run(mode: .default, timeout: .seconds(60))
+        }
+        XCTAssertEqual(cf.log, ["entry", "beforeTimers", "beforeSources", "beforeWaiting", "afterWaiting", "exit"])
+        XCTAssertEqual(cf.result, 2)
+        assertSame(cf, engine)
+    }
+
+    /// A perform request (a block) that stops the loop: the blocks run in
+    /// step 3, and the pass still notifies the wait observers.
+    func testBlockThatStopsStillNotifiesWaitObservers() throws {
+        let cf = onCFThread { box, rl in
+            CFRunLoopAddTimer(rl, Self.farCFTimer(), kCFRunLoopDefaultMode)
+            CFRunLoopPerformBlock(rl, kCFRunLoopDefaultMode as CFTypeRef) {
+                box.log.append("block")
+                CFRunLoopStop(rl)
+            }
+            return CFRunLoopRunInMode(kCFRunLoopDefaultMode, 60, false).rawValue
+        }
+        let engine = try onEngine { box, loop in
+            try loop.add(RunLoopTimer(fireAt: .distantFuture) { _ in }, mode: .default)
+            try loop.perform(inModes: [.default]) {
+                box.log.append("block")
+                loop.stop()
+            }
+            return try loop.run(mode: .default, timeout: .seconds(60))
+        }
+        XCTAssertEqual(cf.log, ["entry", "beforeTimers", "beforeSources", "block", "beforeWaiting", "afterWaiting", "exit"])
+        assertSame(cf, engine)
+    }
+
+    /// Another thread invalidates the mode's only timer between two runs:
+    /// the next run finds the mode empty and returns `finished` at once,
+    /// without calling the entry and exit observers.
+    func testModeEmptiedFromAnotherThreadFinishesWithoutObservers() throws {
+        let cf = onCFThread { _, rl in
+            let timer = Self.farCFTimer()
+            CFRunLoopAddTimer(rl, timer, kCFRunLoopDefaultMode)
+            let other = JoinableThread { CFRunLoopTimerInvalidate(timer) }
+            other.join()
+            return CFRunLoopRunInMode(kCFRunLoopDefaultMode, 60, false).rawValue
+        }
+        let engine = try onEngine { _, loop in
+            let timer = RunLoopTimer(fireAt: .distantFuture) { _ in }
+            try loop.add(timer, mode: .default)
+            let other = JoinableThread { timer.invalidate() }
+            other.join()
+            return try loop.run(mode: .default, timeout: .seconds(60))
+        }
+        XCTAssertEqual(cf.log, [])
+        XCTAssertEqual(cf.result, 1)
+        assertSame(cf, engine)
+    }
+
     static func makeCFSource(_ box: Box, stops: Bool = false) -> CFRunLoopSource {
         final class Info {
             let box: Box

@@ -67,6 +67,29 @@ enum Kernel {
         return d
     }
 
+    /// Which open file an fd refers to: fstat's device and inode.
+    struct FileIdentity: Equatable {
+        let device: UInt64
+        let inode: UInt64
+    }
+
+    /// The identity of the file `fd` refers to; nil if it is not open.
+    static func identity(of fd: Int32) -> FileIdentity? {
+        var dev: UInt64 = 0, ino: UInt64 = 0
+        guard bl_file_identity(fd, &dev, &ino) == 0 else { return nil }
+        return FileIdentity(device: dev, inode: ino)
+    }
+
+    /// Whether `fd` is not an open descriptor (a caller's fd it closed).
+    /// Sets errno to EBADF when it is not.
+    static func isClosed(_ fd: Int32) -> Bool { bl_fd_is_closed(fd) != 0 }
+
+    /// Whether the calling thread's errno is EBADF: inline, one load.
+    @inline(__always) static var lastErrorIsBadFD: Bool { bl_errno_is_ebadf() != 0 }
+
+    /// Sets the calling thread's errno to 0.
+    static func clearLastError() { bl_errno_clear() }
+
     /// Closes a descriptor the engine owns. `close` is never retried (on Linux
     /// the descriptor is released even when close reports EINTR).
     static func close(_ fd: Int32) {

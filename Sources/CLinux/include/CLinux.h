@@ -9,6 +9,7 @@
 #ifndef BOARDLOOP_CLINUX_H
 #define BOARDLOOP_CLINUX_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <signal.h>
@@ -258,6 +259,14 @@ int bl_drop_effective_capability(int cap);
 int bl_get_thread_name(char *buf);
 /// fcntl(fd, F_DUPFD_CLOEXEC, 0): a close-on-exec duplicate, or -1 and errno.
 int bl_dup_cloexec(int fd);
+/// fstat(fd): the device and inode of the open file, 0 on success, or -1 and errno.
+int bl_file_identity(int fd, uint64_t *dev, uint64_t *ino);
+/// 1 if fd is not an open descriptor (fcntl(F_GETFD) fails with EBADF), else 0.
+int bl_fd_is_closed(int fd);
+/// Whether the calling thread's errno is EBADF, and setting it to 0: the
+/// loop checks once per wait whether a handler read a closed fd.
+static inline int bl_errno_is_ebadf(void) { return errno == EBADF; }
+static inline void bl_errno_clear(void) { errno = 0; }
 
 #ifdef __cplusplus
 }
