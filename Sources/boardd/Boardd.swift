@@ -26,6 +26,8 @@ struct Boardd: ParsableCommand {
     @Option(help: "The root directory detection reads (default /).") var root = "/"
     @Option(name: .customLong("boards"), help: "A directory of board files searched first (may be repeated).")
     var boardDirectories: [String] = []
+    @Flag(help: "Accept a config that users other than boardd's own and root may change (refused under systemd, else a warning).")
+    var allowInsecureConfig = false
     @Flag(help: "Set every output of the config that has a safe: value to it, then exit (for systemd's ExecStopPost=).")
     var safeOutputs = false
     @Option(help: "How long a stop may take in all (default 10s; keep it below systemd's TimeoutStopSec=).")
@@ -44,7 +46,10 @@ struct Boardd: ParsableCommand {
 
     func run() throws {
         let catalog = BoardCatalog(directories: boardDirectories + BoardCatalog.standardDirectories())
-        let options = LoadOptions(board: board, catalog: catalog, machine: .current(root: root))
+        var options = LoadOptions(board: board, catalog: catalog, machine: .current(root: root))
+        // Under systemd (it sets INVOCATION_ID for a service) a config that
+        // others may change is refused, at start and at every reload.
+        options.refuseInsecureConfig = getenv("INVOCATION_ID") != nil && !allowInsecureConfig
         if boardDetect || check {
             let output: CommandOutput
             if boardDetect {

@@ -24,6 +24,10 @@ public struct LoadOptions: Sendable {
     public var board: String?
     public var catalog: BoardCatalog
     public var machine: MachineInfo
+    /// A config file that users other than boardd's own and root may change
+    /// is an error, not a warning (boardd under systemd, unless
+    /// `--allow-insecure-config`): its commands run as boardd's user.
+    public var refuseInsecureConfig = false
 
     public init(board: String? = nil, catalog: BoardCatalog = .standard, machine: MachineInfo = .current()) {
         self.board = board
@@ -49,13 +53,35 @@ public enum ConfigLoader {
     public static func load(path: String, options: LoadOptions = LoadOptions()) -> LoadResult {
         switch FileSystem.readConfigText(path) {
         case let .success(text):
-            return load(text: text, file: path, options: options)
+            var result = load(text: text, file: path, options: options)
+            if let who = whoElseMayWrite(path) {
+                let severity: Diagnostic.Severity = options.refuseInsecureConfig ? .error : .warning
+                let d = Diagnostic(
+                    severity, file: path, line: 0, column: 0, path: "",
+                    message:
+                        "\(who): anyone who can change it decides what boardd runs (its commands run as boardd's user); make it writable only by its owner, root or boardd's user (chmod o-w, chown)\(options.refuseInsecureConfig ? "; --allow-insecure-config accepts it" : "")")
+                result.diagnostics.insert(d, at: 0)
+                if severity == .error { result.config = nil } else { result.config?.warnings.insert(d, at: 0) }
+            }
+            return result
         case let .failure(why):
             let at = why.position ?? .none
             return LoadResult(
                 config: nil,
                 diagnostics: [Diagnostic(.error, file: path, line: at.line, column: at.column, path: "", message: "\(why)")])
         }
+    }
+
+    /// Who besides boardd's user and root may change the file at `path`, in
+    /// words (nil: nobody): a file writable by every user, or owned by
+    /// another user.
+    static func whoElseMayWrite(_ path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        let mode = String(st.st_mode & 0o7777, radix: 8)
+        if st.st_mode & S_IWOTH != 0 { return "the config is writable by every user (mode 0\(mode))" }
+        if st.st_uid != 0 && st.st_uid != geteuid() { return "the config is owned by uid \(st.st_uid), not by boardd's user (uid \(geteuid())) or root" }
+        return nil
     }
 
     /// Loads a config from text; `file` is the name used in messages.

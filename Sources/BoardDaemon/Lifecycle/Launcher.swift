@@ -121,7 +121,14 @@ public enum Launcher {
 }
 
 /// Writes `text` to stderr (fd 2) unbuffered.
+/// Under systemd (`JOURNAL_STREAM` set) each line gets the error priority
+/// (`<3>`), as the daemon's log lines carry theirs, and its control
+/// characters are escaped.
 public func writeError(_ text: String) {
     var t = text
+    if getenv("JOURNAL_STREAM") != nil {
+        t = text.split(separator: "\n", omittingEmptySubsequences: false).dropLast(text.hasSuffix("\n") ? 1 : 0)
+            .map { "<3>" + BoarddLogHandler.escapingControls(String($0)) + "\n" }.joined()
+    }
     t.withUTF8 { p in _ = write(2, p.baseAddress, p.count) }
 }

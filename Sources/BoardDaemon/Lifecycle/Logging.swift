@@ -48,8 +48,13 @@ public struct BoarddLogHandler: LogHandler {
     }
 
     /// A line as boardd writes it: `<N>message` under journald, else the
-    /// seconds since `start` (ms), the level and the message.
-    static func format(level: Logger.Level, message: String, journal: Bool, start: UInt64) -> String {
+    /// seconds since `start` (ms), the level and the message. The message is
+    /// one line whatever it holds: control characters (a newline in a
+    /// config string, a command's ESC, CR or BEL) are written escaped, so
+    /// nothing logged can start a journal entry of its own or move a
+    /// terminal's cursor.
+    static func format(level: Logger.Level, message raw: String, journal: Bool, start: UInt64) -> String {
+        let message = escapingControls(raw)
         if journal { return "<\(priority(level))>\(message)\n" }
         let ms = (MonotonicInstant.now.nanoseconds &- start) / 1_000_000
         let secs = String(ms / 1000)
@@ -58,5 +63,30 @@ public struct BoarddLogHandler: LogHandler {
             + String(repeating: "0", count: 3 - frac.count) + frac
         let lv = level.rawValue
         return "\(stamp) \(lv)\(String(repeating: " ", count: max(1, 7 - lv.count)))\(message)\n"
+    }
+
+    /// `text` with every C0 control character and DEL written as an escape
+    /// (`\n`, `\r`, `\t`, `\x1b`); unchanged (not copied) when it has none.
+    public static func escapingControls(_ text: String) -> String {
+        var needs = false
+        for b in text.utf8 where b < 0x20 || b == 0x7f {
+            needs = true
+            break
+        }
+        guard needs else { return text }
+        var out = ""
+        out.reserveCapacity(text.utf8.count + 8)
+        for scalar in text.unicodeScalars {
+            switch scalar.value {
+            case 0x0a: out += "\\n"
+            case 0x0d: out += "\\r"
+            case 0x09: out += "\\t"
+            case 0..<0x20, 0x7f:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\x" + (hex.count < 2 ? "0" + hex : hex)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 }
