@@ -120,3 +120,44 @@ final class FilterReloadTests: XCTestCase {
         XCTAssertEqual(try edge.writes("FAN"), [true], "initial_edge: press after delayed_on")
     }
 }
+
+/// What a reload refuses or removes is said in words a person acts on.
+final class ReloadMessageTests: XCTestCase {
+    static let config = """
+        board: demo
+        lines:
+          button: { pin: BUTTON, input: { edge: both, active_low: true } }
+          led: { pin: LED, output: { initial: off } }
+          fan: { pin: FAN, output: { initial: off } }
+        workers:
+          io: { lines: [fan] }
+        tasks:
+          one: { every: 1s, do: [ toggle: led ] }
+          two: { every: 2s, do: [ toggle: led ] }
+          three: { every: 3s, do: [ toggle: fan ] }
+
+        """
+
+    /// A line moved to another loop is named, not reported as a capacity.
+    func testAMovedLineIsNamed() throws {
+        let file = try ConfigFile(Self.config)
+        let h = try Harness(path: file.path)
+        try file.write(Self.config.replacingOccurrences(of: "io: { lines: [fan] }", with: "io: { lines: [fan, led] }"))
+        h.daemon.reload()
+        XCTAssertEqual(h.daemon.reloads.refused, 1)
+        XCTAssertTrue(h.log.contains("reload refused: line 'led' moved from loop 'main' to 'io'"), h.log)
+    }
+
+    /// A file saved half-way (a valid prefix) loses most of the config: the
+    /// reload says what it removes, as a warning when that is more than it keeps.
+    func testAReloadThatRemovesMoreThanItKeepsSaysSo() throws {
+        let file = try ConfigFile(Self.config)
+        let h = try Harness(path: file.path)
+        let prefix = Self.config.components(separatedBy: "workers:")[0]
+            .replacingOccurrences(of: "  fan: { pin: FAN, output: { initial: off } }\n", with: "")
+        try file.write(prefix + "workers:\n  io: { lines: [] }\n")
+        h.daemon.reload()
+        XCTAssertTrue(
+            h.log.contains("warning reload: the new config removes more than it keeps: lines fan; tasks one, two, three"), h.log)
+    }
+}

@@ -401,6 +401,14 @@ public final class Daemon: @unchecked Sendable {
         generation += 1
         let program = Program(config: new, generation: generation)
         traceLog.register(program)
+        if let r = removals(new) {
+            if r.moreThanKept {
+                logger.warning(
+                    "reload: the new config removes more than it keeps: \(r.text) (if the file was saved half-written, write it to a new file and rename it over the old one)")
+            } else {
+                logger.notice("reload: removed \(r.text)")
+            }
+        }
         let (totals, failures) = swapAll(to: program, timeout: .seconds(5))
         config = new
         reloads.applied += 1
@@ -413,6 +421,13 @@ public final class Daemon: @unchecked Sendable {
     func incompatibility(_ new: DaemonConfig) -> String? {
         guard new.board.name == config.board.name else { return "the board changed (\(config.board.name) -> \(new.board.name))" }
         guard new.loops.map(\.name) == config.loops.map(\.name) else { return "the workers changed" }
+        // A moved line first: it also changes both loops' capacities, and
+        // the line is what the user changed.
+        for l in new.lines {
+            if let old = config.lines.first(where: { $0.name == l.name }), old.loop != l.loop {
+                return "line '\(l.name)' moved from loop '\(config.loops[old.loop.index].name)' to '\(new.loops[l.loop.index].name)'"
+            }
+        }
         for (a, b) in zip(config.loops, new.loops) {
             if a.cpus != b.cpus || a.realtimePriority != b.realtimePriority || a.timerSlack != b.timerSlack
                 || a.lockMemory != b.lockMemory || a.realtime != b.realtime
@@ -426,12 +441,30 @@ public final class Daemon: @unchecked Sendable {
                 return "loop '\(a.name)' needs larger capacities than it was made with"
             }
         }
-        for l in new.lines {
-            if let old = config.lines.first(where: { $0.name == l.name }), old.loop != l.loop {
-                return "line '\(l.name)' moved to another loop"
-            }
-        }
         return nil
+    }
+
+    /// What `new` drops of the running config, by kind ("lines a, b; tasks
+    /// t"), and whether that is more than it keeps (a file read half-written
+    /// looks like that).
+    func removals(_ new: DaemonConfig) -> (text: String, moreThanKept: Bool)? {
+        func gone(_ old: [String], _ now: [String]) -> [String] { old.filter { !now.contains($0) } }
+        let kinds: [(String, [String], [String])] = [
+            ("lines", config.lines.map(\.name), new.lines.map(\.name)),
+            ("tasks", config.tasks.map(\.name), new.tasks.map(\.name)),
+            ("reactions", config.reactions.map(\.name), new.reactions.map(\.name)),
+            ("sequences", config.sequences.map(\.name), new.sequences.map(\.name)),
+            ("commands", config.commands.filter(\.declared).map(\.name), new.commands.filter(\.declared).map(\.name)),
+        ]
+        var parts: [String] = []
+        var removed = 0, kept = 0
+        for (kind, old, now) in kinds {
+            let g = gone(old, now)
+            removed += g.count
+            kept += old.count - g.count
+            if !g.isEmpty { parts.append("\(kind) \(g.joined(separator: ", "))") }
+        }
+        return parts.isEmpty ? nil : (parts.joined(separator: "; "), removed > kept)
     }
 
     // MARK: Watchdog
