@@ -470,7 +470,8 @@ var dP50: [Double] = [], dP99: [Double] = [], hP50: [Double] = [], hP99: [Double
 var heldRuns: [Drain: [FloodResult]] = [:], controlRuns: [FloodResult] = []
 var eFloodP50: [Double] = [], eFloodP99: [Double] = [], eQuietP50: [Double] = [], eQuietP99: [Double] = []
 let trips = quick ? 100 : 1000
-for rep in 0..<repeats where only == "estop" {
+/// One repeat of the e-stop scenario: flooded and quiet, in turn.
+func estopRepeat(_ rep: Int) {
     for flooded in rep % 2 == 0 ? [true, false] : [false, true] {
         let l = estopLatency(n: trips, flood: flooded ? 20_000 : 0)
         if flooded {
@@ -480,9 +481,13 @@ for rep in 0..<repeats where only == "estop" {
         }
     }
 }
-if only == "estop" {
+func estopRows() {
     row("e-stop edge->output p50 µs, low-priority flood 20k/s (vs quiet; goal <= 2x)", f1(median(eFloodP50)), f1(median(eQuietP50)), ratio(median(eFloodP50), median(eQuietP50)))
     row("e-stop edge->output p99 µs, low-priority flood 20k/s (vs quiet)", f1(median(eFloodP99)), f1(median(eQuietP99)), ratio(median(eFloodP99), median(eQuietP99)))
+}
+if only == "estop" {
+    for rep in 0..<repeats { estopRepeat(rep) }
+    estopRows()
     exit(0)
 }
 for rep in 0..<repeats {
@@ -497,14 +502,7 @@ for rep in 0..<repeats {
             hP50.append(percentile(h, 0.5)); hP99.append(percentile(h, 0.99))
         }
     }
-    for flooded in rep % 2 == 0 ? [true, false] : [false, true] {
-        let l = estopLatency(n: trips, flood: flooded ? 20_000 : 0)
-        if flooded {
-            eFloodP50.append(percentile(l, 0.5)); eFloodP99.append(percentile(l, 0.99))
-        } else {
-            eQuietP50.append(percentile(l, 0.5)); eQuietP99.append(percentile(l, 0.99))
-        }
-    }
+    estopRepeat(rep)
     let runs: [Drain?] = [nil] + Drain.allCases
     for o in rep % 2 == 0 ? runs : runs.reversed() {
         if let drain = o {
@@ -519,8 +517,7 @@ print("boardd-bench: \(repeats) repeat(s), medians over them (the flood jitter: 
 row("scenario", "boardd", "reference", "ratio")
 row("reaction edge->output p50 µs (vs hand-written loop)", f1(median(dP50)), f1(median(hP50)), ratio(median(dP50), median(hP50)))
 row("reaction edge->output p99 µs (vs hand-written loop)", f1(median(dP99)), f1(median(hP99)), ratio(median(dP99), median(hP99)))
-row("e-stop edge->output p50 µs, low-priority flood 20k/s (vs quiet; goal <= 2x)", f1(median(eFloodP50)), f1(median(eQuietP50)), ratio(median(eFloodP50), median(eQuietP50)))
-row("e-stop edge->output p99 µs, low-priority flood 20k/s (vs quiet)", f1(median(eFloodP99)), f1(median(eQuietP99)), ratio(median(eFloodP99), median(eQuietP99)))
+estopRows()
 func phaseRows(_ label: String, _ runs: [FloodResult]) -> Double {
     // Percentiles of the samples of every run pooled (a p99 of ~900 samples
     // a run is its 9th worst; pooled over the repeats it is steadier than
