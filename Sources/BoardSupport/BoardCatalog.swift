@@ -3,7 +3,9 @@
 ///
 /// The standard order: `/etc/boardd/boards` (a user's own boards and
 /// overrides), `/usr/share/boardd/boards` (installed), then the `boards/`
-/// directory of the source checkout the program was built from.
+/// directory of the source checkout the running executable is in (a
+/// `.build/…/boardd` of a checkout). Never a path compiled into the binary:
+/// a binary copied elsewhere does not read files from where it was built.
 public struct BoardCatalog: Sendable {
     public let directories: [String]
 
@@ -18,11 +20,10 @@ public struct BoardCatalog: Sendable {
         return dirs
     }
 
-    /// The checkout's `boards/`: beside the `Package.swift` above this
-    /// source file when it was built here, or above the running executable
-    /// (`.build/debug/boardd` of a checkout).
+    /// The checkout's `boards/`: beside the `Package.swift` above the running
+    /// executable (`.build/debug/boardd` of a checkout).
     public static func checkoutBoardsDirectory() -> String? {
-        var starts = [FileSystem.parent(#filePath)]
+        var starts: [String] = []
         if let exe = FileSystem.readLink("/proc/self/exe") { starts.append(FileSystem.parent(exe)) }
         for start in starts {
             var dir = start

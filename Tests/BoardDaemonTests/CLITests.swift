@@ -178,3 +178,27 @@ enum Boardd {
         #expect(r.stdout.hasPrefix("boardd 0.1.0 (libgpiod "), "\(r.stdout)")
     }
 }
+
+/// A binary copied out of its checkout reads no file from where it was
+/// built: its boards come from /etc/boardd/boards and /usr/share/boardd/boards.
+@Suite struct BuildTreeTests {
+    @Test func aCopiedBinaryDoesNotReadTheBuildTreesBoards() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("boardd-copy-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let copy = dir.appendingPathComponent("boardd").path
+        try FileManager.default.copyItem(atPath: Boardd.path, toPath: copy)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: copy)
+        p.arguments = ["--check", "--config", Fixtures.packageRoot + "/examples/doorbell.yaml"]
+        p.currentDirectoryURL = dir
+        let err = Pipe()
+        p.standardError = err
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        let e = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 1)
+        #expect(e.contains("unknown board 'raspberry-pi-4' (known boards: none found in /etc/boardd/boards, /usr/share/boardd/boards)"), "\(e)")
+    }
+}
