@@ -66,8 +66,11 @@ final class CommandRunner {
         let pid: pid_t
         /// The command's name: what the child is charged to across reloads.
         let name: String
-        /// Its log lines' source (rate-limited per command, not with the daemon's own).
+        /// Its start and exit lines' source (rate-limited per command, not with
+        /// the daemon's own), and its output lines' (apart: a run's own
+        /// output never suppresses the line that says how it ended).
         var source: String { "command \(name)" }
+        var outputSource: String { "command \(name) output" }
         /// The command's index in the running config; nil once a reload
         /// removed it.
         var command: Int?
@@ -291,9 +294,9 @@ final class CommandRunner {
         s.logged += 1
         let label = child.label
         if s.name == "stderr" {
-            logger.warning("\(label) stderr: \(String(decoding: s.pending, as: UTF8.self))", source: child.source)
+            logger.warning("\(label) stderr: \(String(decoding: s.pending, as: UTF8.self))", source: child.outputSource)
         } else {
-            logger.info("\(label): \(String(decoding: s.pending, as: UTF8.self))", source: child.source)
+            logger.info("\(label): \(String(decoding: s.pending, as: UTF8.self))", source: child.outputSource)
         }
         s.pending.removeAll(keepingCapacity: true)
     }
