@@ -26,6 +26,27 @@ public struct YAMLReader {
     /// allow, every duplicated key, tags and oversized alias expansion are
     /// reported with their positions and yield nil as well.
     public func compose(_ text: String) -> Node? {
+        var skipped: [YAMLSkippedBlock] = []
+        return compose(text, recover: false, skipped: &skipped)
+    }
+
+    /// Syntax errors one document may recover from: each costs a compose of
+    /// the text.
+    public static let maximumSyntaxRecoveries = 20
+
+    /// Composes `text` as `compose` does, but a syntax error does not stop
+    /// it: the error is reported with the key path of the block it sits in
+    /// (an entry under a top-level key, an item of a top-level list, or a
+    /// whole section when the key's own line is broken), the block is
+    /// blanked out (its lines emptied, so every other position stays) and
+    /// the text composed again, up to `maximumSyntaxRecoveries` times.
+    /// `skipped` gets the blocks blanked out: the caller reads the rest
+    /// knowing they were there.
+    public func compose(recovering text: String, skipped: inout [YAMLSkippedBlock]) -> Node? {
+        compose(text, recover: true, skipped: &skipped)
+    }
+
+    func compose(_ text: String, recover: Bool, skipped: inout [YAMLSkippedBlock]) -> Node? {
         guard checkCharacters(text) else { return nil }
         var text = text
         // A byte order mark is accepted (editors on Windows write one) and
@@ -52,6 +73,13 @@ public struct YAMLReader {
                     text = next
                     continue
                 }
+                if recover, skipped.count < Self.maximumSyntaxRecoveries, let (block, blanked) = recoverable(error, in: text) {
+                    report(error, lines: YAMLRecovery.lines(text), path: block.path)
+                    skipped.append(block)
+                    renamed = renamed.filter { !block.lines.contains($0.key.line) }
+                    text = blanked
+                    continue
+                }
                 if !renamed.isEmpty, case .duplicatedKeysInMapping = error {
                     // Too many to list: report what was found.
                     for (at, key) in renamed.sorted(by: { ($0.key.line, $0.key.column) < ($1.key.line, $1.key.column) }) {
@@ -59,7 +87,7 @@ public struct YAMLReader {
                     }
                     return nil
                 }
-                report(error)
+                report(error, lines: YAMLRecovery.lines(text))
                 return nil
             } catch {
                 log.error(.none, "", "YAML: \(error)")
@@ -68,7 +96,37 @@ public struct YAMLReader {
         }
     }
 
-    func report(_ error: YamlError) {
+    /// The block a syntax error sits in and the text with it blanked out;
+    /// nil when the error is not one to read past (nesting too deep, not a
+    /// syntax error) or blanking would not change the text.
+    func recoverable(_ error: YamlError, in text: String) -> (YAMLSkippedBlock, String)? {
+        let context: YamlError.Context?
+        let mark: Mark
+        switch error {
+        case let .scanner(c, problem, m, _), let .parser(c, problem, m, _), let .composer(c, problem, m, _):
+            if problem.hasPrefix("Maximum nesting level") { return nil }
+            context = c
+            mark = m
+        default: return nil
+        }
+        let lines = YAMLRecovery.lines(text)
+        // Where the broken construct begins: a flow collection (`{`, `[`)
+        // left open is found only where something else starts, so its
+        // block is the one it began in; so is an error found on a
+        // top-level key's line or past the end.
+        var at = mark.line
+        if let context, context.mark.line >= 1, context.mark.line < mark.line {
+            let problemLine = mark.line <= lines.count ? lines[mark.line - 1] : []
+            let atTopLevel =
+                YAMLRecovery.isFiller(problemLine) || (YAMLRecovery.indent(problemLine) == 0 && !YAMLRecovery.isListItem(problemLine))
+            if context.text.contains("flow") || atTopLevel { at = context.mark.line }
+        }
+        guard let block = YAMLRecovery.block(around: at, in: lines) else { return nil }
+        let blanked = YAMLRecovery.blank(text, block)
+        return blanked == text ? nil : (block, blanked)
+    }
+
+    func report(_ error: YamlError, lines: [[Unicode.Scalar]] = [], path: String = "") {
         switch error {
         case let .scanner(context, problem, mark, _), let .parser(context, problem, mark, _),
             let .composer(context, problem, mark, _):
@@ -78,9 +136,19 @@ public struct YAMLReader {
                     "YAML: lists and mappings are nested more than 1000 deep here; a config needs only a few levels")
                 return
             }
+            // A tab in a line's indentation: libyaml's words for it vary
+            // with what it was scanning; say what to do.
+            if mark.line >= 1, mark.line <= lines.count, let column = YAMLRecovery.tabInIndentation(lines[mark.line - 1]),
+                !YAMLRecovery.isFiller(lines[mark.line - 1]) || problem.contains("tab")
+            {
+                log.error(
+                    Position(line: mark.line, column: column), path,
+                    "YAML syntax: a tab character indents this line; YAML indents with spaces")
+                return
+            }
             var message = "YAML syntax: \(problem)"
             if let context { message += " (\(context.text) at \(context.mark.line):\(context.mark.column))" }
-            log.error(Position(line: mark.line, column: mark.column), "", message)
+            log.error(Position(line: mark.line, column: mark.column), path, message)
         case let .reader(problem, offset, _, _):
             log.error(.none, "", "cannot read the text: \(problem)" + (offset.map { " at character \($0)" } ?? ""))
         case let .duplicatedKeysInMapping(duplicates, context):

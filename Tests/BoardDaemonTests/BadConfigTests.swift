@@ -289,10 +289,25 @@ let badConfigs: [(String, [String])] = [
             "worker-named-main.yaml:6:3: error: workers.main: 'main' is the main loop's name; choose another name for the worker",
     ]),
     ("yaml-bad-indentation", [
-            "yaml-bad-indentation.yaml:5:4: error: YAML syntax: did not find expected key (while parsing a block mapping at 3:3)",
+            "yaml-bad-indentation.yaml:5:4: error: lines.led: YAML syntax: did not find expected key (while parsing a block mapping at 3:3)",
     ]),
     ("yaml-syntax-error", [
-            "yaml-syntax-error.yaml:4:1: error: YAML syntax: did not find expected ',' or '}' (while parsing a flow mapping at 3:8)",
+            "yaml-syntax-error.yaml:4:1: error: lines.led: YAML syntax: did not find expected ',' or '}' (while parsing a flow mapping at 3:8)",
+    ]),
+    ("yaml-tab-among-seven-errors", [
+            "yaml-tab-among-seven-errors.yaml:5:1: error: lines.button: YAML syntax: a tab character indents this line; YAML indents with spaces",
+            "yaml-tab-among-seven-errors.yaml:6:39: error: lines.door.input.edge: 'sideways' is not one of none, rising, falling, both",
+            "yaml-tab-among-seven-errors.yaml:7:15: error: lines.led.pin: the raspberry-pi-4 board has no pin 'GPIO72' (nearest: GPIO12, GPIO2, GPIO22)",
+            "yaml-tab-among-seven-errors.yaml:10:24: error: modes.critical.admits[0]: no priority named 'urgent' (priorities: low, normal, high)",
+            "yaml-tab-among-seven-errors.yaml:12:18: error: tasks.fast.every: 10us is too short; a task runs at most every 100us",
+            "yaml-tab-among-seven-errors.yaml:15:17: error: reactions[0].on.line: no line named 'buton'; did you mean 'button'? (lines: button, door, led, valve)",
+            "yaml-tab-among-seven-errors.yaml:20:11: error: reactions[2].do[0].tggle: unknown key 'tggle'; did you mean 'toggle'?",
+    ]),
+    ("yaml-two-syntax-errors", [
+            "yaml-two-syntax-errors.yaml:4:3: error: lines.button: YAML syntax: did not find expected ',' or '}' (while parsing a flow mapping at 3:11)",
+            "yaml-two-syntax-errors.yaml:8:5: error: sequences.pour: YAML syntax: did not find expected ',' or ']' (while parsing a flow sequence at 7:12)",
+            "yaml-two-syntax-errors.yaml:9:47: error: sequences.drip.policy: 'queue' is not one of single, restart, queued, parallel; did you mean 'queued'?",
+            "yaml-two-syntax-errors.yaml:11:15: error: tasks.t.every: 5us is too short; a task runs at most every 100us",
     ]),
 ]
 
@@ -322,6 +337,47 @@ let badConfigs: [(String, [String])] = [
             "lines.button.input.debounce", "lines.led.pin", "modes.critical.admits[0]", "tasks.fast.every", "reactions[0].on.line",
         ])
         #expect(result.errors.map(\.line) == [3, 4, 7, 9, 11])
+    }
+
+    /// A syntax error hides only the entry it is in: the sibling entries
+    /// and the other sections are checked, and a reference to a name the
+    /// unreadable entry defines (reactions[1] is on line 'button') is not
+    /// reported as unknown.
+    @Test func aSyntaxErrorHidesOnlyItsEntry() throws {
+        let text = try String(contentsOfFile: Fixtures.bad("yaml-tab-among-seven-errors"), encoding: .utf8)
+        let result = ConfigLoader.load(text: text, file: "tab.yaml", options: Fixtures.options())
+        #expect(result.config == nil)
+        #expect(result.errors.map(\.path) == [
+            "lines.button", "lines.door.input.edge", "lines.led.pin", "modes.critical.admits[0]", "tasks.fast.every",
+            "reactions[0].on.line", "reactions[2].do[0].tggle",
+        ])
+        #expect(!result.errors.contains { $0.line == 17 })
+        // With the tab replaced by spaces, the six others remain, as they are.
+        let fixed = text.replacingOccurrences(of: "\tinput:", with: "    input:")
+        let after = ConfigLoader.load(text: fixed, file: "tab.yaml", options: Fixtures.options())
+        #expect(after.errors.map(\.path) == Array(result.errors.map(\.path).dropFirst()))
+    }
+
+    /// Names in a whole unreadable section or entry of every kind that is
+    /// referred to: no follow-on "no X named" errors.
+    @Test func referencesIntoUnreadableEntriesAreNotReported() {
+        let text = """
+            board: raspberry-pi-4
+            lines:
+              led: { pin: GPIO27, output: { initial: off } }
+            modes:
+              night: { admits: [high }
+            sequences:
+              pour: { steps: [ { toggle: led } }
+            commands:
+              chime: { argv: ["/bin/true" }
+            workers:
+              io: { lines: [led }
+            tasks:
+              t: { every: 1s, in_modes: [night], worker: io, do: [ { sequence: pour }, { run: chime } ] }
+            """
+        let result = ConfigLoader.load(text: text, file: "refs.yaml", options: Fixtures.options())
+        #expect(result.errors.map(\.path) == ["modes.night", "sequences.pour", "commands.chime", "workers.io"])
     }
 
     @Test func aWorkerCPUBeyondThisMachineIsAnErrorWhenTheBoardIsDetectedHere() throws {

@@ -21,7 +21,7 @@ extension ConfigParser {
         guard let name = given ?? r.string(node, path, what: "a line name") else { return nil }
         lookupSteps += 1
         if let i = lineIndex[name] { return LineID(i) }
-        if declaredLines.contains(name) { return nil }
+        if declaredLines.contains(name) || unreadable("lines", name) { return nil }
         let names = declaredLines.sorted()
         r.error(
             node, path,
@@ -136,6 +136,7 @@ extension ConfigParser {
         guard let name = r.string(node, path, what: "a sequence name") else { return nil }
         lookupSteps += 1
         guard let index = sequenceIndex[name] else {
+            if unreadable("sequences", name) { return nil }
             r.error(
                 node, path,
                 "no sequence named '\(name)'" + DidYouMean.hint(name, in: declaredSequences)
@@ -237,6 +238,7 @@ extension ConfigParser {
         guard let name = r.string(node, path, what: "a command name or an argv list") else { return nil }
         lookupSteps += 1
         guard let i = declaredCommandIndex[name] else {
+            if unreadable("commands", name) { return nil }
             let declared = commands.filter(\.declared).map(\.name)
             r.error(
                 node, path,

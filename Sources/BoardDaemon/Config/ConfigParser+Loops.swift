@@ -85,6 +85,7 @@ extension ConfigParser {
         guard let name = r.string(node, path, what: "a worker name") else { return nil }
         if name == "main" { return .main }
         guard let i = loops.firstIndex(where: { $0.name == name }) else {
+            if unreadable("workers", name) { return nil }
             let names = loops.dropFirst().map(\.name)
             r.error(
                 node, path,

@@ -37,6 +37,12 @@ final class ConfigParser {
     var modes: [ModeConfig] = [ModeConfig(name: "default", admits: [])]
     var modesNode: Node?
     var declaredSequences: [String] = []
+    /// Names of entries a YAML syntax error made unreadable, by top-level
+    /// key (`lines: [button]`); "" stands for a whole section or an item of
+    /// a top-level list. A reference to such a name is not reported as
+    /// unknown (the syntax error is the problem to fix), and in a section
+    /// with "" none is.
+    var unreadableNames: [String: Set<String>] = [:]
     /// Set while reading a line whose mapping had a misspelt key.
     var quietMissing = false
     var sequences: [SequenceConfig] = []
@@ -89,20 +95,34 @@ final class ConfigParser {
     }
 
     func parse(_ text: String) -> DaemonConfig? {
-        guard let root = r.compose(text) else {
+        var skipped: [YAMLSkippedBlock] = []
+        let composed = r.compose(recovering: text, skipped: &skipped)
+        for block in skipped where !block.section.isEmpty {
+            unreadableNames[block.section, default: []].insert(block.key ?? "")
+        }
+        guard let root = composed else {
             if !log.hasErrors { log.error(Position(line: 1, column: 1), "", "the config is empty") }
             return nil
         }
         guard let entries = r.mapping(root, "", allowed: Self.topKeys, what: "a mapping of board, lines, modes, …") else {
             return nil
         }
-        func entry(_ key: String) -> YAMLReader.Entry? { entries.first { $0.key == key } }
+        func entry(_ key: String) -> YAMLReader.Entry? {
+            guard let e = entries.first(where: { $0.key == key }) else { return nil }
+            // A section whose every entry a syntax error blanked out is
+            // left null: it is empty, not a section of the wrong kind.
+            if unreadableNames[key] != nil, case let .scalar(s) = e.value, s.style == .plain, s.string.isEmpty { return nil }
+            return e
+        }
+        // Line names in entries that could not be read are declared: a
+        // reference to one is neither resolved nor reported.
+        for name in unreadableNames["lines"] ?? [] where !name.isEmpty { declaredLines.insert(name) }
 
-        parseBoard(entry("board"), root: root)
+        if unreadableNames["board"] == nil { parseBoard(entry("board"), root: root) }
         if let e = entry("priorities") { parsePriorities(e) }
         // Names first, so references resolve whatever the order of sections.
         if let e = entry("lines") {
-            if case let .mapping(m) = e.value { declaredLines = Set(m.keys.compactMap(\.string)) }
+            if case let .mapping(m) = e.value { declaredLines.formUnion(m.keys.compactMap(\.string)) }
         }
         if let e = entry("sequences"), case let .mapping(m) = e.value {
             declaredSequences = m.keys.compactMap(\.string)
@@ -191,6 +211,7 @@ final class ConfigParser {
     func priority(_ node: Node, _ path: String) -> PriorityID? {
         guard let name = r.string(node, path, what: "a priority name") else { return nil }
         guard let i = priorities.firstIndex(of: name) else {
+            if unreadable("priorities", name) { return nil }
             r.error(
                 node, path,
                 "no priority named '\(name)'" + DidYouMean.hint(name, in: priorities)
@@ -227,11 +248,19 @@ final class ConfigParser {
     func mode(_ node: Node, _ path: String) -> ModeID? {
         guard let name = r.string(node, path, what: "a mode name") else { return nil }
         guard let i = modes.firstIndex(where: { $0.name == name }) else {
+            if unreadable("modes", name) { return nil }
             let names = modes.map(\.name)
             r.error(node, path, "no mode named '\(name)'" + DidYouMean.hint(name, in: names) + " (modes: \(names.joined(separator: ", ")))")
             return nil
         }
         return ModeID(i)
+    }
+
+    /// True when `name` may be defined in an entry of `section` that a
+    /// YAML syntax error made unreadable.
+    func unreadable(_ section: String, _ name: String) -> Bool {
+        guard let names = unreadableNames[section] else { return false }
+        return names.contains(name) || names.contains("")
     }
 
     /// Names: letters, digits, `_` and `-`, starting with a letter.

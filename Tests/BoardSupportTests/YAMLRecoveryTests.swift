@@ -1,0 +1,60 @@
+import Testing
+
+@testable import BoardSupport
+
+/// Reading past YAML syntax errors: each error is reported with the key
+/// path of the block it is in, the block is blanked out and the rest read.
+@Suite struct YAMLRecoveryTests {
+    func recover(_ text: String) -> (root: String?, skipped: [String], errors: [String]) {
+        let log = DiagnosticLog(file: "t.yaml")
+        var skipped: [YAMLSkippedBlock] = []
+        let root = YAMLReader(log: log).compose(recovering: text, skipped: &skipped)
+        let keys: String? = root.flatMap { node in
+            guard case let .mapping(m) = node else { return nil }
+            return m.keys.compactMap(\.string).joined(separator: ",")
+        }
+        return (keys, skipped.map(\.path), log.sorted.map(\.description))
+    }
+
+    @Test func aTabIndentedLineIsSkippedWithItsEntry() {
+        let r = recover("lines:\n  a:\n    pin: x\n\tinput: {}\n  b: { pin: y }\nmodes: {}\n")
+        #expect(r.skipped == ["lines.a"])
+        #expect(r.errors == ["t.yaml:4:1: error: lines.a: YAML syntax: a tab character indents this line; YAML indents with spaces"])
+        #expect(r.root == "lines,modes")
+    }
+
+    @Test func anItemOfATopLevelListIsSkippedAlone() {
+        // Items at the key's own indentation, as YAML allows.
+        let r = recover("reactions:\n- on: x\n- on: [y\n  do: z\n- on: w\ntasks: {}\n")
+        #expect(r.skipped == ["reactions[1]"])
+        #expect(r.root == "reactions,tasks")
+    }
+
+    @Test func aBrokenTopLevelLineSkipsItsSection() {
+        let r = recover("board: [demo\nlines:\n  a: 1\n")
+        #expect(r.skipped == ["board"])
+        #expect(r.root == "lines")
+    }
+
+    @Test func severalErrorsAreEachReported() {
+        let r = recover("a:\n  x: {\n  y: 1\nb:\n  z: [\n  w: 2\n")
+        #expect(r.skipped == ["a.x", "b.z"])
+        #expect(r.errors.count == 2)
+        #expect(r.root == "a,b")
+    }
+
+    @Test func recoveryIsBounded() {
+        let broken = (0..<50).map { "k\($0):\n  e: {\n" }.joined()
+        let r = recover(broken)
+        #expect(r.skipped.count == YAMLReader.maximumSyntaxRecoveries)
+        #expect(r.errors.count == YAMLReader.maximumSyntaxRecoveries + 1)
+        #expect(r.root == nil)
+    }
+
+    @Test func composeWithoutRecoveryStillStopsAtTheFirstError() {
+        let log = DiagnosticLog(file: "t.yaml")
+        #expect(YAMLReader(log: log).compose("a:\n  x: {\n  y: 1\nb:\n  z: [\n") == nil)
+        #expect(log.errors.count == 1)
+        #expect(log.errors.first?.path == "")
+    }
+}
