@@ -1,4 +1,5 @@
 import BoardDaemon
+import BoardSupport
 import Boardloop
 import BoardloopGPIO
 import BoardloopGPIOMock
@@ -49,7 +50,10 @@ func boarddReaction(_ n: Int, level: Logger.Level = .critical) throws {
             on: { line: button, edge: both }
             do: [ toggle: led ]
         """
-    guard let config = ConfigLoader.load(text: yaml, file: "instr.yaml").config else {
+    // The demo board from the checkout's boards/ (scripts/instructions.sh
+    // runs from the checkout's root, with a copy of this binary elsewhere).
+    let options = LoadOptions(catalog: BoardCatalog(directories: ["boards"] + BoardCatalog.standardDirectories()))
+    guard let config = ConfigLoader.load(text: yaml, file: "instr.yaml", options: options).config else {
         fputs("instr-driver: the reaction config does not load\n", stderr)
         exit(1)
     }
