@@ -3,16 +3,22 @@ import Glibc
 import Logging
 import Synchronization
 
-/// What wakes the log writer's thread when it sleeps: a flag it raises
-/// before sleeping and a non-blocking pipe it sleeps on. A producer (a loop
-/// writing a trace record, a thread queueing a line) that finds the flag
-/// raised lowers it and writes one byte; a writer that is awake (a busy
-/// period: it polls every `LogWriter.busyPollMilliseconds`) costs producers
-/// one atomic load. The flag is stored and loaded sequentially consistent
-/// on both sides, so either the producer sees the writer asleep, or the
-/// writer, checking again after raising the flag, sees the producer's work.
+/// What wakes the log writer's thread when it sleeps: flags it raises
+/// before sleeping and a non-blocking pipe it sleeps on. A producer that
+/// finds its flag raised lowers it and writes one byte; a writer that is
+/// awake costs producers one atomic load. The flags are stored and loaded
+/// sequentially consistent on both sides, so either the producer sees the
+/// writer asleep, or the writer, checking again after raising the flag,
+/// sees the producer's work.
+///
+/// Two depths of sleep: asleep until poked (`sleeping`: every producer
+/// wakes it), or napping (`napping`: the writer looks again within
+/// `LogWriter.napMilliseconds` by itself, so a loop's trace record does not
+/// wake it — a reaction costs its loop no system call — while a log line
+/// from elsewhere still does).
 final class WriterWake: @unchecked Sendable {
     let sleeping = Atomic<Bool>(false)
+    let napping = Atomic<Bool>(false)
     /// The read end (the writer sleeps on it).
     let fd: Int32
     private let writeEnd: Int32
@@ -33,13 +39,30 @@ final class WriterWake: @unchecked Sendable {
         close(writeEnd)
     }
 
-    /// After work was published: wakes the writer if it sleeps.
+    /// After a trace record was published (a loop's hot path): wakes the
+    /// writer only if it sleeps until poked.
     @inline(__always) func poke() {
-        if sleeping.load(ordering: .sequentiallyConsistent) { wake() }
+        if sleeping.load(ordering: .sequentiallyConsistent) { wakeFromSleep() }
     }
 
-    @inline(never) func wake() {
+    /// After a log line was queued: wakes the writer if it sleeps or naps.
+    func pokeNow() {
+        if sleeping.load(ordering: .sequentiallyConsistent) || napping.load(ordering: .sequentiallyConsistent) { wake() }
+    }
+
+    @inline(never) func wakeFromSleep() {
         guard sleeping.exchange(false, ordering: .sequentiallyConsistent) else { return }
+        writeByte()
+    }
+
+    /// Wakes the writer from either sleep (a flush, a stop).
+    func wake() {
+        let slept = sleeping.exchange(false, ordering: .sequentiallyConsistent)
+        let napped = napping.exchange(false, ordering: .sequentiallyConsistent)
+        if slept || napped { writeByte() }
+    }
+
+    private func writeByte() {
         var one: UInt8 = 1
         _ = write(writeEnd, &one, 1)
     }
@@ -87,6 +110,11 @@ public final class LogWriter: @unchecked Sendable {
     /// How often a busy writer drains the rings (it sleeps on the wake pipe
     /// once two polls in a row found nothing).
     static let busyPollMilliseconds: Int32 = 20
+    /// How long a quiet writer naps while the loops traced recently.
+    static let napMilliseconds: Int32 = 250
+    /// For how long after the loops' last trace record the writer naps
+    /// (then it sleeps until poked: an idle daemon does not wake).
+    static let napAfterTraces: UInt64 = 10_000_000_000
     let wake = WriterWake()
     /// The format of the writer's own lines (drops, suppressions).
     let journal: Bool
@@ -149,7 +177,7 @@ public final class LogWriter: @unchecked Sendable {
             return true
         }
         switch queuedIt {
-        case true?: wake.poke()
+        case true?: wake.pokeNow()
         case false?:
             if let summary { writeAll(summary) }
             writeAll(text)
@@ -322,6 +350,7 @@ public final class LogWriter: @unchecked Sendable {
         var batch: [String] = []
         batch.reserveCapacity(queueCapacity)
         var quiet = 0
+        var lastTrace: UInt64 = 0
         while true {
             let snapshot = lock.withLock { traces }
             var found = false
@@ -350,9 +379,21 @@ public final class LogWriter: @unchecked Sendable {
             }
             if exit { return }
             if stopping { continue }
+            if found { lastTrace = MonotonicInstant.now.nanoseconds }
             quiet = busy ? 0 : quiet + 1
             if quiet < 2 {
                 sleep(milliseconds: Self.busyPollMilliseconds)
+                continue
+            }
+            // Quiet, but the loops traced within `napAfterTraces`: nap (the
+            // loops' records do not wake a napping writer, so a reaction now
+            // and then costs its loop no system call).
+            if MonotonicInstant.now.nanoseconds &- lastTrace < Self.napAfterTraces {
+                wake.napping.store(true, ordering: .sequentiallyConsistent)
+                let pending = lock.withLock { !lines.isEmpty || dropped > 0 || stopRequested }
+                if !pending { sleep(milliseconds: Self.napMilliseconds) }
+                wake.napping.store(false, ordering: .sequentiallyConsistent)
+                quiet = 1
                 continue
             }
             // Idle: sleep until a producer pokes (or a rate-limit window ends).
