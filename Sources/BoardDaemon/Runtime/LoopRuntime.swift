@@ -82,10 +82,10 @@ final class LoopRuntime: @unchecked Sendable {
     /// edge, an output write) as records the log writer formats.
     let trace: TraceRing
 
-    @exclusivity(unchecked) var inputs: [InputLine?]
-    @exclusivity(unchecked) var outputs: [OutputLine?]
+    @exclusivity(unchecked) var inputs: [InputLine?] = []
+    @exclusivity(unchecked) var outputs: [OutputLine?] = []
     @exclusivity(unchecked) var tasks: [TaskRunner] = []
-    @exclusivity(unchecked) var sequences: [SequenceRunner?]
+    @exclusivity(unchecked) var sequences: [SequenceRunner?] = []
     @exclusivity(unchecked) var runModes: [RunLoopMode] = []
     /// Per mode, the priorities it admits (bit per priority).
     @exclusivity(unchecked) var admitMask: [UInt64] = []
@@ -109,8 +109,8 @@ final class LoopRuntime: @unchecked Sendable {
     // Counters.
     /// The level a reaction's firing is traced at (`Program.traceLevels`).
     @exclusivity(unchecked) var traceLevels: [Logger.Level] = []
-    @exclusivity(unchecked) var reactionFires: [UInt64]
-    @exclusivity(unchecked) var reactionSkipped: [UInt64]
+    @exclusivity(unchecked) var reactionFires: [UInt64] = []
+    @exclusivity(unchecked) var reactionSkipped: [UInt64] = []
     /// Per reaction of this loop: the time from its trigger (the edge's
     /// kernel timestamp, or the deadline of a hold or gesture) to the end of
     /// its actions' synchronous part (outputs written, commands spawned, up
@@ -135,17 +135,21 @@ final class LoopRuntime: @unchecked Sendable {
         logLevel = logger.logLevel
         self.driver = driver
         self.ports = ports
-        inputs = Array(repeating: nil, count: program.config.lines.count)
-        outputs = Array(repeating: nil, count: program.config.lines.count)
-        sequences = Array(repeating: nil, count: program.config.sequences.count)
-        reactionFires = Array(repeating: 0, count: program.config.reactions.count)
-        reactionSkipped = Array(repeating: 0, count: program.config.reactions.count)
-        makeReactionTimes()
+        sizeForProgram()
     }
 
-    func makeReactionTimes() {
-        reactionTimes = program.config.reactions.map { $0.loop == id ? LatencyHistogram() : nil }
-        summarizedFires = Array(repeating: 0, count: program.config.reactions.count)
+    /// Every per-config table sized for `program` and empty: the lines',
+    /// sequences' and reactions' slots, counters and histograms (at the
+    /// start, and again at a reload).
+    func sizeForProgram() {
+        let c = program.config
+        inputs = Array(repeating: nil, count: c.lines.count)
+        outputs = Array(repeating: nil, count: c.lines.count)
+        sequences = Array(repeating: nil, count: c.sequences.count)
+        reactionFires = Array(repeating: 0, count: c.reactions.count)
+        reactionSkipped = Array(repeating: 0, count: c.reactions.count)
+        reactionTimes = c.reactions.map { $0.loop == id ? LatencyHistogram() : nil }
+        summarizedFires = Array(repeating: 0, count: c.reactions.count)
     }
 
     var config: DaemonConfig { program.config }

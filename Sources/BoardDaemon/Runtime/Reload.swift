@@ -194,12 +194,7 @@ extension LoopRuntime {
             }
         }
         program = p
-        inputs = Array(repeating: nil, count: p.config.lines.count)
-        outputs = Array(repeating: nil, count: p.config.lines.count)
-        sequences = Array(repeating: nil, count: p.config.sequences.count)
-        reactionFires = Array(repeating: 0, count: p.config.reactions.count)
-        reactionSkipped = Array(repeating: 0, count: p.config.reactions.count)
-        makeReactionTimes()
+        sizeForProgram()
         try setUpModes()
         let mine = p.config.lines.filter { $0.loop == id }
         result.kept = mine.filter { kept[$0.name] != nil }.count
