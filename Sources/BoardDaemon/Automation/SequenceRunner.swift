@@ -77,8 +77,7 @@ final class SequenceRunner {
             begin(0, ctx)
         case let .queued(max):
             if queued < max {
-                queue[(queueHead + queued) % queue.count] = ctx
-                queued += 1
+                enqueue(ctx)
                 rt.sequenceQueued(self)
             } else {
                 refused &+= 1
@@ -92,6 +91,12 @@ final class SequenceRunner {
                 rt.sequenceRefused(self, "\(max) runs in progress; the start is refused (policy parallel, max \(max))")
             }
         }
+    }
+
+    /// A start behind the others, with its own context (room is checked by the caller).
+    private func enqueue(_ ctx: Context) {
+        queue[(queueHead + queued) % queue.count] = ctx
+        queued += 1
     }
 
     private func begin(_ slot: Int, _ ctx: Context) {
@@ -187,8 +192,8 @@ final class SequenceRunner {
     /// Takes over a sequence's progress from the previous config (same
     /// steps, so the same ops from `range.start`): each run waits for the
     /// rest of its `wait` and goes on. Contexts are already translated to
-    /// this config's indices. Enters the sequence's mode without a log line
-    /// of its own (the reload logs it once).
+    /// this config's indices. Logs nothing and enters no mode: the reload
+    /// does both, once for every sequence that goes on.
     func resume(_ p: Progress) {
         for (i, r) in p.runs.enumerated() where i < runs.count {
             guard let r else { continue }
@@ -196,20 +201,13 @@ final class SequenceRunner {
             runs[i].ctx = r.ctx
             runs[i].timer?.fireDate = r.resumeAt
         }
-        for ctx in p.queue.prefix(queue.count) {
-            queue[(queueHead + queued) % queue.count] = ctx
-            queued += 1
-        }
+        for ctx in p.queue.prefix(queue.count) { enqueue(ctx) }
     }
 
     /// Stops every run for a reload that drops or changes the sequence:
     /// nothing is logged here (the reload says why).
     func abandon() {
-        for i in runs.indices {
-            runs[i].pc = -1
-            runs[i].timer?.fireDate = .distantFuture
-        }
-        queued = 0
         stopped &+= 1
+        halt(exiting: false)
     }
 }

@@ -332,13 +332,7 @@ final class CommandRunner {
         var status: Int32 = 0
         let r = waitpid(child.pid, &status, WNOHANG)
         guard r == child.pid else { return }
-        child.reaped = true
-        child.pidSource?.invalidate()
-        if let fd = child.pidSource?.fd { close(fd) }
-        child.pidSource = nil
-        // Read what is left in the pipes before reporting the exit.
-        drain(child)
-        finish(child, status: status)
+        reaped(child, status: status)
     }
 
     private func timedOut(_ child: Child) {
@@ -416,7 +410,7 @@ final class CommandRunner {
                 var status: Int32 = 0
                 let r = waitpid(entry.child.pid, &status, WNOHANG)
                 guard r == entry.child.pid || (r < 0 && errno == ECHILD) else { return false }
-                stopped(entry.child, status: status)
+                reaped(entry.child, status: status)
                 return true
             }
             if left.isEmpty { break }
@@ -433,7 +427,7 @@ final class CommandRunner {
                 for entry in left {
                     var status: Int32 = 0
                     while waitpid(entry.child.pid, &status, 0) < 0 && errno == EINTR {}
-                    stopped(entry.child, status: status)
+                    reaped(entry.child, status: status)
                 }
                 break
             }
@@ -456,7 +450,9 @@ final class CommandRunner {
     }
 
     /// A child `stopAll` reaped.
-    private func stopped(_ child: Child, status: Int32) {
+    /// A child waitpid collected (its exit seen, or at the stop): its pidfd
+    /// ends, what is left in its pipes is read, then its exit is reported.
+    private func reaped(_ child: Child, status: Int32) {
         child.reaped = true
         if let src = child.pidSource {
             src.invalidate()

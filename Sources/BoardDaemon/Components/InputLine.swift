@@ -217,8 +217,7 @@ final class InputLine: @unchecked Sendable {
     func schedule() throws {
         let modes = self.modes
         try request.schedule(on: rt.loop, mode: modes[0], order: sourceOrder) { [unowned self] batch in self.handle(batch) }
-        let top = rt.config.lines.lazy.filter { $0.isInput && $0.loop == self.rt.id }.map(\.priority.index).max() ?? 0
-        if config.priority.index < top { request.eventsPerDispatch = min(request.eventsPerDispatch, Self.lowPriorityBatch) }
+        if config.priority.index < rt.topInputPriority { request.eventsPerDispatch = min(request.eventsPerDispatch, Self.lowPriorityBatch) }
         for m in modes.dropFirst() { try request.add(to: m) }
         if let limit = config.rateLimit {
             do {

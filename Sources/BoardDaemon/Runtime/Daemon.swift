@@ -213,14 +213,8 @@ public final class Daemon: @unchecked Sendable {
         _ rt: LoopRuntime, gpio: any GPIOBackend, kept: [String: Kept], filters: [String: InputLine.FilterState] = [:]
     ) throws {
         let config = rt.config
-        var chips: [String: GPIOChip] = [:]
-        defer { for c in chips.values { c.close() } }
-        func chip(_ ref: ChipRef) throws -> GPIOChip {
-            if let c = chips[ref.text] { return c }
-            let c = try GPIOChip.open(ref.text, backend: gpio)
-            chips[ref.text] = c
-            return c
-        }
+        let chips = ChipCache(gpio)
+        defer { chips.close() }
         defer { rt.noteSafeOutputs() }
         for (i, line) in config.lines.enumerated() where line.loop == rt.id {
             let request: GPIOLineRequest
@@ -231,7 +225,7 @@ public final class Daemon: @unchecked Sendable {
                 value = k.value
                 pulseEnd = k.pulseEnd
             } else {
-                request = try Self.request(line, line.settings, consumer: "boardd", gpio: gpio, chip: chip)
+                request = try Self.request(line, line.settings, consumer: "boardd", chips: chips)
             }
             let cell = rt.program.cells[i]
             if line.isInput {
@@ -249,24 +243,39 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
+    /// The chips a set of requests is made on, each opened once.
+    final class ChipCache {
+        let gpio: any GPIOBackend
+        private var open: [String: GPIOChip] = [:]
+        init(_ gpio: any GPIOBackend) { self.gpio = gpio }
+
+        func chip(_ ref: ChipRef) throws -> GPIOChip {
+            if let c = open[ref.text] { return c }
+            let c = try GPIOChip.open(ref.text, backend: gpio)
+            open[ref.text] = c
+            return c
+        }
+
+        func close() { for c in open.values { c.close() } }
+    }
+
     /// Requests one line of the config with `settings`, on the chip its
-    /// address names (`chip` opens and caches chips).
+    /// address names.
     static func request(
-        _ line: LineConfig, _ settings: GPIOLineSettings, consumer: String, gpio: any GPIOBackend,
-        chip: (ChipRef) throws -> GPIOChip
+        _ line: LineConfig, _ settings: GPIOLineSettings, consumer: String, chips: ChipCache
     ) throws -> GPIOLineRequest {
         let c: GPIOChip
         let selector: GPIOLineSelector
         switch line.address {
         case let .offset(ref, o):
-            c = try chip(ref)
+            c = try chips.chip(ref)
             selector = .offset(o)
         case let .named(ref?, n):
-            c = try chip(ref)
+            c = try chips.chip(ref)
             selector = .name(n)
         case let .named(nil, n):
-            let found = try GPIOChip.findLine(named: n, backend: gpio)
-            c = try chip(.path(found.chip.path))
+            let found = try GPIOChip.findLine(named: n, backend: chips.gpio)
+            c = try chips.chip(.path(found.chip.path))
             selector = .offset(found.offset)
         }
         do {
@@ -283,20 +292,15 @@ public final class Daemon: @unchecked Sendable {
     /// of its own (systemd's `ExecStopPost=`). Returns the lines set and
     /// the failures (each logged).
     public static func setSafeOutputs(_ config: DaemonConfig, gpio: any GPIOBackend, logger: Logger) -> (set: Int, failed: Int) {
-        var chips: [String: GPIOChip] = [:]
-        defer { for c in chips.values { c.close() } }
+        let chips = ChipCache(gpio)
+        defer { chips.close() }
         var set = 0, failed = 0
         for line in config.lines where line.isOutput {
             guard let v = line.safeValue else { continue }
             var settings = line.settings
             settings.outputValue = v
             do {
-                let r = try request(line, settings, consumer: "boardd-safe", gpio: gpio) { ref in
-                    if let c = chips[ref.text] { return c }
-                    let c = try GPIOChip.open(ref.text, backend: gpio)
-                    chips[ref.text] = c
-                    return c
-                }
+                let r = try request(line, settings, consumer: "boardd-safe", chips: chips)
                 try r.setValue(v)
                 r.release()
                 set += 1
@@ -307,6 +311,24 @@ public final class Daemon: @unchecked Sendable {
             }
         }
         return (set, failed)
+    }
+
+    /// Runs `body` with worker `i`'s runtime on the worker's thread and
+    /// waits at most `timeout`: its value, or why there is none (the wait
+    /// timed out, the loop ended, the body threw).
+    func onWorker<T>(_ i: Int, timeout: Duration, _ body: @escaping @Sendable (LoopRuntime) throws -> T) -> Result<T, any Error> {
+        let box = boxes[i + 1]
+        let got = LockedValue<Result<T, any Error>?>(nil)
+        do {
+            guard let loop = box.loop else { throw DaemonError.setup("worker '\(workers[i].name)' has no loop") }
+            try loop.performAndWait(inModes: [.common], timeout: timeout) {
+                guard let rt = box.rt else { return }
+                got.set(Result { try body(rt) })
+            }
+        } catch {
+            return .failure(error)
+        }
+        return got.get() ?? .failure(DaemonError.setup("worker '\(workers[i].name)' has no runtime"))
     }
 
     // MARK: Running

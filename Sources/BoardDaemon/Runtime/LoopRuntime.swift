@@ -150,7 +150,12 @@ final class LoopRuntime: @unchecked Sendable {
         reactionSkipped = Array(repeating: 0, count: c.reactions.count)
         reactionTimes = c.reactions.map { $0.loop == id ? LatencyHistogram() : nil }
         summarizedFires = Array(repeating: 0, count: c.reactions.count)
+        topInputPriority = c.lines.lazy.filter { $0.isInput && $0.loop == self.id }.map(\.priority.index).max() ?? 0
     }
+
+    /// The highest priority of this loop's inputs (a line below it handles
+    /// a small batch per dispatch: `InputLine.schedule`).
+    @exclusivity(unchecked) private(set) var topInputPriority = 0
 
     var config: DaemonConfig { program.config }
     var nowNanoseconds: UInt64 { loop.now.nanoseconds }
@@ -411,21 +416,24 @@ final class LoopRuntime: @unchecked Sendable {
 
     // MARK: Sequences and modes
 
+    /// A sequence's line, under the sequence's own rate-limit source.
+    private func log(_ s: SequenceRunner, _ level: Logger.Level, _ text: String) {
+        logger.log(level: level, "sequence \(s.config.name): \(text)", source: "sequence \(s.config.name)")
+    }
+
     func sequenceEntered(_ s: SequenceRunner) {
-        logger.info("sequence \(s.config.name): started", source: "sequence \(s.config.name)")
+        log(s, .info, "started")
         if let m = s.config.mode, !sequenceModes.contains(where: { $0.sequence == s.index }) {
             sequenceModes.append((s.index, m.index))
             modeChanged(because: "sequence \(s.config.name)")
         }
     }
-    func sequenceBegan(_ s: SequenceRunner) { logger.info("sequence \(s.config.name): another run started (\(s.activeRuns) running)", source: "sequence \(s.config.name)") }
-    func sequenceQueued(_ s: SequenceRunner) { logger.info("sequence \(s.config.name): start queued (\(s.queued) waiting)", source: "sequence \(s.config.name)") }
-    func sequenceRestarted(_ s: SequenceRunner) { logger.info("sequence \(s.config.name): restarted", source: "sequence \(s.config.name)") }
-    func sequenceStopped(_ s: SequenceRunner) { logger.notice("sequence \(s.config.name): stopped", source: "sequence \(s.config.name)") }
-    func sequenceRefused(_ s: SequenceRunner, _ why: String) { logger.notice("sequence \(s.config.name): \(why)", source: "sequence \(s.config.name)") }
-    func sequenceCompleted(_ s: SequenceRunner, next: Bool) {
-        logger.info("sequence \(s.config.name): done\(next ? "; running the queued start" : "")", source: "sequence \(s.config.name)")
-    }
+    func sequenceBegan(_ s: SequenceRunner) { log(s, .info, "another run started (\(s.activeRuns) running)") }
+    func sequenceQueued(_ s: SequenceRunner) { log(s, .info, "start queued (\(s.queued) waiting)") }
+    func sequenceRestarted(_ s: SequenceRunner) { log(s, .info, "restarted") }
+    func sequenceStopped(_ s: SequenceRunner) { log(s, .notice, "stopped") }
+    func sequenceRefused(_ s: SequenceRunner, _ why: String) { log(s, .notice, why) }
+    func sequenceCompleted(_ s: SequenceRunner, next: Bool) { log(s, .info, "done\(next ? "; running the queued start" : "")") }
     func sequenceExited(_ s: SequenceRunner) {
         if let i = sequenceModes.firstIndex(where: { $0.sequence == s.index }) {
             sequenceModes.remove(at: i)
@@ -522,10 +530,8 @@ final class LoopRuntime: @unchecked Sendable {
     /// Returns how many were. On the loop's thread.
     @discardableResult
     func stopAutomation() -> Int {
-        if stopping && automationStopped { return 0 }
         logSummary(level: .notice)
         stopping = true
-        automationStopped = true
         for t in tasks { t.stop() }
         for case let s? in sequences { s.detach() }
         var safe = 0
@@ -539,7 +545,6 @@ final class LoopRuntime: @unchecked Sendable {
         }
         return safe
     }
-    @exclusivity(unchecked) private var automationStopped = false
 
     /// The last step of a stop: every line is released, the loop's own
     /// sources end. On the loop's thread.
@@ -555,12 +560,5 @@ final class LoopRuntime: @unchecked Sendable {
         summaryTimer?.invalidate()
         ports[id.index].invalidate()
         if driving { loop.stop() }
-    }
-
-    /// Stops tasks and sequences, sets outputs to their safe values and
-    /// releases every line. On the loop's thread.
-    func shutdown() {
-        stopAutomation()
-        releaseLines()
     }
 }

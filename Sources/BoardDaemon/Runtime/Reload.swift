@@ -235,37 +235,22 @@ extension Daemon {
         var failures = 0
         var makeSafe = Set(main.stopAbandonedSequences(for: program))
         for (i, w) in workers.enumerated() {
-            let box = boxes[i + 1]
-            let got = LockedValue<[String]>([])
-            do {
-                try box.loop?.performAndWait(inModes: [.common], timeout: timeout) {
-                    got.set(box.rt?.stopAbandonedSequences(for: program) ?? [])
-                }
-            } catch {
+            switch onWorker(i, timeout: timeout, { $0.stopAbandonedSequences(for: program) }) {
+            case let .success(outputs): makeSafe.formUnion(outputs)
+            case let .failure(error):
                 failures += 1
                 logger.error("reload: worker '\(w.name)' did not stop its sequences within \(timeout.short): \(error)")
             }
-            makeSafe.formUnion(got.get())
         }
         var totals = SwapResult()
         let safe = makeSafe
         for (i, w) in workers.enumerated() {
-            let box = boxes[i + 1]
-            let got = LockedValue<SwapResult?>(nil)
-            let failed = LockedValue<Bool>(false)
-            do {
-                try box.loop?.performAndWait(inModes: [.common], timeout: timeout) {
-                    do { got.set(try box.rt?.swap(to: program, gpio: gpio, makeSafe: safe)) } catch {
-                        box.rt?.logger.error("reload: loop '\(box.rt?.name ?? "?")': \(error)")
-                        failed.set(true)
-                    }
-                }
-            } catch {
-                failed.set(true)
-                logger.error("reload: worker '\(w.name)' did not swap within \(timeout.short): \(error)")
+            switch onWorker(i, timeout: timeout, { try $0.swap(to: program, gpio: gpio, makeSafe: safe) }) {
+            case let .success(r): totals.add(r)
+            case let .failure(error):
+                failures += 1
+                logger.error("reload: worker '\(w.name)': \(error)")
             }
-            if failed.get() { failures += 1 }
-            if let r = got.get() { totals.add(r) }
         }
         do { totals.add(try main.swap(to: program, gpio: gpio, makeSafe: safe)) } catch {
             failures += 1

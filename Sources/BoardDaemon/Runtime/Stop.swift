@@ -80,17 +80,13 @@ extension Daemon {
         // tenth of the budget is left, for the lines and the workers.
         commands?.stopAll(deadline: MonotonicInstant(nanoseconds: deadline &- budget / 10))
 
-        // 3. Lines released, workers ended.
-        let released = LockedValue<Int>(0)
+        // 3. Lines released, workers ended, each with what is left of the
+        // budget (at least 100 ms).
+        func left() -> Duration {
+            max(.nanoseconds(Int64(clamping: deadline &- min(deadline, MonotonicInstant.now.nanoseconds))), .milliseconds(100))
+        }
         for i in workers.indices where !stuck.contains(i) {
-            let box = boxes[i + 1]
-            let left = Duration.nanoseconds(Int64(clamping: deadline &- min(deadline, MonotonicInstant.now.nanoseconds)))
-            do {
-                try box.loop?.performAndWait(inModes: [.common], timeout: max(left, .milliseconds(100))) {
-                    box.rt?.releaseLines()
-                    released.update { $0 += 1 }
-                }
-            } catch {
+            if case let .failure(error) = onWorker(i, timeout: left(), { $0.releaseLines() }) {
                 stuck.append(i)
                 logger.error("stop: worker '\(workers[i].name)' did not release its lines: \(error)")
             }
@@ -99,8 +95,7 @@ extension Daemon {
         for (i, w) in workers.enumerated() {
             w.stop()
             if stuck.contains(i) { continue }
-            let left = Duration.nanoseconds(Int64(clamping: deadline &- min(deadline, MonotonicInstant.now.nanoseconds)))
-            if !w.join(timeout: max(left, .milliseconds(100))) {
+            if !w.join(timeout: left()) {
                 stuck.append(i)
                 logger.error("stop: worker '\(w.name)' did not end within the stop budget")
             }
