@@ -73,10 +73,8 @@ final class CommandSafetyTests: XCTestCase {
     /// temporarily unavailable"), it exits 0, and every line past the
     /// logged 200 is counted.
     func testCommandWritingMoreThanAPipeHoldsExitsZero() throws {
-        let dir = try tempDir("cmd-big")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let file = dir.appendingPathComponent("c.yaml")
-        try """
+        let file = try ConfigFile(
+            """
             board: demo
             lines:
               led: { pin: LED, output: {} }
@@ -85,7 +83,7 @@ final class CommandSafetyTests: XCTestCase {
             tasks:
               counter: { every: 200ms, do: [ run: seq ] }
 
-            """.write(to: file, atomically: true, encoding: .utf8)
+            """)
         let p = try Spawned(["--config", file.path])
         XCTAssertTrue(p.waitFor("exited with status", seconds: 30), p.log)
         p.signal(SIGTERM)
@@ -101,10 +99,8 @@ final class CommandSafetyTests: XCTestCase {
     /// The exit status logged is the child's, also when its pipes reach
     /// their end while what is left in them is read after the exit.
     func testExitStatusIsTheChildsWhenItsPipesCloseAfterItsExit() throws {
-        let dir = try tempDir("cmd-status")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let file = dir.appendingPathComponent("c.yaml")
-        try """
+        let file = try ConfigFile(
+            """
             board: demo
             lines:
               led: { pin: LED, output: {} }
@@ -113,7 +109,7 @@ final class CommandSafetyTests: XCTestCase {
             tasks:
               runner: { every: 20ms, do: [ run: three ] }
 
-            """.write(to: file, atomically: true, encoding: .utf8)
+            """)
         let p = try Spawned(["--config", file.path])
         let end = Date().addingTimeInterval(30)
         func exits() -> [Substring] {
@@ -196,10 +192,8 @@ final class CommandSafetyTests: XCTestCase {
     /// a 10 ms task keeps running through the flood, `--for` stops the
     /// daemon, and the lines not logged are counted.
     func testFloodingCommandDoesNotStarveTheMainLoop() throws {
-        let dir = try tempDir("cmd-flood")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let file = dir.appendingPathComponent("c.yaml")
-        try """
+        let file = try ConfigFile(
+            """
             board: demo
             lines:
               led: { pin: LED, output: {} }
@@ -209,7 +203,7 @@ final class CommandSafetyTests: XCTestCase {
               starter: { every: 100ms, do: [ run: flood ] }
               tick: { every: 10ms, do: [ toggle: led ] }
 
-            """.write(to: file, atomically: true, encoding: .utf8)
+            """)
         let started = Date()
         let p = try Spawned(["--config", file.path, "--for", "3s", "--log-level", "info"])
         let status = p.exitStatus(seconds: 40)
@@ -229,10 +223,8 @@ final class CommandSafetyTests: XCTestCase {
     /// A child does not inherit the daemon's systemd notify and watchdog
     /// variables (it could report READY or pet the watchdog for boardd).
     func testChildDoesNotInheritNotifySocketOrWatchdog() throws {
-        let dir = try tempDir("cmd-env")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let file = dir.appendingPathComponent("c.yaml")
-        try """
+        let file = try ConfigFile(
+            """
             board: demo
             lines:
               led: { pin: LED, output: {} }
@@ -241,7 +233,7 @@ final class CommandSafetyTests: XCTestCase {
             tasks:
               printer: { every: 200ms, do: [ run: env ] }
 
-            """.write(to: file, atomically: true, encoding: .utf8)
+            """)
         let sock = try NotifyReceiver()
         let p = try Spawned(
             ["--config", file.path],
@@ -263,9 +255,6 @@ final class CommandSafetyTests: XCTestCase {
     /// reload that reorders the commands, the running `a` still counts
     /// toward `a` (a second `a` is refused) and `b` can start.
     func testReloadThatReordersCommandsKeepsRunningChildrenWithTheirCommand() throws {
-        let dir = try tempDir("cmd-reload")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let file = dir.appendingPathComponent("c.yaml")
         func config(_ commands: [String]) -> String {
             """
             board: demo
@@ -285,7 +274,7 @@ final class CommandSafetyTests: XCTestCase {
 
             """
         }
-        try config(["a", "b"]).write(to: file, atomically: true, encoding: .utf8)
+        let file = try ConfigFile(config(["a", "b"]))
         let h = try Harness(path: file.path)
         try h.press()
         XCTAssertEqual(h.counters.commandsStarted["a"], 1)
@@ -294,7 +283,7 @@ final class CommandSafetyTests: XCTestCase {
         try h.press(false)
         try h.advance(20)
 
-        try config(["b", "a"]).write(to: file, atomically: true, encoding: .utf8)
+        try file.write(config(["b", "a"]))
         h.daemon.reload()
         XCTAssertEqual(h.daemon.reloads.applied, 1)
         XCTAssertEqual(h.daemon.config.commands.map(\.name), ["b", "a"])
@@ -311,9 +300,6 @@ final class CommandSafetyTests: XCTestCase {
     /// A child whose command a reload removed counts toward no command
     /// and still ends under the limits it started with (its timeout).
     func testChildOfARemovedCommandFinishesUnderItsOldLimits() throws {
-        let dir = try tempDir("cmd-reload-gone")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let file = dir.appendingPathComponent("c.yaml")
         func config(_ commands: [String]) -> String {
             """
             board: demo
@@ -331,11 +317,11 @@ final class CommandSafetyTests: XCTestCase {
         }
         let a = "  a: { argv: [\"/bin/sleep\", \"3600\"], timeout: 1s, kill_after: 1s }"
         let b = "  b: { argv: [\"/bin/sleep\", \"3600\"] }"
-        try (config([a, b]) + "tasks:\n  once: { every: 10ms, do: [ run: a ] }\n").write(to: file, atomically: true, encoding: .utf8)
+        let file = try ConfigFile(config([a, b]) + "tasks:\n  once: { every: 10ms, do: [ run: a ] }\n")
         let h = try Harness(path: file.path)
         try h.advance(15)
         XCTAssertEqual(h.counters.commandsStarted["a"], 1)
-        try config([b]).write(to: file, atomically: true, encoding: .utf8)
+        try file.write(config([b]))
         h.daemon.reload()
         XCTAssertEqual(h.daemon.config.commands.map(\.name), ["b"])
         XCTAssertEqual(h.counters.commandsRunning, 1, "a's child still runs")
