@@ -8,6 +8,7 @@ final class SequenceRunner {
     let index: Int
     let config: SequenceConfig
     unowned let rt: LoopRuntime
+    let events: EventSink
     let range: OpRange
 
     struct Run {
@@ -34,6 +35,7 @@ final class SequenceRunner {
         self.index = index
         self.config = config
         rt = runtime
+        events = runtime.events
         self.range = range
         runs = Array(repeating: Run(), count: config.policy.concurrentRuns)
         if case let .queued(max) = config.policy {
@@ -69,26 +71,26 @@ final class SequenceRunner {
         switch config.policy {
         case .single:
             ignored &+= 1
-            rt.sequenceRefused(self, "already running; the start is ignored (policy single)")
+            events.sequence(config.name, .refused(.single))
         case .restart:
             restarted &+= 1
             halt(exiting: false)
-            rt.sequenceRestarted(self)
+            events.sequence(config.name, .restarted)
             begin(0, ctx)
         case let .queued(max):
             if queued < max {
                 enqueue(ctx)
-                rt.sequenceQueued(self)
+                events.sequence(config.name, .queued(waiting: queued))
             } else {
                 refused &+= 1
-                rt.sequenceRefused(self, "\(queued) starts already queued; the start is refused (policy queued, max \(max))")
+                events.sequence(config.name, .refused(.queueFull(queued: queued, max: max)))
             }
         case let .parallel(max):
             if let free = runs.firstIndex(where: { !$0.active }) {
                 begin(free, ctx)
             } else {
                 refused &+= 1
-                rt.sequenceRefused(self, "\(max) runs in progress; the start is refused (policy parallel, max \(max))")
+                events.sequence(config.name, .refused(.parallelFull(max: max)))
             }
         }
     }
@@ -104,7 +106,12 @@ final class SequenceRunner {
         started &+= 1
         runs[slot].pc = range.start
         runs[slot].ctx = ctx
-        if first { rt.sequenceEntered(self) } else { rt.sequenceBegan(self) }
+        if first {
+            events.sequence(config.name, .started)
+            rt.sequenceEntered(self)
+        } else {
+            events.sequence(config.name, .began(running: activeRuns))
+        }
         step(slot)
     }
 
@@ -126,14 +133,14 @@ final class SequenceRunner {
             let ctx = queue[queueHead]
             queueHead = (queueHead + 1) % queue.count
             queued -= 1
-            rt.sequenceCompleted(self, next: true)
+            events.sequence(config.name, .completed(next: true))
             runs[slot].pc = range.start
             runs[slot].ctx = ctx
             started &+= 1
             step(slot)
             return
         }
-        rt.sequenceCompleted(self, next: false)
+        events.sequence(config.name, .completed(next: false))
         if !isRunning { rt.sequenceExited(self) }
     }
 
@@ -151,7 +158,7 @@ final class SequenceRunner {
             runs[i].timer?.fireDate = .distantFuture
         }
         queued = 0
-        if was && exiting { rt.sequenceStopped(self) }
+        if was && exiting { events.sequence(config.name, .stopped) }
         if was && exiting { rt.sequenceExited(self) }
     }
 

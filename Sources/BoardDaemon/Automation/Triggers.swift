@@ -140,8 +140,6 @@ struct GestureMachine {
     var releasedAt: UInt64 = 0
     var clicks = 0
     var deadline: UInt64 = never
-    /// Interactions that matched no alternative (too long, too short).
-    var unmatched: UInt64 = 0
 
     init(_ g: GestureGroup) {
         group = g
@@ -180,7 +178,7 @@ struct GestureMachine {
                 return nil
             }
             if d > clickMax {
-                unmatched &+= 1
+                // Too long for a click, and no hold alternative took it.
                 state = .idle
                 deadline = never
                 return nil
@@ -211,8 +209,7 @@ struct GestureMachine {
             state = .idle
             let k = Self.kind(clicks)
             if let k, group.kinds.contains(k) { return k }
-            unmatched &+= 1
-            return nil
+            return nil  // a count of clicks no alternative asks for
         case .idle, .holding:
             return nil
         }

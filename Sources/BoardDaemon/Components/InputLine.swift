@@ -22,6 +22,7 @@ final class InputLine: @unchecked Sendable {
     let id: Int
     let config: LineConfig
     unowned let rt: LoopRuntime
+    let events: EventSink
     let request: GPIOLineRequest
     let cell: LineCell
     /// The filtered logical level.
@@ -81,6 +82,7 @@ final class InputLine: @unchecked Sendable {
         self.id = id
         self.config = config
         rt = runtime
+        events = runtime.events
         self.request = request
         self.cell = cell
         let initial = (try? request.value()) ?? false
@@ -268,7 +270,7 @@ final class InputLine: @unchecked Sendable {
         lost &+= batch.lostEvents
         if batch.overflowSuspected { suspectedOverflows &+= 1 }
         if batch.lostEvents > 0 || batch.overflowSuspected {
-            rt.noteLoss(self, batch.lostEvents, exact: lossIsExact, fifoFull: batch.overflowSuspected)
+            events.lost(config.name, batch.lostEvents, exact: lossIsExact, fifoFull: batch.overflowSuspected)
         }
         if ringCount > 0 && rt.admits(config.priority) { drainRing() }
         var i = 0
@@ -312,7 +314,7 @@ final class InputLine: @unchecked Sendable {
     private func stash(_ rising: Bool, _ t: UInt64) {
         guard ringCount < ringCapacity else {
             lost &+= 1
-            rt.noteRingOverflow(self)
+            events.ringFull(config.name, capacity: ringCapacity, lost: lost)
             return
         }
         ring[(ringHead + ringCount) % ringCapacity] = (t << 1) | (rising ? 1 : 0)
@@ -334,7 +336,7 @@ final class InputLine: @unchecked Sendable {
     /// delivers what the ring holds and fires deadlines that passed.
     func catchUp() {
         guard rt.admits(config.priority) else { return }
-        if ringCount > 0 { rt.logger.info("\(config.name): delivering \(ringCount) held events, in order") }
+        if ringCount > 0 { events.heldDelivered(config.name, count: ringCount) }
         deliverHeldThenAdvance()
     }
 
@@ -394,7 +396,7 @@ final class InputLine: @unchecked Sendable {
         level = l
         cell.value.store(l, ordering: .relaxed)
         let rt = self.rt  // (once: see `handle`)
-        rt.traceEdge(self, rising: l, at: t)
+        events.edge(line: id, rising: l, at: t)
         var k = 0
         while k < triggers.count {
             if triggers[k].edge(l, at: t) { rt.fire(reaction: triggers[k].reaction, line: self, rising: l, at: t) }
@@ -412,7 +414,7 @@ final class InputLine: @unchecked Sendable {
     }
 
     private func fireGesture(_ g: GestureKind, at t: UInt64) {
-        rt.traceGesture(self, g, at: t)
+        events.gesture(line: id, g)
         var k = 0
         while k < gestureReactions.count {
             if gestureReactions[k].kind == g {
@@ -443,13 +445,25 @@ final class InputLine: @unchecked Sendable {
         return d
     }
 
+    /// How many deadlines one `advance` fires at most. Each deadline moves
+    /// on or clears, so the loop ends; the bound keeps one call from
+    /// holding the loop for long (a short hold repeat on a line that was
+    /// held back for hours). Past it the line's timer, armed at the next
+    /// (past) deadline, fires the rest in the next pass (an edge that asked
+    /// for the advance is processed first), and the log says so.
+    static let deadlinesPerAdvance = 100_000
+
     /// Fires every deadline up to `t`, earliest first.
     func advance(to t: UInt64) {
-        var guardCount = 0
-        while guardCount < 100_000 {
-            guardCount += 1
+        var handled = 0
+        while true {
             let d = nextDeadline
             if d == never || d > t { return }
+            if handled == Self.deadlinesPerAdvance {
+                events.deadlinesDeferred(config.name, handled: handled)
+                return
+            }
+            handled += 1
             if delayedDeadline == d {
                 delayedDeadline = never
                 settleStage(delayedLevel, at: d)

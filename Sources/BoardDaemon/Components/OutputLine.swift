@@ -6,17 +6,17 @@ final class OutputLine {
     let id: Int
     let config: LineConfig
     unowned let rt: LoopRuntime
+    let events: EventSink
     let request: GPIOLineRequest
     let cell: LineCell
     @exclusivity(unchecked) private(set) var value: Bool
     @exclusivity(unchecked) private var pulseTimer: RunLoopTimer?
-    @exclusivity(unchecked) private(set) var writes: UInt64 = 0
-    @exclusivity(unchecked) private(set) var failures: UInt64 = 0
 
     init(id: Int, config: LineConfig, runtime: LoopRuntime, request: GPIOLineRequest, cell: LineCell, value: Bool) {
         self.id = id
         self.config = config
         rt = runtime
+        events = runtime.events
         self.request = request
         self.cell = cell
         self.value = value
@@ -38,12 +38,10 @@ final class OutputLine {
         do {
             try request.setValue(v)
             value = v
-            writes &+= 1
             cell.value.store(v, ordering: .relaxed)
-            rt.traceOutput(self, v)
+            events.output(line: id, value: v)
         } catch {
-            failures &+= 1
-            rt.writeFailed(self, error)
+            events.writeFailed(config.name, error)
         }
     }
 

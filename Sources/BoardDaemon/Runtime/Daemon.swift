@@ -537,37 +537,6 @@ public final class Daemon: @unchecked Sendable {
         return workers[i - 1].loop
     }
 
-    /// Counters of the main loop (read on its thread).
-    public struct Counters: Sendable, Equatable {
-        public var reactionFires: [String: UInt64] = [:]
-        public var reactionSkipped: [String: UInt64] = [:]
-        /// Trigger to actions done, per reaction that fired on this loop.
-        public var reactionTimes: [String: LatencyFigures] = [:]
-        public var sequence: [String: SequenceCounters] = [:]
-        public var lines: [String: LineCounters] = [:]
-        public var tasks: [String: TaskCounters] = [:]
-        public var commandsRefused: [String: UInt64] = [:]
-        public var commandsStarted: [String: UInt64] = [:]
-        public var commandsRunning = 0
-        public var postsStale: UInt64 = 0
-    }
-    public struct SequenceCounters: Sendable, Equatable {
-        public var started: UInt64, completed: UInt64, ignored: UInt64, refused: UInt64, restarted: UInt64, stopped: UInt64
-        public var running: Int, queued: Int
-    }
-    public struct LineCounters: Sendable, Equatable {
-        public var events: UInt64, heldInRing: UInt64, lost: UInt64, rateLimitHolds: UInt64, suspectedOverflows: UInt64
-        /// Drain timer fires (`drain_every`) that found events waiting in the kernel.
-        public var drainReads: UInt64 = 0
-    }
-    public struct LatencyFigures: Sendable, Equatable {
-        public var count: UInt64, p50: Duration, p99: Duration, max: Duration
-    }
-    public struct TaskCounters: Sendable, Equatable {
-        public var runs: UInt64, skippedPeriods: UInt64
-        public var p50: Duration, p99: Duration, max: Duration
-    }
-
     /// The main loop's counters.
     public var counters: Counters { main.counters(commands) }
 }
@@ -581,44 +550,6 @@ public enum DaemonError: Error, CustomStringConvertible {
         case let .setup(s): s
         case let .line(name, e): "line '\(name)': \(e)"
         }
-    }
-}
-
-extension LoopRuntime {
-    func counters(_ commands: CommandRunner?) -> Daemon.Counters {
-        var c = Daemon.Counters()
-        for (i, r) in config.reactions.enumerated() {
-            c.reactionFires[r.name] = reactionFires[i]
-            c.reactionSkipped[r.name] = reactionSkipped[i]
-            if let h = reactionTimes[i], h.count > 0 {
-                c.reactionTimes[r.name] = Daemon.LatencyFigures(
-                    count: h.count, p50: h.percentile(0.5), p99: h.percentile(0.99), max: h.max)
-            }
-        }
-        for case let s? in sequences {
-            c.sequence[s.config.name] = Daemon.SequenceCounters(
-                started: s.started, completed: s.completed, ignored: s.ignored, refused: s.refused, restarted: s.restarted,
-                stopped: s.stopped, running: s.activeRuns, queued: s.queued)
-        }
-        for case let l? in inputs {
-            c.lines[l.config.name] = Daemon.LineCounters(
-                events: l.eventsSeen, heldInRing: l.heldInRing, lost: l.lost, rateLimitHolds: l.rateLimitHolds,
-                suspectedOverflows: l.suspectedOverflows, drainReads: l.drainReads)
-        }
-        for t in tasks {
-            c.tasks[t.config.name] = Daemon.TaskCounters(
-                runs: t.runs, skippedPeriods: t.skippedPeriods, p50: t.lateness.percentile(0.5),
-                p99: t.lateness.percentile(0.99), max: t.lateness.max)
-        }
-        if let commands {
-            for (i, cmd) in config.commands.enumerated() where i < commands.refused.count {
-                c.commandsRefused[cmd.name] = commands.refused[i]
-                c.commandsStarted[cmd.name] = commands.started[i]
-            }
-            c.commandsRunning = commands.runningChildren
-        }
-        c.postsStale = postsStale
-        return c
     }
 }
 

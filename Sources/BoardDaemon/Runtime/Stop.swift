@@ -136,3 +136,43 @@ extension Daemon {
         return n
     }
 }
+
+/// A loop's part of the stop, on its thread.
+extension LoopRuntime {
+    /// The first step of a stop: tasks and sequences stop (no new action
+    /// starts), then every output that has a `safe:` value is set to it.
+    /// Returns how many were. On the loop's thread.
+    @discardableResult
+    func stopAutomation() -> Int {
+        logSummary(level: .notice)
+        stopping = true
+        for t in tasks { t.stop() }
+        for case let s? in sequences { s.detach() }
+        var safe = 0
+        for case let o? in outputs {
+            o.detach()
+            if let v = o.config.safeValue {
+                o.set(v)
+                safe += 1
+                logger.notice("\(o.config.name) -> \(v ? "on" : "off") (safe value)")
+            }
+        }
+        return safe
+    }
+
+    /// The last step of a stop: every line is released, the loop's own
+    /// sources end. On the loop's thread.
+    func releaseLines() {
+        for case let o? in outputs { o.request.release() }
+        for case let i? in inputs {
+            i.unschedule()
+            i.request.release()
+        }
+        outputs = Array(repeating: nil, count: outputs.count)
+        inputs = Array(repeating: nil, count: inputs.count)
+        replayTimer?.invalidate()
+        summaryTimer?.invalidate()
+        ports[id.index].invalidate()
+        if driving { loop.stop() }
+    }
+}

@@ -16,6 +16,8 @@ struct TraceRecord: BitwiseCopyable {
         case edge
         /// An output write (debug): `line`, `flag` the value.
         case output
+        /// A gesture decided (debug): `line`, `index` the kind (`GestureKind.code`).
+        case gesture
     }
 
     var kind: Kind
@@ -167,6 +169,9 @@ final class TraceLog: @unchecked Sendable {
             logger.debug("\(line): \(r.flag ? "on" : "off")\(held(r.nanoseconds))", source: "line \(line)")
         case .output:
             logger.debug("\(line) = \(r.flag ? "on" : "off")", source: "line \(line)")
+        case .gesture:
+            guard let g = GestureKind(code: r.index) else { return }
+            logger.debug("\(line): gesture \(describe(.gesture(g)))", source: "line \(line)")
         }
     }
 

@@ -1,0 +1,181 @@
+import Boardloop
+import BoardloopGPIO
+import Logging
+import Synchronization
+
+/// What caused an action: carried to commands (`BOARDD_*`) and across loops.
+struct Context: BitwiseCopyable, Sendable {
+    /// Who asked for the actions. Each origin calls the same executor; a
+    /// sequence's steps carry the origin of the start that runs them.
+    var origin: Origin = .reaction
+    var line: Int32 = -1
+    /// 1 rising, 0 falling, -1 none.
+    var edge: Int8 = -1
+    var timestamp: UInt64 = 0
+    var reaction: Int32 = -1
+    var task: Int32 = -1
+    /// A hold's fires: 0 at the hold, 1 at its first repeat, …; -1 for
+    /// other triggers (`BOARDD_REPEAT`, `{repeat}` in a log message).
+    var repeatCount: Int32 = -1
+}
+
+/// An action posted to the loop that owns its line or sequence.
+struct Post: BitwiseCopyable, Sendable {
+    var generation: Int32
+    var op: Int32
+    var ctx: Context
+}
+
+/// Where an action list comes from.
+enum Origin: UInt8, BitwiseCopyable, Sendable {
+    case reaction, task
+}
+
+/// Message ids on a loop's port.
+enum PortMessage: Int32 {
+    case action = 1
+    /// The watchdog's "are you running passes?"
+    case ping = 2
+}
+
+/// What a loop's thread is running, for a stop that finds the loop stuck:
+/// stored in `LoopRuntime.activity` as the kind in the high half and the
+/// index (reaction, task, sequence) in the low half; 0 when the loop is
+/// between the daemon's handlers.
+enum Activity: Int64 {
+    case reaction = 1, task, sequence, message
+
+    @inline(__always) func code(_ index: Int) -> Int64 { rawValue << 32 | Int64(index) }
+}
+
+/// The executor: runs the ops the program compiled (`Program`) for a
+/// reaction, a task or a sequence's run, on the loop that owns each target
+/// (an action on another loop's line or sequence is posted to that loop's
+/// port and performed there). Every origin of actions calls it.
+extension LoopRuntime {
+    /// Runs one action list (a reaction's or a task's) to its end.
+    func execute(_ range: OpRange, _ ctx: Context) {
+        var wait: Int64 = -1
+        _ = run(from: range.start, to: range.end, ctx, wait: &wait)
+    }
+
+    /// Runs ops from `pc` until a `wait` (its duration in `wait`, the next
+    /// pc returned) or `end`.
+    func run(from start: Int32, to end: Int32, _ ctx: Context, wait: inout Int64) -> Int32 {
+        var pc = start
+        let ops = program.ops
+        while pc < end {
+            switch ops[Int(pc)] {
+            case let .wait(ns):
+                wait = ns
+                return pc + 1
+            case let .branch(c, target):
+                if !program.holds(program.conditions[Int(c)], mode: ModeID(effectiveMode)) {
+                    pc = target
+                    continue
+                }
+            case let .jump(target):
+                pc = target
+                continue
+            default:
+                perform(pc, ctx)
+            }
+            pc += 1
+        }
+        return end
+    }
+
+    /// Performs one op here, or posts it to the loop that owns its target.
+    func perform(_ pc: Int32, _ ctx: Context) {
+        switch program.ops[Int(pc)] {
+        case let .set(l, v):
+            if let o = outputs[Int(l)] { o.set(v) } else { post(pc, ctx, to: config.lines[Int(l)].loop) }
+        case let .toggle(l):
+            if let o = outputs[Int(l)] { o.toggle() } else { post(pc, ctx, to: config.lines[Int(l)].loop) }
+        case let .pulse(l, ns):
+            if let o = outputs[Int(l)] { o.pulse(ns) } else { post(pc, ctx, to: config.lines[Int(l)].loop) }
+        case let .run(site):
+            if isMain, let commands { commands.run(site: Int(site), ctx) } else { post(pc, ctx, to: .main) }
+        case let .log(site):
+            let s = program.logSites[Int(site)]
+            logger.log(level: s.level, s.message(ctx), source: s.source)
+        case let .mode(m):
+            setBaseMode(Int(m))
+        case let .start(s):
+            if let r = sequences[Int(s)] { r.start(ctx) } else { post(pc, ctx, to: config.sequences[Int(s)].loop) }
+        case let .stop(s):
+            if let r = sequences[Int(s)] { r.stop() } else { post(pc, ctx, to: config.sequences[Int(s)].loop) }
+        case .wait, .branch, .jump:
+            break
+        }
+    }
+
+    fileprivate func post(_ pc: Int32, _ ctx: Context, to target: LoopID) {
+        do {
+            try ports[target.index].send(
+                id: PortMessage.action.rawValue, value: Post(generation: program.generation, op: pc, ctx: ctx), timeout: .zero)
+        } catch {
+            logger.error("\(name): could not post an action to loop '\(config.loops[target.index].name)': \(error)")
+        }
+    }
+
+    /// A message on this loop's port.
+    func received(_ m: BoardMessagePort.Message) {
+        switch PortMessage(rawValue: m.id) {
+        case .action:
+            guard m.payload.count >= MemoryLayout<Post>.size else { return }
+            let p = m.payload.loadUnaligned(as: Post.self)
+            guard p.generation == program.generation, !stopping else {
+                postsStale &+= 1
+                return
+            }
+            activity.store(Activity.message.rawValue << 32, ordering: .relaxed)
+            perform(p.op, p.ctx)
+            activity.store(0, ordering: .relaxed)
+        case .ping:
+            pings.add(1, ordering: .releasing)
+        case nil:
+            break
+        }
+    }
+
+    // MARK: Reactions and tasks
+
+    func fire(reaction r: Int, line: InputLine, rising: Bool, at t: UInt64, repeat count: Int32 = -1) {
+        guard !stopping else { return }
+        if let c = config.reactions[r].condition, !program.holds(c, mode: ModeID(effectiveMode)) {
+            reactionSkipped[r] &+= 1
+            events.skipped(reaction: r, line: line.id)
+            return
+        }
+        reactionFires[r] &+= 1
+        activity.store(Activity.reaction.code(r), ordering: .relaxed)
+        execute(program.reactions[r], Context(line: Int32(line.id), edge: rising ? 1 : 0, timestamp: t, reaction: Int32(r), repeatCount: count))
+        activity.store(0, ordering: .relaxed)
+        let done = nowNanoseconds
+        let took = done > t ? done - t : 0
+        reactionTimes[r]?.record(nanoseconds: took)
+        // Reported after the actions (the output is not delayed by logging).
+        events.fired(reaction: r, line: line.id, repeat: count, took: took)
+    }
+
+    func runTask(_ task: TaskRunner) {
+        guard !stopping else { return }
+        activity.store(Activity.task.code(task.index), ordering: .relaxed)
+        execute(task.range, Context(task: Int32(task.index)))
+        activity.store(0, ordering: .relaxed)
+    }
+
+    /// What `activity` says, in words ("reaction 'bell'"), for a stuck loop.
+    func describeActivity(_ code: Int64) -> String {
+        let i = Int(code & 0xffff_ffff)
+        switch Activity(rawValue: code >> 32) {
+        case .reaction where i < config.reactions.count: return "reaction '\(config.reactions[i].name)'"
+        case .task where i < config.tasks.count: return "task '\(config.tasks[i].name)'"
+        case .sequence where i < config.sequences.count: return "sequence '\(config.sequences[i].name)'"
+        case .message: return "an action posted from another loop"
+        default: return "none of the daemon's handlers (a perform or an engine callout)"
+        }
+    }
+
+}
