@@ -5,12 +5,13 @@ import Synchronization
 
 /// What caused an action: carried to commands (`BOARDD_*`) and across loops.
 struct Context: BitwiseCopyable, Sendable {
-    /// Who asked for the actions. Each origin calls the same executor; a
-    /// sequence's steps carry the origin of the start that runs them.
-    var origin: Origin = .reaction
     var line: Int32 = -1
     /// 1 rising, 0 falling, -1 none.
     var edge: Int8 = -1
+    /// Who asked for the actions. Each origin calls the same executor; a
+    /// sequence's steps carry the origin of the start that runs them.
+    /// (Beside `edge`, in its padding: a post still fits a port slot.)
+    var origin: Origin = .reaction
     var timestamp: UInt64 = 0
     var reaction: Int32 = -1
     var task: Int32 = -1
@@ -150,7 +151,7 @@ extension LoopRuntime {
         }
         reactionFires[r] &+= 1
         activity.store(Activity.reaction.code(r), ordering: .relaxed)
-        execute(program.reactions[r], Context(line: Int32(line.id), edge: rising ? 1 : 0, timestamp: t, reaction: Int32(r), repeatCount: count))
+        execute(program.reactions[r], Context(line: Int32(line.id), edge: rising ? 1 : 0, origin: .reaction, timestamp: t, reaction: Int32(r), repeatCount: count))
         activity.store(0, ordering: .relaxed)
         let done = nowNanoseconds
         let took = done > t ? done - t : 0
@@ -162,7 +163,7 @@ extension LoopRuntime {
     func runTask(_ task: TaskRunner) {
         guard !stopping else { return }
         activity.store(Activity.task.code(task.index), ordering: .relaxed)
-        execute(task.range, Context(task: Int32(task.index)))
+        execute(task.range, Context(origin: .task, task: Int32(task.index)))
         activity.store(0, ordering: .relaxed)
     }
 
