@@ -67,27 +67,28 @@ public final class Daemon: @unchecked Sendable {
         return config.lines.filter { $0.isInput && $0.loop.index == loop }.count
     }
 
-    public private(set) var config: DaemonConfig
+    public internal(set) var config: DaemonConfig
     public let loop: BoardRunLoop
     public let gpio: any GPIOBackend
     /// The mock chips, on a mock board.
     public let mock: MockGPIO?
     let options: Options
     var logger: Logger { options.logger }
-    private var generation: Int32 = 1
+    var generation: Int32 = 1
     let main: LoopRuntime
     let boxes: [RuntimeBox]
     var workers: [LoopThread] = []
-    private let ports: [BoardMessagePort]
+    let ports: [BoardMessagePort]
     /// The loops' trace rings and the programs their records refer to.
     let traceLog: TraceLog
     var commands: CommandRunner?
     var signalSource: SignalSource?
     var watchdogTimer: RunLoopTimer?
-    private var lastPings: [UInt64] = []
+    var lastPings: [UInt64] = []
+    var watchdogPingsSent = false
     public internal(set) var stopRequested = false
     var stopResult: Bool?
-    public private(set) var reloads = (applied: 0, refused: 0)
+    public internal(set) var reloads = (applied: 0, refused: 0)
 
     public init(config: DaemonConfig, options: Options) throws {
         self.config = config
@@ -134,7 +135,7 @@ public final class Daemon: @unchecked Sendable {
             main.commands = c
         }
         let memoryLockRefused = try Self.lockMemory(config)
-        try Self.attachLines(main, gpio: gpio, kept: [:])
+        try main.attachLines(gpio: gpio, kept: [:])
         try main.setUpAutomation()
         main.startInputs()
         try startWorkers(program, memoryLockRefused: memoryLockRefused)
@@ -184,7 +185,7 @@ public final class Daemon: @unchecked Sendable {
                 box.rt = rt
                 box.loop = loop
                 try rt.setUpLoop(summaryInterval: summary)
-                try Daemon.attachLines(rt, gpio: gpio, kept: [:])
+                try rt.attachLines(gpio: gpio, kept: [:])
                 try rt.setUpAutomation()
                 rt.startInputs()
             }
@@ -195,122 +196,6 @@ public final class Daemon: @unchecked Sendable {
             workers.append(w)
         }
         lastPings = Array(repeating: 0, count: workers.count)
-    }
-
-    // MARK: Lines
-
-    /// A request a reload keeps: the line's config, the request, an output's value.
-    struct Kept {
-        var config: LineConfig
-        var request: GPIOLineRequest
-        var value: Bool
-        /// When a pulse in flight ends (it goes on under the new config).
-        var pulseEnd: MonotonicInstant?
-    }
-
-    /// Requests (or takes over) the loop's lines and schedules its inputs. On the loop's thread.
-    static func attachLines(
-        _ rt: LoopRuntime, gpio: any GPIOBackend, kept: [String: Kept], filters: [String: InputLine.FilterState] = [:]
-    ) throws {
-        let config = rt.config
-        let chips = ChipCache(gpio)
-        defer { chips.close() }
-        defer { rt.noteSafeOutputs() }
-        for (i, line) in config.lines.enumerated() where line.loop == rt.id {
-            let request: GPIOLineRequest
-            var value = line.settings.outputValue
-            var pulseEnd: MonotonicInstant?
-            if let k = kept[line.name] {
-                request = k.request
-                value = k.value
-                pulseEnd = k.pulseEnd
-            } else {
-                request = try Self.request(line, line.settings, consumer: "boardd", chips: chips)
-            }
-            let cell = rt.program.cells[i]
-            if line.isInput {
-                let reactions = config.reactions.indices.filter { config.reactions[$0].line.index == i }
-                let input = try InputLine(id: i, config: line, runtime: rt, request: request, cell: cell, reactions: reactions)
-                if let state = filters[line.name] { input.carry(state) }
-                try input.schedule()
-                rt.inputs[i] = input
-            } else {
-                let out = OutputLine(id: i, config: line, runtime: rt, request: request, cell: cell, value: value)
-                if rt.program.pulsedLines.contains(i) { try out.makePulseTimer() }
-                if let pulseEnd { try out.resumePulse(until: pulseEnd) }
-                rt.outputs[i] = out
-            }
-        }
-    }
-
-    /// The chips a set of requests is made on, each opened once.
-    final class ChipCache {
-        let gpio: any GPIOBackend
-        private var open: [String: GPIOChip] = [:]
-        init(_ gpio: any GPIOBackend) { self.gpio = gpio }
-
-        func chip(_ ref: ChipRef) throws -> GPIOChip {
-            if let c = open[ref.text] { return c }
-            let c = try GPIOChip.open(ref.text, backend: gpio)
-            open[ref.text] = c
-            return c
-        }
-
-        func close() { for c in open.values { c.close() } }
-    }
-
-    /// Requests one line of the config with `settings`, on the chip its
-    /// address names.
-    static func request(
-        _ line: LineConfig, _ settings: GPIOLineSettings, consumer: String, chips: ChipCache
-    ) throws -> GPIOLineRequest {
-        let c: GPIOChip
-        let selector: GPIOLineSelector
-        switch line.address {
-        case let .offset(ref, o):
-            c = try chips.chip(ref)
-            selector = .offset(o)
-        case let .named(ref?, n):
-            c = try chips.chip(ref)
-            selector = .name(n)
-        case let .named(nil, n):
-            let found = try GPIOChip.findLine(named: n, backend: chips.gpio)
-            c = try chips.chip(.path(found.chip.path))
-            selector = .offset(found.offset)
-        }
-        do {
-            return try c.request(
-                selector, settings, consumer: consumer, eventBufferCapacity: line.isInput ? line.held.kernelBuffer : 2)
-        } catch {
-            throw DaemonError.line(line.name, error)
-        }
-    }
-
-    /// Sets every output of `config` that has a `safe:` value to it, each
-    /// requested, written and released in turn, with no loop: what
-    /// `boardd --safe-outputs` does after the daemon died without a stop
-    /// of its own (systemd's `ExecStopPost=`). Returns the lines set and
-    /// the failures (each logged).
-    public static func setSafeOutputs(_ config: DaemonConfig, gpio: any GPIOBackend, logger: Logger) -> (set: Int, failed: Int) {
-        let chips = ChipCache(gpio)
-        defer { chips.close() }
-        var set = 0, failed = 0
-        for line in config.lines where line.isOutput {
-            guard let v = line.safeValue else { continue }
-            var settings = line.settings
-            settings.outputValue = v
-            do {
-                let r = try request(line, settings, consumer: "boardd-safe", chips: chips)
-                try r.setValue(v)
-                r.release()
-                set += 1
-                logger.notice("\(line.name) -> \(v ? "on" : "off") (safe value)")
-            } catch {
-                failed += 1
-                logger.error("\(line.name): cannot set its safe value: \(error)")
-            }
-        }
-        return (set, failed)
     }
 
     /// Runs `body` with worker `i`'s runtime on the worker's thread and
@@ -394,121 +279,6 @@ public final class Daemon: @unchecked Sendable {
     /// Every signal the daemon takes through its signal source (the launcher
     /// blocks them before any thread starts).
     public static var handledSignals: [Int32] { [SIGHUP] + stopSignals + ignoredSignals }
-
-    // MARK: Reload
-
-    /// Loads the config file again and swaps it in, or keeps the running
-    /// one when the new one has errors (each is logged with line:column).
-    public func reload() {
-        options.notifier?.send("RELOADING=1\nSTATUS=reloading \(config.file)\nMONOTONIC_USEC=\(MonotonicInstant.now.nanoseconds / 1000)")
-        defer { options.notifier?.send("READY=1\nSTATUS=\(status)") }
-        logger.notice("reload: reading \(config.file)")
-        let result = ConfigLoader.load(path: config.file, options: options.loadOptions)
-        guard let new = result.config else {
-            for d in result.errors { logger.error("\(d.description)") }
-            reloads.refused += 1
-            logger.error("reload refused: \(result.errors.count) error(s) in \(config.file); the running config stays as it was")
-            return
-        }
-        if new == config {
-            logger.notice("reload: the config did not change")
-            reloads.applied += 1
-            return
-        }
-        if let why = incompatibility(new) {
-            reloads.refused += 1
-            logger.error("reload refused: \(why); restart boardd to apply this config (the running config stays)")
-            return
-        }
-        generation += 1
-        let program = Program(config: new, generation: generation)
-        traceLog.register(program)
-        if let r = removals(new) {
-            if r.moreThanKept {
-                logger.warning(
-                    "reload: the new config removes more than it keeps: \(r.text) (if the file was saved half-written, write it to a new file and rename it over the old one)")
-            } else {
-                logger.notice("reload: removed \(r.text)")
-            }
-        }
-        let (totals, failures) = swapAll(to: program, timeout: .seconds(5))
-        config = new
-        reloads.applied += 1
-        logger.notice(
-            "reloaded \(new.file): \(totals.kept) lines kept as they were, \(totals.requested) requested, \(totals.released) released\(failures > 0 ? " (with errors, see above)" : "")"
-        )
-    }
-
-    /// Why `new` cannot be swapped in place, if it cannot.
-    func incompatibility(_ new: DaemonConfig) -> String? {
-        guard new.board.name == config.board.name else { return "the board changed (\(config.board.name) -> \(new.board.name))" }
-        guard new.loops.map(\.name) == config.loops.map(\.name) else { return "the workers changed" }
-        // A moved line first: it also changes both loops' capacities, and
-        // the line is what the user changed.
-        for l in new.lines {
-            if let old = config.lines.first(where: { $0.name == l.name }), old.loop != l.loop {
-                return "line '\(l.name)' moved from loop '\(config.loops[old.loop.index].name)' to '\(new.loops[l.loop.index].name)'"
-            }
-        }
-        for (a, b) in zip(config.loops, new.loops) {
-            if a.cpus != b.cpus || a.realtimePriority != b.realtimePriority || a.timerSlack != b.timerSlack
-                || a.lockMemory != b.lockMemory || a.realtime != b.realtime
-            {
-                return "worker '\(a.name)' settings changed"
-            }
-            let x = a.capacities, y = b.capacities
-            if y.sources > x.sources || y.timers > x.timers || y.modes > x.modes || y.pendingPerforms > x.pendingPerforms
-                || y.eventsPerWait > x.eventsPerWait
-            {
-                return "loop '\(a.name)' needs larger capacities than it was made with"
-            }
-        }
-        return nil
-    }
-
-    /// What `new` drops of the running config, by kind ("lines a, b; tasks
-    /// t"), and whether that is more than it keeps (a file read half-written
-    /// looks like that).
-    func removals(_ new: DaemonConfig) -> (text: String, moreThanKept: Bool)? {
-        func gone(_ old: [String], _ now: [String]) -> [String] { old.filter { !now.contains($0) } }
-        let kinds: [(String, [String], [String])] = [
-            ("lines", config.lines.map(\.name), new.lines.map(\.name)),
-            ("tasks", config.tasks.map(\.name), new.tasks.map(\.name)),
-            ("reactions", config.reactions.map(\.name), new.reactions.map(\.name)),
-            ("sequences", config.sequences.map(\.name), new.sequences.map(\.name)),
-            ("commands", config.commands.filter(\.declared).map(\.name), new.commands.filter(\.declared).map(\.name)),
-        ]
-        var parts: [String] = []
-        var removed = 0, kept = 0
-        for (kind, old, now) in kinds {
-            let g = gone(old, now)
-            removed += g.count
-            kept += old.count - g.count
-            if !g.isEmpty { parts.append("\(kind) \(g.joined(separator: ", "))") }
-        }
-        return parts.isEmpty ? nil : (parts.joined(separator: "; "), removed > kept)
-    }
-
-    // MARK: Watchdog
-
-    private func watchdogTick() {
-        var stuck: [String] = []
-        for (i, w) in workers.enumerated() {
-            let p = boxes[i + 1].rt?.pings.load(ordering: .acquiring) ?? 0
-            if p == lastPings[i] && watchdogPingsSent { stuck.append(w.name) }
-            lastPings[i] = p
-        }
-        if stuck.isEmpty {
-            options.notifier?.send("WATCHDOG=1")
-        } else {
-            logger.error("watchdog: loop(s) \(stuck.joined(separator: ", ")) completed no pass in \((options.watchdog ?? .zero) / 2); not pinging systemd")
-        }
-        for (i, _) in workers.enumerated() {
-            try? ports[i + 1].send(id: PortMessage.ping.rawValue, value: UInt8(0), timeout: .zero)
-        }
-        watchdogPingsSent = true
-    }
-    private var watchdogPingsSent = false
 
     // MARK: For tests and the demo
 

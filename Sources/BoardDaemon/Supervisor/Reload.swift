@@ -23,6 +23,100 @@ struct SwapResult {
     }
 }
 
+extension Daemon {
+    /// Loads the config file again and swaps it in, or keeps the running
+    /// one when the new one has errors (each is logged with line:column).
+    public func reload() {
+        options.notifier?.send("RELOADING=1\nSTATUS=reloading \(config.file)\nMONOTONIC_USEC=\(MonotonicInstant.now.nanoseconds / 1000)")
+        defer { options.notifier?.send("READY=1\nSTATUS=\(status)") }
+        logger.notice("reload: reading \(config.file)")
+        let result = ConfigLoader.load(path: config.file, options: options.loadOptions)
+        guard let new = result.config else {
+            for d in result.errors { logger.error("\(d.description)") }
+            reloads.refused += 1
+            logger.error("reload refused: \(result.errors.count) error(s) in \(config.file); the running config stays as it was")
+            return
+        }
+        if new == config {
+            logger.notice("reload: the config did not change")
+            reloads.applied += 1
+            return
+        }
+        if let why = incompatibility(new) {
+            reloads.refused += 1
+            logger.error("reload refused: \(why); restart boardd to apply this config (the running config stays)")
+            return
+        }
+        generation += 1
+        let program = Program(config: new, generation: generation)
+        traceLog.register(program)
+        if let r = removals(new) {
+            if r.moreThanKept {
+                logger.warning(
+                    "reload: the new config removes more than it keeps: \(r.text) (if the file was saved half-written, write it to a new file and rename it over the old one)")
+            } else {
+                logger.notice("reload: removed \(r.text)")
+            }
+        }
+        let (totals, failures) = swapAll(to: program, timeout: .seconds(5))
+        config = new
+        reloads.applied += 1
+        logger.notice(
+            "reloaded \(new.file): \(totals.kept) lines kept as they were, \(totals.requested) requested, \(totals.released) released\(failures > 0 ? " (with errors, see above)" : "")"
+        )
+    }
+
+    /// Why `new` cannot be swapped in place, if it cannot.
+    func incompatibility(_ new: DaemonConfig) -> String? {
+        guard new.board.name == config.board.name else { return "the board changed (\(config.board.name) -> \(new.board.name))" }
+        guard new.loops.map(\.name) == config.loops.map(\.name) else { return "the workers changed" }
+        // A moved line first: it also changes both loops' capacities, and
+        // the line is what the user changed.
+        for l in new.lines {
+            if let old = config.lines.first(where: { $0.name == l.name }), old.loop != l.loop {
+                return "line '\(l.name)' moved from loop '\(config.loops[old.loop.index].name)' to '\(new.loops[l.loop.index].name)'"
+            }
+        }
+        for (a, b) in zip(config.loops, new.loops) {
+            if a.cpus != b.cpus || a.realtimePriority != b.realtimePriority || a.timerSlack != b.timerSlack
+                || a.lockMemory != b.lockMemory || a.realtime != b.realtime
+            {
+                return "worker '\(a.name)' settings changed"
+            }
+            let x = a.capacities, y = b.capacities
+            if y.sources > x.sources || y.timers > x.timers || y.modes > x.modes || y.pendingPerforms > x.pendingPerforms
+                || y.eventsPerWait > x.eventsPerWait
+            {
+                return "loop '\(a.name)' needs larger capacities than it was made with"
+            }
+        }
+        return nil
+    }
+
+    /// What `new` drops of the running config, by kind ("lines a, b; tasks
+    /// t"), and whether that is more than it keeps (a file read half-written
+    /// looks like that).
+    func removals(_ new: DaemonConfig) -> (text: String, moreThanKept: Bool)? {
+        func gone(_ old: [String], _ now: [String]) -> [String] { old.filter { !now.contains($0) } }
+        let kinds: [(String, [String], [String])] = [
+            ("lines", config.lines.map(\.name), new.lines.map(\.name)),
+            ("tasks", config.tasks.map(\.name), new.tasks.map(\.name)),
+            ("reactions", config.reactions.map(\.name), new.reactions.map(\.name)),
+            ("sequences", config.sequences.map(\.name), new.sequences.map(\.name)),
+            ("commands", config.commands.filter(\.declared).map(\.name), new.commands.filter(\.declared).map(\.name)),
+        ]
+        var parts: [String] = []
+        var removed = 0, kept = 0
+        for (kind, old, now) in kinds {
+            let g = gone(old, now)
+            removed += g.count
+            kept += old.count - g.count
+            if !g.isEmpty { parts.append("\(kind) \(g.joined(separator: ", "))") }
+        }
+        return parts.isEmpty ? nil : (parts.joined(separator: "; "), removed > kept)
+    }
+}
+
 extension DaemonConfig {
     /// A sequence's definition in words, with every reference by name: two
     /// configs run "the same sequence" when these are equal.
@@ -199,7 +293,7 @@ extension LoopRuntime {
         let mine = p.config.lines.filter { $0.loop == id }
         result.kept = mine.filter { kept[$0.name] != nil }.count
         result.requested = mine.count - result.kept
-        try Daemon.attachLines(self, gpio: gpio, kept: kept, filters: filters)
+        try attachLines(gpio: gpio, kept: kept, filters: filters)
         try setUpAutomation()
         if isMain, let c = commands { c.configChanged() }
 
