@@ -43,15 +43,9 @@ final class InputLine: @unchecked Sendable {
     /// The posted drain, while it waits for its pass.
     @exclusivity(unchecked) private var drainToken: PerformToken?
 
-    // Filters.
-    private let delayedOn: UInt64, delayedOff: UInt64, settle: UInt64
+    /// The filters (`delayed_on`/`delayed_off`, then `settle`).
+    @exclusivity(unchecked) private var filters: FilterChain
     private lazy var bothEdges = config.settings.edgeDetection == .both
-    @exclusivity(unchecked) private var delayedLevel = false
-    @exclusivity(unchecked) private var delayedDeadline: UInt64 = never
-    /// The level after the delay filters (what settle sees).
-    @exclusivity(unchecked) private var stageLevel: Bool
-    @exclusivity(unchecked) private var settleEnd: UInt64 = 0
-    @exclusivity(unchecked) private var settleDeadline: UInt64 = never
 
     // Held events: a fixed ring (the rest of a batch read when the loop
     // left the line's modes, or everything read while held with `drain`).
@@ -89,12 +83,8 @@ final class InputLine: @unchecked Sendable {
         level = initial
         rawLevel = initial
         lossIsExact = request.lossCounting == .exact
-        stageLevel = initial
-        delayedLevel = initial
+        filters = FilterChain(config.filters, level: initial)
         cell.value.store(initial, ordering: .relaxed)
-        delayedOn = config.filters.delayedOn.ns
-        delayedOff = config.filters.delayedOff.ns
-        settle = config.filters.settle.ns
         ringCapacity = max(config.held.drain, config.held.kernelBuffer, 1)
         ring = .allocate(capacity: ringCapacity)
         ring.initialize(repeating: 0, count: ringCapacity)
@@ -120,8 +110,9 @@ final class InputLine: @unchecked Sendable {
     struct FilterState {
         var filters: InputFilters
         var gestures: GestureGroup?
-        var level, stageLevel, delayedLevel, rawLevel: Bool
-        var delayedDeadline, settleEnd, settleDeadline, rawTime: UInt64
+        var level, rawLevel: Bool
+        var rawTime: UInt64
+        var chain: FilterChain
         var gesture: GestureMachine?
         /// The line's request is new (its settings changed): its filters
         /// start again from the believed level, whatever their timing.
@@ -134,9 +125,8 @@ final class InputLine: @unchecked Sendable {
 
     var filterState: FilterState {
         FilterState(
-            filters: config.filters, gestures: config.gestures, level: level, stageLevel: stageLevel, delayedLevel: delayedLevel,
-            rawLevel: rawLevel, delayedDeadline: delayedDeadline, settleEnd: settleEnd, settleDeadline: settleDeadline,
-            rawTime: rawTime, gesture: gesture)
+            filters: config.filters, gestures: config.gestures, level: level, rawLevel: rawLevel, rawTime: rawTime, chain: filters,
+            gesture: gesture)
     }
 
     /// What `start` does: take the previous config's state over (same
@@ -149,19 +139,14 @@ final class InputLine: @unchecked Sendable {
         startFrom = state
         if state.continues(with: config.filters) {
             level = state.level
-            stageLevel = state.stageLevel
-            delayedLevel = state.delayedLevel
             rawLevel = state.rawLevel
             rawTime = state.rawTime
-            delayedDeadline = state.delayedDeadline
-            settleEnd = state.settleEnd
-            settleDeadline = state.settleDeadline
+            filters = state.chain
         } else {
             // New timing: the filters start again from the level the
             // daemon believed; `start` feeds them the level read now.
             level = state.level
-            stageLevel = state.level
-            delayedLevel = state.level
+            filters.reset(to: state.level)
             rawLevel = state.level
         }
         if !state.restart && state.gestures == config.gestures, let g = state.gesture { gesture = g }
@@ -187,8 +172,7 @@ final class InputLine: @unchecked Sendable {
             }
         } else if config.filters.initialEdge && level {
             level = false
-            stageLevel = false
-            delayedLevel = false
+            filters.reset(to: false)
             cell.value.store(false, ordering: .relaxed)
             deliver(true, at: now, rt)
         }
@@ -358,37 +342,9 @@ final class InputLine: @unchecked Sendable {
         if !bothEdges {
             // One edge detected: the opposite change happened unseen before it.
             level = !rising
-            stageLevel = !rising
+            filters.stage = !rising
         }
-        // delayed_on / delayed_off
-        let delay = rising ? delayedOn : delayedOff
-        if delayedOn > 0 || delayedOff > 0 {
-            if rising == stageLevel {
-                delayedDeadline = never  // back to the level it has: the pending change is off
-            } else if delay == 0 {
-                delayedDeadline = never
-                settleStage(rising, at: t)
-            } else {
-                delayedLevel = rising
-                delayedDeadline = t &+ delay
-            }
-            return
-        }
-        settleStage(rising, at: t)
-    }
-
-    private func settleStage(_ l: Bool, at t: UInt64) {
-        stageLevel = l
-        guard settle > 0 else {
-            report(l, at: t)
-            return
-        }
-        if t < settleEnd { return }  // inside the window: looked at when it ends
-        if l != level {
-            report(l, at: t)
-            settleEnd = t &+ settle
-            settleDeadline = settleEnd
-        }
+        if let l = filters.edge(rising, at: t, reported: level) { report(l, at: t) }
     }
 
     private func report(_ l: Bool, at t: UInt64) {
@@ -428,7 +384,7 @@ final class InputLine: @unchecked Sendable {
     // MARK: Deadlines
 
     private var nextDeadline: UInt64 {
-        var d = min(delayedDeadline, settleDeadline)
+        var d = filters.deadline
         if let g = gesture { d = min(d, g.deadline) }
         var k = 0
         while k < triggers.count {
@@ -464,16 +420,8 @@ final class InputLine: @unchecked Sendable {
                 return
             }
             handled += 1
-            if delayedDeadline == d {
-                delayedDeadline = never
-                settleStage(delayedLevel, at: d)
-            } else if settleDeadline == d {
-                settleDeadline = never
-                if stageLevel != level {
-                    report(stageLevel, at: d)
-                    settleEnd = d &+ settle
-                    settleDeadline = settleEnd
-                }
+            if filters.deadline == d {
+                if let l = filters.deadlinePassed(at: d, reported: level) { report(l, at: d) }
             } else if gesture?.deadline == d {
                 if let g = gesture!.deadlinePassed() { fireGesture(g, at: d) }
             } else {
