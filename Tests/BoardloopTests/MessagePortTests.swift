@@ -218,7 +218,8 @@ final class MessagePortTests: XCTestCase {
                 case 2: break // never replies
                 case 3:
                     // Replies only after the requester gave up.
-                    while !release.load(ordering: .acquiring) { usleep(1000) }
+                    let end = MonotonicInstant.now + testDeadline
+                    while !release.load(ordering: .acquiring) && MonotonicInstant.now < end { usleep(1000) }
                     do throws(BoardMessagePortError) { try m.reply(id: 300, value: Int64(0)) } catch { lateReply.withLock { $0 = error } }
                 default: break
                 }

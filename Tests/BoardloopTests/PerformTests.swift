@@ -217,8 +217,11 @@ final class PerformTests: XCTestCase {
         var threads: [JoinableThread] = []
         for p in 0..<posters {
             threads.append(JoinableThread {
+                // A loop that stopped taking requests ends the test at the
+                // run's own deadline (its counts then fail), not never.
+                let end = MonotonicInstant.now + .seconds(120)
                 for i in 0..<perPoster {
-                    while true {
+                    while MonotonicInstant.now < end {
                         do {
                             try loop.perform {
                                 // Runs on the loop's thread only: no lock needed.
@@ -235,7 +238,7 @@ final class PerformTests: XCTestCase {
                 }
                 if finished.add(1, ordering: .acquiringAndReleasing).newValue == posters {
                     // FIFO: the stop runs after every request posted before it.
-                    while (try? loop.perform { loop.stop() }) == nil { sched_yield() }
+                    while (try? loop.perform { loop.stop() }) == nil && MonotonicInstant.now < end { sched_yield() }
                 }
             })
         }

@@ -184,7 +184,8 @@ final class InvalidateAndWaitTests: XCTestCase {
             try! loop.add(t, mode: .default)
             holder.withLock { $0 = t }
             started.store(true, ordering: .releasing)
-            while !release.load(ordering: .acquiring) { usleep(1000) }
+            let end = MonotonicInstant.now + testDeadline
+            while !release.load(ordering: .acquiring) && MonotonicInstant.now < end { usleep(1000) }
             // The thread exits without running the loop again: its loop ends.
         }
         XCTAssertTrue(waitUntil { started.load(ordering: .acquiring) })
