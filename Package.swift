@@ -94,6 +94,12 @@ let package = Package(
                 "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "CDaemon",
                 .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
             ],
+            // `boardd --demo`: the demo config, its scripted person and the
+            // demo board, compiled in (links to examples/ and boards/, the
+            // only copies), so an installed boardd needs no checkout.
+            resources: [
+                .embedInCode("Demo/demo-config.yaml"), .embedInCode("Demo/demo-script.yaml"), .embedInCode("Demo/demo-board.yaml"),
+            ],
             swiftSettings: strict),
 
         // The daemon's bits of libc Swift cannot call directly (variadic syscall, posix_spawn attributes).

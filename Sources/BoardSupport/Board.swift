@@ -52,11 +52,15 @@ public struct Board: Sendable, Equatable {
         public var lines: Int?
         /// Line names by offset (mock chips are made with them).
         public var names: [UInt32: String]
+        /// Mock chips: the offsets that read high until something drives
+        /// them (pulled up on the board, as an active-low button is).
+        public var idleHigh: [UInt32]
 
-        public init(label: String, lines: Int? = nil, names: [UInt32: String] = [:]) {
+        public init(label: String, lines: Int? = nil, names: [UInt32: String] = [:], idleHigh: [UInt32] = []) {
             self.label = label
             self.lines = lines
             self.names = names
+            self.idleHigh = idleHigh
         }
     }
 

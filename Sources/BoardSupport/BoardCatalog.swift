@@ -8,8 +8,14 @@
 /// a binary copied elsewhere does not read files from where it was built.
 public struct BoardCatalog: Sendable {
     public let directories: [String]
+    /// Board files built into the program (name to the file's text), for a
+    /// name no directory has: `boardd --demo` brings its own board.
+    public let builtIn: [String: String]
 
-    public init(directories: [String]) { self.directories = directories }
+    public init(directories: [String], builtIn: [String: String] = [:]) {
+        self.directories = directories
+        self.builtIn = builtIn
+    }
 
     /// The standard search order (see the type's documentation).
     public static var standard: BoardCatalog { BoardCatalog(directories: standardDirectories()) }
@@ -51,7 +57,7 @@ public struct BoardCatalog: Sendable {
         return found.keys.sorted().map { ($0, found[$0]!) }
     }
 
-    public var names: [String] { files().map(\.name) }
+    public var names: [String] { Array(Set(files().map(\.name)).union(builtIn.keys)).sorted() }
 
     /// Loads one board by name. A name the catalog does not have, or a
     /// broken board file, is reported in `log`.
@@ -60,7 +66,8 @@ public struct BoardCatalog: Sendable {
     {
         let all = files()
         guard let file = all.first(where: { $0.name == name }) else {
-            let known = all.map(\.name)
+            if let text = builtIn[name] { return Self.load(name: name, text: text, log: log) }
+            let known = names
             log.error(
                 position, path,
                 "unknown board '\(name)'" + DidYouMean.hint(name, in: known)
@@ -76,6 +83,17 @@ public struct BoardCatalog: Sendable {
         let board = BoardFile.load(path: file.path, log: fileLog)
         if let board, board.name != file.name {
             fileLog.error(.none, "name", "the board is named '\(board.name)' but its file is \(file.name).yaml")
+        }
+        for d in fileLog.items { log.append(d) }
+        return fileLog.hasErrors ? nil : board
+    }
+
+    static func load(name: String, text: String, log: DiagnosticLog) -> Board? {
+        let file = "boards/\(name).yaml (built in)"
+        let fileLog = DiagnosticLog(file: file)
+        let board = BoardFile.parse(text, file: file, log: fileLog)
+        if let board, board.name != name {
+            fileLog.error(.none, "name", "the board is named '\(board.name)' but it is built in as \(name)")
         }
         for d in fileLog.items { log.append(d) }
         return fileLog.hasErrors ? nil : board

@@ -41,10 +41,14 @@ public enum BoardFile {
                 for (i, c) in (r.list(e.value, e.path) ?? []).enumerated() {
                     let p = YAMLReader.index(e.path, i)
                     var chip = Board.Chip(label: "")
-                    for ce in r.mapping(c, p, allowed: ["label", "lines", "names"]) ?? [] {
+                    for ce in r.mapping(c, p, allowed: ["label", "lines", "names", "idle_high"]) ?? [] {
                         switch ce.key {
                         case "label": chip.label = r.string(ce.value, ce.path) ?? ""
                         case "lines": chip.lines = r.int(ce.value, ce.path, in: 1...1024)
+                        case "idle_high":
+                            for (j, o) in (r.list(ce.value, ce.path) ?? []).enumerated() {
+                                if let n = r.int(o, YAMLReader.index(ce.path, j), in: 0...1023) { chip.idleHigh.append(UInt32(n)) }
+                            }
                         default:
                             for ne in r.mapping(ce.value, ce.path) ?? [] {
                                 guard let o = UInt32(ne.key) else {

@@ -41,11 +41,13 @@ public final class MockGPIO: GPIOChipOpening, @unchecked Sendable {
         return MockChipDriver(chip: chip)
     }
 
-    /// The demo board the examples and the daemon's demo mode use: a 32-line
-    /// chip labelled `boardloop-mock0` with a button on line 17 ("BUTTON")
-    /// and an LED on line 27 ("LED"), as `boards/sim-chips.conf` describes
-    /// the gpio-sim chip `boardloop-sim0`, and an 8-line `boardloop-mock1`.
-    public static func demoBoard(clock: RunLoopClock = .monotonic, eventModel: MockChip.EventModel = .v2) -> MockGPIO {
+    /// A small board for the GPIO examples and tests: a 32-line chip
+    /// labelled `boardloop-mock0` with a button on line 17 ("BUTTON") and an
+    /// LED on line 27 ("LED"), as `boards/sim-chips.conf` describes the
+    /// gpio-sim chip `boardloop-sim0`, and an 8-line `boardloop-mock1`. Not
+    /// the daemon's demo board: that is `boards/demo.yaml`, whose mock chips
+    /// the daemon makes from the file (this layer reads no board files).
+    public static func exampleBoard(clock: RunLoopClock = .monotonic, eventModel: MockChip.EventModel = .v2) -> MockGPIO {
         // Fixed, valid sizes and names: these cannot throw.
         try! MockGPIO([
             MockChip(

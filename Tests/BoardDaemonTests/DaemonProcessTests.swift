@@ -11,8 +11,8 @@ final class Spawned: @unchecked Sendable {
     private let err = Pipe()
     private var reader: Thread?
 
-    init(_ args: [String], env: [String: String] = [:]) throws {
-        process.executableURL = URL(fileURLWithPath: Boardd.path)
+    init(_ args: [String], env: [String: String] = [:], executable: String = Boardd.path) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = args
         process.currentDirectoryURL = URL(fileURLWithPath: Fixtures.packageRoot)
         var e = ProcessInfo.processInfo.environment
@@ -92,14 +92,23 @@ final class Spawned: @unchecked Sendable {
 }
 
 final class DaemonProcessTests: XCTestCase {
+    /// The demo as an installed boardd runs it: a copy of the binary away
+    /// from the checkout (no examples/, no boards/ above it) plays the
+    /// built-in config and script on the built-in board.
     func testDemoForRunsTheStoryAndStopsCleanly() throws {
-        let p = try Spawned(["--demo", "--for", "3s"])
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("boardd-demo-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let binary = dir.appendingPathComponent("boardd").path
+        try FileManager.default.copyItem(atPath: Boardd.path, toPath: binary)
+        let p = try Spawned(["--demo", "--for", "3s"], executable: binary)
         XCTAssertEqual(p.exitStatus(seconds: 30), 0, p.log)
         let log = p.log
         for s in [
-            "ready: every loop is running (main, io)", "button: click -> click starts pour", "mode default -> critical",
-            "chatter: delivering 300 held events, in order", "mode critical -> default", "button: double click",
-            "valve -> off (safe value)", "stopped: 3 outputs at their safe values, 6 lines released",
+            "running examples/demo.yaml (built in) on demo (mock)", "ready: every loop is running (main, io)",
+            "demo: click the button (a click starts pour)", "button: click -> click starts pour", "mode default -> critical",
+            "demo: the contact floods 300 edges", "chatter: delivering 300 held events, in order", "mode critical -> default",
+            "button: double click", "valve -> off (safe value)", "stopped: 3 outputs at their safe values, 6 lines released",
         ] {
             XCTAssertTrue(log.contains(s), "missing \"\(s)\" in:\n\(log)")
         }

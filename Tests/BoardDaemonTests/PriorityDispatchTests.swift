@@ -27,12 +27,10 @@ final class PriorityDispatchTests: XCTestCase {
     /// after it, none lost.
     func testTheEStopIsDispatchedBeforeALowPriorityFlood() throws {
         let clock = ManualClock()
-        let chip = try MockChip(
-            name: "gpiochip0", label: "boardloop-mock0", lineCount: 32,
-            lineNames: [5: "VALVE", 6: "FAN", 17: "BUTTON", 22: "ESTOP", 23: "CHATTER", 27: "LED"], eventBufferSize: 256,
-            clock: .manual(clock))
-        try chip.setLevel(22, true)
-        let mock = try MockGPIO([chip, try MockChip(name: "gpiochip1", label: "boardloop-mock1", lineCount: 8, clock: .manual(clock))])
+        // The demo board's chips (the e-stop rests high), each request's
+        // buffer as the config's `buffer: 256` asks a v2 kernel for.
+        let mock = try Demo.makeChips(clock: .manual(clock), eventBufferSize: 256)
+        let chip = mock.chips[0]
         let loaded = ConfigLoader.load(text: Self.config, file: "test.yaml")
         let config = try XCTUnwrap(loaded.config, "\(loaded.errors)")
         var logger = Logger(label: "test") { l in BoarddLogHandler(label: l, level: .critical, journal: false) }

@@ -14,7 +14,8 @@ final class Harness {
     let daemon: Daemon
     var chip: MockChip { mock.chips[0] }
 
-    static let offsets: [String: UInt32] = ["BUTTON": 17, "ESTOP": 22, "CHATTER": 23, "LED": 27, "VALVE": 5, "FAN": 6]
+    /// A demo board pin's offset on its first chip (boards/demo.yaml).
+    static func offset(_ pin: String) -> UInt32 { Demo.board.pin(named: pin)!.chipLine!.offset }
 
     /// Every line the daemon logged at `notice` and above (or at the level
     /// asked), when the harness made the logger.
@@ -53,7 +54,7 @@ final class Harness {
         }
         mock = try Demo.makeChips(clock: .manual(clock), eventModel: eventModel)
         // Pins at a level before the daemon starts (a line already active at start).
-        for (pin, high) in levels { try mock.chips[0].setLevel(.offset(Self.offsets[pin]!), high) }
+        for (pin, high) in levels { try mock.chips[0].setLevel(.offset(Self.offset(pin)), high) }
         let text = logText
         let captured = min(level, .notice)
         var logger = given ?? Logger(label: "test") { _ in CapturingLogHandler(text: text, level: captured) }
@@ -69,7 +70,7 @@ final class Harness {
 
     /// Physical level of a demo pin: true is high.
     func setLevel(_ pin: String, _ high: Bool) throws {
-        try chip.setLevel(.offset(Self.offsets[pin]!), high)
+        try chip.setLevel(.offset(Self.offset(pin)), high)
         try daemon.settle()
     }
 
@@ -84,7 +85,7 @@ final class Harness {
 
     /// The logical values written to an output, in order (after the initial one).
     func writes(_ pin: String) throws -> [Bool] {
-        Array(try chip.outputHistory(.offset(Self.offsets[pin]!)).map(\.value).dropFirst())
+        Array(try chip.outputHistory(.offset(Self.offset(pin))).map(\.value).dropFirst())
     }
 
     var counters: Daemon.Counters { daemon.counters }

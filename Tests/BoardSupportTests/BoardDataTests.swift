@@ -123,11 +123,13 @@ let piBoards: [(String, String, Int)] = [
         let b = try Paths.board("demo")
         #expect(b.backend == .mock)
         #expect(b.detect.isEmpty)
-        let mock = MockGPIO.demoBoard()
+        // The button and the e-stop rest high (the daemon's mock chips start so).
+        #expect(b.chips.map(\.idleHigh) == [[17, 22], []])
+        // The GPIO layer's example board has the same chips, button and LED.
+        let mock = MockGPIO.exampleBoard()
         let mockChips = try mock.listChips()
         #expect(b.chips.map(\.label) == mockChips.map(\.label))
         #expect(b.chips.map(\.lines) == mockChips.map(\.lineCount))
-        // The names the mock board gives stay the same on the board file.
         let names = b.chips[0].names
         #expect(names[17] == "BUTTON" && names[27] == "LED")
         for device in ["BUTTON", "ESTOP", "LED", "VALVE", "FAN", "CHATTER"] {

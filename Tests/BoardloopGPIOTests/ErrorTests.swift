@@ -7,7 +7,7 @@ import XCTest
 /// Every typed error, and that its message names the chip, the line and the cause.
 final class ErrorTests: XCTestCase {
     func testMissingChipListsTheChipsThatExist() throws {
-        let board = MockGPIO.demoBoard()
+        let board = MockGPIO.exampleBoard()
         assertGPIOError(try GPIOChip("pinctrl-bcm2711", backend: board)) { error in
             guard case let .chipNotFound(chip, available) = error else { return false }
             let text = error.description
@@ -17,7 +17,7 @@ final class ErrorTests: XCTestCase {
     }
 
     func testChipsOpenByNameLabelAndList() throws {
-        let board = MockGPIO.demoBoard()
+        let board = MockGPIO.exampleBoard()
         XCTAssertEqual(try GPIOChip("gpiochip1", backend: board).label, "boardloop-mock1")
         XCTAssertEqual(try GPIOChip("boardloop-mock0", backend: board).name, "gpiochip0")
         XCTAssertEqual(try GPIOChip.list(backend: board).map(\.lineCount), [32, 8])

@@ -58,7 +58,7 @@ func run() throws {
     let loop = BoardRunLoop.current
 
     // The chip: the mock demo board unless --chip names a real one.
-    let mockBoard: MockGPIO? = options.chip == nil ? MockGPIO.demoBoard() : nil
+    let mockBoard: MockGPIO? = options.chip == nil ? MockGPIO.exampleBoard() : nil
     let chip: GPIOChip
     do {
         if let board = mockBoard {

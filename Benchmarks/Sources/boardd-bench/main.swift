@@ -369,15 +369,7 @@ struct FloodResult {
 func floodRun(drain: Drain, rate: Int, seconds: Double) -> FloodResult {
     // The mock keeps one buffer per chip's requests; size it as the config's
     // `buffer: 1024` asks a v2 kernel to (the mock does not read the request's size).
-    let chips = try! [
-        MockChip(
-            name: "gpiochip0", label: "boardloop-mock0", lineCount: 32,
-            lineNames: [5: "VALVE", 6: "FAN", 17: "BUTTON", 22: "ESTOP", 23: "CHATTER", 27: "LED"], eventBufferSize: 1024,
-            historyCapacity: 65536),
-        MockChip(name: "gpiochip1", label: "boardloop-mock1", lineCount: 8),
-    ]
-    try! chips[0].setLevel(17, true)
-    let mock = try! MockGPIO(chips)
+    let mock = try! Demo.makeChips(eventBufferSize: 1024, historyCapacity: 65536)
     let chip = mock.chips[0]
     let d = DaemonThread(config: parse(floodConfig(drain: drain, seconds: seconds)), mock: mock)
     pinCurrentThread(stimulusCPU)

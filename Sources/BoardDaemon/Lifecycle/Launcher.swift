@@ -48,7 +48,11 @@ public enum Launcher {
         logger.logLevel = level
         let result: LoadResult
         if s.demo {
-            result = ConfigLoader.load(text: Demo.configText, file: "<demo>", options: s.loadOptions)
+            // The built-in examples/demo.yaml on the built-in demo board.
+            var options = s.loadOptions
+            options.board = nil
+            options.catalog = Demo.catalog
+            result = ConfigLoader.load(text: Demo.configText, file: Demo.configFile, options: options)
         } else if let path = s.configPath {
             result = ConfigLoader.load(path: path, options: s.loadOptions)
         } else {
@@ -62,20 +66,20 @@ public enum Launcher {
             return 1
         }
         do {
-            let mock = config.board.backend == .mock ? try Demo.makeChips() : nil
+            let steps = s.demo ? try Demo.ScriptFile.builtIn() : nil
             let options = Daemon.Options(
                 logger: logger, summaryInterval: s.summaryInterval ?? (s.demo ? .seconds(4) : .seconds(60)),
                 notifier: SystemdNotifier.fromEnvironment(), watchdog: SystemdNotifier.watchdogInterval(),
-                loadOptions: s.loadOptions, mock: mock, handleSignals: true)
+                loadOptions: s.loadOptions, handleSignals: true)
             var o = options
-            o.extraTimers = s.demo ? 2 : 0
+            o.extraTimers = s.demo ? Demo.Script.timers : 0
             o.stopTimeout = s.stopTimeout
             let daemon = try Daemon(config: config, options: o)
             var script: Demo.Script?
-            if s.demo, let mock {
+            if let steps, let mock = daemon.mock {
                 logger.notice(
                     "demo: the demo board (mock chips, no hardware); a scripted person clicks, holds and floods; Ctrl-C stops")
-                let sc = Demo.Script(gpio: mock, loop: daemon.loop, logger: logger)
+                let sc = Demo.Script(steps, gpio: mock, loop: daemon.loop, logger: logger)
                 try sc.start()
                 script = sc
             }
@@ -103,7 +107,7 @@ public enum Launcher {
         }
         let gpio: any GPIOBackend
         do {
-            gpio = config.board.backend == .mock ? try Demo.makeChips() : LibgpiodBackend.shared
+            gpio = try MockBoard.backend(for: config.board).gpio
         } catch {
             logger.critical("boardd: cannot make the mock chips: \(error)")
             return 1

@@ -1,139 +1,202 @@
 import Boardloop
 import BoardloopGPIO
 import BoardloopGPIOMock
+import BoardSupport
 import Logging
+import Yams
 
-/// `boardd --demo`: the demo config on the demo board (mock chips), with a
-/// script that plays a person at the board: clicks, a double click, a hold,
-/// a chattering contact, a flood held through a critical sequence and
-/// delivered after it, and an e-stop during a running sequence. Every part
-/// shows within the first 8 s; the script then repeats.
+/// `boardd --demo`: `examples/demo.yaml` on the demo board
+/// (`boards/demo.yaml`, mock chips), with a scripted person at the board
+/// (`examples/demo.script.yaml`): clicks, a double click, a hold, a
+/// chattering contact, a flood held through a critical sequence and
+/// delivered after it, and an e-stop during a running sequence. The three
+/// files are compiled into boardd (Package.swift, `resources`), so the demo
+/// needs no checkout and runs exactly what the files say.
 public enum Demo {
-    public static let configText = """
-        # The built-in demo (boardd --demo): the demo board's mock chips.
-        board: demo
-        lines:
-          button:
-            pin: BUTTON
-            input: { edge: both, active_low: true, debounce: 10ms }
-            priority: low
-            gestures: { one_of: [click, double_click, hold], gap: 250ms, hold: 800ms }
-          estop:
-            pin: ESTOP
-            input: { edge: falling }
-            priority: high
-          chatter:
-            pin: CHATTER
-            input: { edge: both, drain: 4096 }
-            priority: low
-          led: { pin: LED, output: { initial: off, safe: off } }
-          valve: { pin: VALVE, output: { initial: off, safe: off } }
-          fan: { pin: FAN, output: { initial: off, safe: off } }
-        modes:
-          critical: { admits: [high] }
-        tasks:
-          heartbeat: { every: 500ms, do: [ toggle: led ] }
-          sample: { every: 10ms, in_modes: [critical], do: [ log: { level: debug, message: "critical tick" } ] }
-        sequences:
-          pour:
-            mode: critical
-            policy: queued
-            max: 2
-            steps:
-              - set: { valve: on }
-              - log: "pour: valve open for 600ms (button and chatter are held meanwhile)"
-              - wait: 600ms
-              - set: { valve: off }
-              - log: "pour: valve closed"
-        reactions:
-          - name: click starts pour
-            on: { line: button, gesture: click }
-            do: [ sequence: pour ]
-          - name: double click toggles the fan
-            on: { line: button, gesture: double_click }
-            do: [ toggle: fan, log: "fan toggled" ]
-          - name: hold stops the fan
-            on: { line: button, gesture: hold }
-            do: [ log: "held: stopping the fan", set: { fan: off } ]
-          - name: e-stop
-            on: { line: estop, edge: falling }
-            do: [ set: { valve: off }, stop: pour, log: { level: error, message: "EMERGENCY STOP: valve off, pour stopped" } ]
-          - name: contact
-            on: { line: chatter, edge: both }
-            do: [ log: { level: debug, message: "contact" } ]
-        workers:
-          io: { lines: [estop, valve] }
-        """
+    /// `examples/demo.yaml`, as built in.
+    public static let configText = String(decoding: PackageResources.demo_config_yaml, as: UTF8.self)
+    /// `examples/demo.script.yaml`, as built in.
+    public static let scriptText = String(decoding: PackageResources.demo_script_yaml, as: UTF8.self)
+    /// `boards/demo.yaml`, as built in.
+    public static let boardText = String(decoding: PackageResources.demo_board_yaml, as: UTF8.self)
 
-    /// The demo board's mock chips, with the button and e-stop at rest (high).
-    public static func makeChips(clock: RunLoopClock = .monotonic, eventModel: MockChip.EventModel = .v2) throws -> MockGPIO {
-        let chips = try [
-            MockChip(
-                name: "gpiochip0", label: "boardloop-mock0", lineCount: 32,
-                lineNames: [5: "VALVE", 6: "FAN", 17: "BUTTON", 22: "ESTOP", 23: "CHATTER", 27: "LED"], eventModel: eventModel,
-                clock: clock),
-            MockChip(name: "gpiochip1", label: "boardloop-mock1", lineCount: 8, eventModel: eventModel, clock: clock),
-        ]
-        try chips[0].setLevel(17, true)  // active-low button: high is released
-        try chips[0].setLevel(22, true)  // e-stop: falling edge trips it
-        return try MockGPIO(chips)
+    /// The names diagnostics and the summary give the built-in files.
+    public static let configFile = "examples/demo.yaml (built in)"
+    public static let scriptFile = "examples/demo.script.yaml (built in)"
+
+    /// A catalog of the built-in demo board alone: `--demo` runs on the board
+    /// it was built with, whatever board files the machine has.
+    public static var catalog: BoardCatalog { BoardCatalog(directories: [], builtIn: ["demo": boardText]) }
+
+    /// The built-in demo board.
+    public static let board: Board = {
+        let log = DiagnosticLog(file: "boards/demo.yaml (built in)")
+        guard let b = catalog.board(named: "demo", log: log) else {
+            // A test loads the same text: a broken board file fails it first.
+            fatalError("the built-in demo board does not load: \(log.items.map(\.description))")
+        }
+        return b
+    }()
+
+    /// The demo board's mock chips (made from `boards/demo.yaml`: the button
+    /// and the e-stop rest high).
+    public static func makeChips(
+        clock: RunLoopClock = .monotonic, eventModel: MockChip.EventModel = .v2, eventBufferSize: Int? = nil,
+        historyCapacity: Int = 4096
+    ) throws -> MockGPIO {
+        try MockBoard.chips(
+            board.chips, clock: clock, eventModel: eventModel, eventBufferSize: eventBufferSize, historyCapacity: historyCapacity)
     }
 
-    /// Plays the story on the main loop's timers (the mock chip is driven
-    /// from the main thread; the loops see real edges through its fds).
+    /// A scripted person, as `examples/demo.script.yaml` describes one: steps
+    /// at times from the start of a cycle, each logging what it says and
+    /// setting lines (by the board's names) or flooding one.
+    public struct ScriptFile: Sendable, Equatable {
+        public struct Level: Sendable, Equatable {
+            public var chip: String
+            public var offset: UInt32
+            public var high: Bool
+            public init(chip: String, offset: UInt32, high: Bool) {
+                self.chip = chip
+                self.offset = offset
+                self.high = high
+            }
+        }
+        public enum Action: Sendable, Equatable {
+            case none
+            case set([Level])
+            /// Toggle the line `edges` times, `Script.floodPerMillisecond` edges per ms.
+            case flood(chip: String, offset: UInt32, edges: Int)
+        }
+        public struct Step: Sendable, Equatable {
+            public var at: Duration
+            public var say: String?
+            public var action: Action
+        }
+        public var cycle: Duration
+        public var steps: [Step]
+
+        /// Reads a script for `board`; nil with the errors in `log`.
+        public static func parse(_ text: String, board: Board, log: DiagnosticLog) -> ScriptFile? {
+            let r = YAMLReader(log: log)
+            guard let root = r.compose(text), let entries = r.mapping(root, "", allowed: ["cycle", "steps"]) else {
+                if !log.hasErrors { log.error(.none, "", "the script is empty") }
+                return nil
+            }
+            var cycle: Duration?
+            var steps: [Step] = []
+            for e in entries {
+                if e.key == "cycle" {
+                    cycle = r.duration(e.value, e.path)
+                    continue
+                }
+                for (i, node) in (r.list(e.value, e.path) ?? []).enumerated() {
+                    let path = YAMLReader.index(e.path, i)
+                    if let step = parseStep(node, path, r, board: board) {
+                        if let last = steps.last, step.at < last.at {
+                            r.error(node, path, "at \(step.at) is before the step above it (\(last.at)): steps are in time order")
+                        }
+                        steps.append(step)
+                    }
+                }
+            }
+            guard let cycle, cycle > .zero else {
+                log.error(.none, "cycle", "the script needs a cycle (a duration above zero)")
+                return nil
+            }
+            if let last = steps.last, last.at >= cycle {
+                log.error(.none, "steps", "the last step (at \(last.at)) is not within the cycle (\(cycle))")
+            }
+            return log.hasErrors ? nil : ScriptFile(cycle: cycle, steps: steps)
+        }
+
+        static func parseStep(_ node: Node, _ path: String, _ r: YAMLReader, board: Board) -> Step? {
+            guard let entries = r.mapping(node, path, allowed: ["at", "say", "set", "flood"]) else { return nil }
+            var at: Duration?
+            var step = Step(at: .zero, say: nil, action: .none)
+            func line(_ node: Node, _ path: String) -> (chip: String, offset: UInt32)? {
+                guard let name = r.string(node, path) else { return nil }
+                guard let l = board.pin(named: name)?.chipLine else {
+                    r.error(node, path, "the \(board.name) board has no GPIO line '\(name)'")
+                    return nil
+                }
+                return l
+            }
+            for e in entries {
+                switch e.key {
+                case "at": at = r.duration(e.value, e.path)
+                case "say": step.say = r.string(e.value, e.path)
+                case "set":
+                    var levels: [Level] = []
+                    for l in r.mapping(e.value, e.path) ?? [] {
+                        guard let c = line(l.keyNode, l.path), let v = r.choice(l.value, l.path, ["low", "high"]) else { continue }
+                        levels.append(Level(chip: c.chip, offset: c.offset, high: v == "high"))
+                    }
+                    step.action = .set(levels)
+                default:  // flood
+                    var target: (chip: String, offset: UInt32)?
+                    var edges: Int?
+                    for f in r.mapping(e.value, e.path, allowed: ["line", "edges"]) ?? [] {
+                        if f.key == "line" { target = line(f.value, f.path) } else { edges = r.int(f.value, f.path, in: 1...100_000) }
+                    }
+                    guard let target, let edges else {
+                        r.error(e.value, e.path, "a flood needs a line and a number of edges")
+                        continue
+                    }
+                    step.action = .flood(chip: target.chip, offset: target.offset, edges: edges)
+                }
+            }
+            if entries.contains(where: { $0.key == "set" }) && entries.contains(where: { $0.key == "flood" }) {
+                r.error(node, path, "a step either sets lines or floods one, not both")
+            }
+            guard let at else {
+                r.error(node, path, "a step needs 'at' (a time from the start of the cycle)")
+                return nil
+            }
+            step.at = at
+            return step
+        }
+
+        /// The built-in script on the built-in demo board.
+        public static func builtIn() throws -> ScriptFile {
+            let log = DiagnosticLog(file: Demo.scriptFile)
+            guard let s = parse(Demo.scriptText, board: Demo.board, log: log) else {
+                throw ScriptError(diagnostics: log.items)
+            }
+            return s
+        }
+    }
+
+    public struct ScriptError: Error, CustomStringConvertible {
+        public var diagnostics: [Diagnostic]
+        public var description: String { diagnostics.map(\.description).joined(separator: "\n") }
+    }
+
+    /// Plays a script on the main loop's timers (the mock chips are driven
+    /// from the main thread; the loops see real edges through their fds),
+    /// over and over until `stop()`. Two timers: the steps and a flood.
     public final class Script {
-        let chip: MockChip
+        public static let timers = 2
+        static let floodPerMillisecond = 2
+        let script: ScriptFile
+        let gpio: MockGPIO
         let loop: BoardRunLoop
         let logger: Logger
         var timer: RunLoopTimer?
-        var steps: [(at: Duration, what: String?, act: () throws -> Void)] = []
         var next = 0
         var cycleStart: MonotonicInstant
-        let cycle: Duration = .seconds(12)
 
-        public init(gpio: MockGPIO, loop: BoardRunLoop, logger: Logger) {
-            chip = gpio.chips[0]
+        public init(_ script: ScriptFile, gpio: MockGPIO, loop: BoardRunLoop, logger: Logger) {
+            self.script = script
+            self.gpio = gpio
             self.loop = loop
             self.logger = logger
             cycleStart = loop.now
-            build()
-        }
-
-        func build() {
-            func at(_ ms: Int, _ what: String?, _ act: @escaping () throws -> Void) {
-                steps.append((.milliseconds(ms), what, act))
-            }
-            let c = chip
-            func click(_ ms: Int, _ what: String?) {
-                at(ms, what) { try c.setLevel(17, false) }
-                at(ms + 120, nil) { try c.setLevel(17, true) }
-            }
-            // 1. A click starts the pour sequence (critical mode, 600 ms); the
-            //    chatter floods 300 edges and the button is double-clicked
-            //    meanwhile: held, then delivered in order when pour ends.
-            click(300, "demo: click the button (a click starts pour)")
-            at(900, "demo: the contact floods 300 edges (2 per ms) during pour: held in its drain ring, none lost") {
-                [unowned self] in self.flood(300)
-            }
-            click(1000, "demo: double click during pour (held; the fan toggles after pour)")
-            click(1250, nil)
-            // 2. A double click toggles the fan.
-            click(2500, "demo: double click (toggles the fan)")
-            click(2750, nil)
-            // 3. A hold stops the fan.
-            at(3800, "demo: press and hold the button for 1.2 s") { try c.setLevel(17, false) }
-            at(5000, nil) { try c.setLevel(17, true) }
-            // 4. A contact chatters: 40 edges, 200 µs apart, in the default mode.
-            at(5600, "demo: the contact chatters (40 edges) in the default mode") { [unowned self] in self.flood(40) }
-            // 5. A click starts pour again; the e-stop trips during it.
-            click(6200, "demo: click again (pour), then the e-stop trips during it")
-            at(6900, "demo: E-STOP pressed") { try c.setLevel(22, false) }
-            at(7400, nil) { try c.setLevel(22, true) }
-            at(9000, "demo: the story repeats in 3 s (Ctrl-C stops boardd: outputs go to their safe values)") {}
         }
 
         public func start() throws {
-            let t = RunLoopTimer(fireAt: loop.now + .milliseconds(300), interval: .seconds(3600)) { [unowned self] t in
+            guard let first = script.steps.first else { return }
+            let t = RunLoopTimer(fireAt: cycleStart + first.at, interval: .seconds(3600)) { [unowned self] t in
                 self.fire(t)
             }
             try loop.add(t, mode: .common)
@@ -143,42 +206,50 @@ public enum Demo {
             floodTimer = f
         }
 
-        func fire(_ t: RunLoopTimer) {
-            let now = loop.now
-            while next < steps.count && cycleStart + steps[next].at <= now {
-                if let w = steps[next].what { logger.notice("\(w)") }
-                do { try steps[next].act() } catch { logger.error("demo: \(error)") }
-                next += 1
-            }
-            if next == steps.count {
-                next = 0
-                cycleStart = cycleStart + cycle
-            }
-            t.fireDate = cycleStart + steps[next].at
-        }
-
         public func stop() {
             timer?.invalidate()
             floodTimer?.invalidate()
         }
 
-        var floodTimer: RunLoopTimer?
-        var floodLeft = 0
-        var floodLevel = false
-
-        /// `edges` edges on the contact, 2 per millisecond, in real time.
-        func flood(_ edges: Int) {
-            floodLeft = edges
-            floodTimer?.fireDate = loop.now
+        func fire(_ t: RunLoopTimer) {
+            let steps = script.steps
+            let now = loop.now
+            while next < steps.count && cycleStart + steps[next].at <= now {
+                if let w = steps[next].say { logger.notice("\(w)") }
+                do { try perform(steps[next].action) } catch { logger.error("demo: \(error)") }
+                next += 1
+            }
+            if next == steps.count {
+                next = 0
+                cycleStart = cycleStart + script.cycle
+            }
+            t.fireDate = cycleStart + steps[next].at
         }
 
-        func floodStep() {
-            for _ in 0..<2 where floodLeft > 0 {
-                floodLevel.toggle()
-                try? chip.setLevel(23, floodLevel)
-                floodLeft -= 1
+        func perform(_ action: ScriptFile.Action) throws {
+            switch action {
+            case .none: break
+            case let .set(levels):
+                for l in levels { try gpio.chip(l.chip)?.setLevel(.offset(l.offset), l.high) }
+            case let .flood(chip, offset, edges):
+                guard let c = gpio.chip(chip) else { return }
+                flood = (c, offset, try c.level(.offset(offset)), edges)
+                floodTimer?.fireDate = loop.now
             }
-            floodTimer?.fireDate = floodLeft > 0 ? loop.now + .milliseconds(1) : .distantFuture
+        }
+
+        var floodTimer: RunLoopTimer?
+        var flood: (chip: MockChip, offset: UInt32, level: Bool, left: Int)?
+
+        func floodStep() {
+            guard var f = flood else { return }
+            for _ in 0..<Self.floodPerMillisecond where f.left > 0 {
+                f.level.toggle()
+                try? f.chip.setLevel(.offset(f.offset), f.level)
+                f.left -= 1
+            }
+            flood = f.left > 0 ? f : nil
+            floodTimer?.fireDate = f.left > 0 ? loop.now + .milliseconds(1) : .distantFuture
         }
     }
 }

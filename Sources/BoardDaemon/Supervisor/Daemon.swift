@@ -93,24 +93,9 @@ public final class Daemon: @unchecked Sendable {
     public init(config: DaemonConfig, options: Options) throws {
         self.config = config
         self.options = options
-        if config.board.backend == .mock {
-            let m: MockGPIO
-            if let given = options.mock {
-                m = given
-            } else {
-                m = try MockGPIO(
-                    config.board.chips.enumerated().map { i, c in
-                        try MockChip(
-                            name: "gpiochip\(i)", label: c.label, lineCount: c.lines ?? 32, lineNames: c.names,
-                            clock: options.clock)
-                    })
-            }
-            mock = m
-            gpio = m
-        } else {
-            mock = nil
-            gpio = LibgpiodBackend.shared
-        }
+        let backend = try MockBoard.backend(for: config.board, given: options.mock, clock: options.clock)
+        gpio = backend.gpio
+        mock = backend.mock
         let program = Program(config: config, generation: 1)
         traceLog = TraceLog(loops: config.loops.count, program: program, logger: options.logger, writer: .shared)
         boxes = config.loops.map { _ in RuntimeBox() }
