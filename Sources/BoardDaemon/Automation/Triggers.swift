@@ -1,5 +1,92 @@
 import Boardloop
 import BoardloopGPIO
+import BoardSupport
+
+public enum Trigger: Sendable, Equatable {
+    /// A logical edge (after active-low and filters).
+    case edge(GPIOEdgeDetection)
+    /// The line became active (logical rising edge).
+    case press
+    /// The line became inactive (logical falling edge).
+    case release
+    /// Pressed for at least `min` and at most `max`; fires on release.
+    case click(min: Duration, max: Duration)
+    /// `count` presses, first to last within `within`; fires on the last press.
+    case multiPress(count: Int, within: Duration)
+    /// Held for `delay`; then every `repeat` while still held.
+    case hold(delay: Duration, repeat: Duration?)
+    /// One alternative of the line's gesture group; a `hold` may repeat
+    /// every `repeat` while still held (as `hold(delay:repeat:)`).
+    case gesture(GestureKind, repeat: Duration? = nil)
+}
+
+/// What each trigger kind is, in one place: how it reads in the summary
+/// and the trace, the edges it needs, whether it keeps deadlines; its
+/// behaviour is `TriggerState` below. A new kind is a case here (with its
+/// facts and behaviour) and its syntax in the parser.
+extension Trigger {
+    /// In `boardd --check`'s summary ("click 50ms-1s").
+    public var summary: String {
+        switch self {
+        case let .edge(e): "edge \(e)"
+        case .press: "press"
+        case .release: "release"
+        case let .click(mn, mx): "click \(DurationText.format(mn))-\(DurationText.format(mx))"
+        case let .multiPress(n, w): "\(n) presses within \(DurationText.format(w))"
+        case let .hold(d, r): "hold \(DurationText.format(d))" + (r.map { ", repeat every \(DurationText.format($0))" } ?? "")
+        case let .gesture(k, r): "gesture \(k.rawValue)" + (r.map { ", repeat every \(DurationText.format($0))" } ?? "")
+        }
+    }
+
+    /// In a reaction's trace line ("button: double click -> fan").
+    var traceName: String {
+        switch self {
+        case let .edge(e): "\(e) edge"
+        case .press: "press"
+        case .release: "release"
+        case .click: "click"
+        case let .multiPress(n, _): "\(n) presses"
+        case .hold: "hold"
+        case let .gesture(g, _): g.traceName
+        }
+    }
+
+    /// The edges the trigger needs its line to detect, and its name in the
+    /// config for the error when the line does not (nil: a gesture, which
+    /// its group checks).
+    var edgesNeeded: (edges: GPIOEdgeDetection, what: String)? {
+        switch self {
+        case let .edge(e): e == .both ? (.both, "edge: both") : (e, "edge: \(e)")
+        case .press: (.rising, "press")
+        case .release: (.falling, "release")
+        case .click: (.both, "click")
+        case .multiPress: (.rising, "multi_press")
+        case .hold: (.both, "hold")
+        case .gesture: nil
+        }
+    }
+
+    /// Whether the trigger keeps per-reaction state in time (a press to
+    /// time, presses to count, a hold's deadline) rather than firing on an
+    /// edge alone.
+    var isTimed: Bool {
+        switch self {
+        case .click, .multiPress, .hold: true
+        case .edge, .press, .release, .gesture: false
+        }
+    }
+}
+
+extension GestureKind {
+    /// In a trace line ("double click").
+    var traceName: String {
+        switch self {
+        case .doubleClick: "double click"
+        case .tripleClick: "triple click"
+        case .click, .hold: rawValue
+        }
+    }
+}
 
 /// No deadline.
 let never: UInt64 = .max
@@ -39,6 +126,12 @@ struct TriggerState {
         case let .hold(d, r): kind = .hold(delay: d.ns, repeat: r?.ns ?? 0)
         case let .gesture(g, _): kind = .gesture(g)
         }
+    }
+
+    /// Whether the trigger sets deadlines on its line's timer.
+    var hasDeadlines: Bool {
+        if case .hold = kind { return true }
+        return false
     }
 
     /// A logical edge at `t`; returns whether the trigger fires now.

@@ -187,7 +187,7 @@ final class InputLine: @unchecked Sendable {
 
     var needsTimer: Bool {
         !config.filters.isEmpty || gesture != nil
-            || triggers.contains { if case .hold = $0.kind { return true } else { return false } }
+            || triggers.contains(where: \.hasDeadlines)
     }
 
     /// Events one dispatch of a line below the loop's highest input

@@ -369,10 +369,7 @@ extension ConfigParser {
                 r.error(item, path, "a reaction needs do (its actions)")
             }
             guard log.errorCount == before, let trigger, let actions else { continue }
-            switch trigger.1 {
-            case .click, .multiPress, .hold: timedReactionsPerLoop[loop.index] += 1
-            default: break
-            }
+            if trigger.1.isTimed { timedReactionsPerLoop[loop.index] += 1 }
             if let x = entry("on") { noteClickOrMultiPress(trigger, x.value) }
             reactions.append(
                 ReactionConfig(name: name, line: trigger.0, trigger: trigger.1, condition: condition, actions: actions, loop: loop))
@@ -513,17 +510,7 @@ extension ConfigParser {
         }
         // The edges the trigger needs against what the line detects.
         let detects = line.settings.edgeDetection
-        let needs: (GPIOEdgeDetection, String)? =
-            switch trigger {
-            case let .edge(e): e == .both ? (.both, "edge: both") : (e, "edge: \(e)")
-            case .press: (.rising, "press")
-            case .release: (.falling, "release")
-            case .click: (.both, "click")
-            case .multiPress: (.rising, "multi_press")
-            case .hold: (.both, "hold")
-            case .gesture: nil
-            }
-        if let (need, what) = needs {
+        if let (need, what) = trigger.edgesNeeded {
             let ok = need == .both ? detects == .both : detects.includes(need == .rising ? .rising : .falling)
             if !ok {
                 let lacks = need == .both ? "both edges" : "\(need) edges"

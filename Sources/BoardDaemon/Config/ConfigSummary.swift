@@ -126,7 +126,7 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
                 detail: "every \(DurationText.format(t.every)) in \(t.modes.map { c.modes[$0.index].name }.joined(separator: ", ")) on \(c.loops[t.loop.index].name): \(text.list(t.actions))")
         }
         reactions = c.reactions.map { r in
-            var d = "\(c.lines[r.line.index].name) \(text.trigger(r.trigger))"
+            var d = "\(c.lines[r.line.index].name) \(r.trigger.summary)"
             if let cond = r.condition { d += " when \(text.condition(cond))" }
             return Item(name: r.name, detail: d + " -> \(text.list(r.actions))")
         }
@@ -257,18 +257,6 @@ struct ActionText {
         case let .stopSequence(s): "stop \(config.sequences[s.index].name)"
         case let .ifThen(c, t, e):
             "if \(condition(c)) then [\(list(t))]" + (e.isEmpty ? "" : " else [\(list(e))]")
-        }
-    }
-
-    func trigger(_ t: Trigger) -> String {
-        switch t {
-        case let .edge(e): "edge \(e)"
-        case .press: "press"
-        case .release: "release"
-        case let .click(mn, mx): "click \(DurationText.format(mn))-\(DurationText.format(mx))"
-        case let .multiPress(n, w): "\(n) presses within \(DurationText.format(w))"
-        case let .hold(d, r): "hold \(DurationText.format(d))" + (r.map { ", repeat every \(DurationText.format($0))" } ?? "")
-        case let .gesture(k, r): "gesture \(k.rawValue)" + (r.map { ", repeat every \(DurationText.format($0))" } ?? "")
         }
     }
 

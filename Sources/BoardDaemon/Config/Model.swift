@@ -377,24 +377,6 @@ public struct ReactionConfig: Sendable, Equatable {
     public var loop: LoopID
 }
 
-public enum Trigger: Sendable, Equatable {
-    /// A logical edge (after active-low and filters).
-    case edge(GPIOEdgeDetection)
-    /// The line became active (logical rising edge).
-    case press
-    /// The line became inactive (logical falling edge).
-    case release
-    /// Pressed for at least `min` and at most `max`; fires on release.
-    case click(min: Duration, max: Duration)
-    /// `count` presses, first to last within `within`; fires on the last press.
-    case multiPress(count: Int, within: Duration)
-    /// Held for `delay`; then every `repeat` while still held.
-    case hold(delay: Duration, repeat: Duration?)
-    /// One alternative of the line's gesture group; a `hold` may repeat
-    /// every `repeat` while still held (as `hold(delay:repeat:)`).
-    case gesture(GestureKind, repeat: Duration? = nil)
-}
-
 public indirect enum Condition: Sendable, Equatable {
     /// The line's logical value is `value`.
     case line(LineID, Bool)

@@ -161,7 +161,7 @@ final class TraceLog: @unchecked Sendable {
             let reaction = config.reactions[Int(r.index)]
             logger.log(
                 level: levels[Int(r.index)],
-                "\(line): \(describe(reaction.trigger))\(r.repeatCount > 0 ? " (repeat \(r.repeatCount))" : "") -> \(reaction.name)\(held(r.nanoseconds))",
+                "\(line): \(reaction.trigger.traceName)\(r.repeatCount > 0 ? " (repeat \(r.repeatCount))" : "") -> \(reaction.name)\(held(r.nanoseconds))",
                 source: "reaction \(reaction.name)")
         case .skipped:
             logger.debug("\(line): \(config.reactions[Int(r.index)].name) skipped (its condition does not hold)", source: "line \(line)")
@@ -171,26 +171,12 @@ final class TraceLog: @unchecked Sendable {
             logger.debug("\(line) = \(r.flag ? "on" : "off")", source: "line \(line)")
         case .gesture:
             guard let g = GestureKind(code: r.index) else { return }
-            logger.debug("\(line): gesture \(describe(.gesture(g)))", source: "line \(line)")
+            logger.debug("\(line): gesture \(g.traceName)", source: "line \(line)")
         }
     }
 
     private func held(_ ns: UInt64) -> String {
         ns > 50_000_000 ? " (held \(Duration.nanoseconds(Int64(clamping: ns)).short))" : ""
-    }
-
-    private func describe(_ t: Trigger) -> String {
-        switch t {
-        case let .edge(e): "\(e) edge"
-        case .press: "press"
-        case .release: "release"
-        case .click: "click"
-        case let .multiPress(n, _): "\(n) presses"
-        case .hold: "hold"
-        case .gesture(.doubleClick, _): "double click"
-        case .gesture(.tripleClick, _): "triple click"
-        case let .gesture(g, _): g.rawValue
-        }
     }
 }
 
