@@ -1,4 +1,3 @@
-import CLinux
 import Glibc
 
 /// A child process watched by a loop, as sd-event's child sources
@@ -56,8 +55,8 @@ public final class ChildSource: @unchecked Sendable {
     public private(set) var source: PortSource!
     /// How the child ended, once it is reaped; nil until then.
     @exclusivity(unchecked) public private(set) var status: Status?
-    /// The pidfd (close-on-exec), owned by the source; -1 once closed.
-    private let pidfd: Int32
+    /// The pidfd, owned by the source.
+    private let pidfd: PidFD
     private let handler: (ChildSource, Status) -> Void
 
     /// Opens a pidfd for `pid` (`pidfd_open`). The handler is called on the
@@ -65,9 +64,7 @@ public final class ChildSource: @unchecked Sendable {
     /// - Throws: `pidfd_open`'s error: ENOSYS before Linux 5.3, ESRCH if
     ///   there is no such process, EMFILE and the like.
     public convenience init(pid: pid_t, order: Int = 0, handler: @escaping (ChildSource, Status) -> Void) throws(SystemError) {
-        let fd = bl_pidfd_open(pid)
-        guard fd >= 0 else { throw SystemError(call: "pidfd_open", errno: Glibc.errno) }
-        self.init(pidfd: fd, pid: pid, order: order, handler: handler)
+        self.init(pidfd: try PidFD.open(pid).fd, pid: pid, order: order, handler: handler)
     }
 
     /// Watches the child `pid` through a pidfd the caller opened (as
@@ -78,7 +75,7 @@ public final class ChildSource: @unchecked Sendable {
     /// would not wait).
     public init(pidfd: Int32, pid: pid_t, order: Int = 0, handler: @escaping (ChildSource, Status) -> Void) {
         self.pid = pid
-        self.pidfd = pidfd
+        self.pidfd = PidFD(adopting: pidfd)
         self.handler = handler
         source = PortSource(fd: pidfd, order: order) { [unowned self] _, _ in _ = self.reapIfExited() }
         // While scheduled, the loop keeps the child source alive (as CF's
@@ -88,7 +85,7 @@ public final class ChildSource: @unchecked Sendable {
 
     deinit {
         source.invalidate()
-        Kernel.close(pidfd)
+        pidfd.close()
     }
 
     /// Adds the source to `loop` in `mode` (the loop's thread only).
@@ -111,7 +108,7 @@ public final class ChildSource: @unchecked Sendable {
     ///   child takes signals without effect), EPERM, EINVAL.
     public func send(signal: Int32) throws(SystemError) {
         guard status == nil else { throw SystemError(call: "pidfd_send_signal", errno: ESRCH) }
-        if bl_pidfd_send_signal(pidfd, signal) != 0 { throw SystemError(call: "pidfd_send_signal", errno: Glibc.errno) }
+        try pidfd.send(signal: signal)
     }
 
     /// Sends `signal` to every process of the group whose id is the child's
@@ -123,10 +120,7 @@ public final class ChildSource: @unchecked Sendable {
     ///   group's id, may then belong to someone else), EPERM, EINVAL.
     public func signalProcessGroup(_ signal: Int32) throws(SystemError) {
         guard status == nil else { throw SystemError(call: "kill", errno: ESRCH) }
-        if bl_kill_group(pid, signal) == 0 { return }
-        let e = Glibc.errno
-        guard e == ESRCH else { throw SystemError(call: "kill", errno: e) }
-        try send(signal: signal)
+        if try !PidFD.signalGroup(pid, signal) { try send(signal: signal) }
     }
 
     /// Reaps the child if it has exited (`waitid` with WNOHANG), without
@@ -150,20 +144,19 @@ public final class ChildSource: @unchecked Sendable {
     }
 
     private func reap(waiting: Bool) -> Status? {
-        var code: Int32 = 0
-        var value: Int32 = 0
-        let r = bl_pidfd_reap(pidfd, pid, waiting ? 0 : 1, &code, &value)
-        if r == 0 { return nil }  // not exited yet (a wake-up without an exit)
         let s: Status
-        if r < 0 {
+        switch pidfd.reap(pid: pid, waiting: waiting) {
+        case .running:
+            return nil  // not exited yet (a wake-up without an exit)
+        case .failed:
             // ECHILD: reaped by someone else. Anything else would be a bug
             // here; either way the pidfd stays readable, and the source
             // must end rather than make the loop spin.
             s = .lost
-        } else if code == BL_CLD_EXITED {
-            s = .exited(code: value)
-        } else {
-            s = .killed(signal: value, coreDumped: code == BL_CLD_DUMPED)
+        case let .exited(code):
+            s = .exited(code: code)
+        case let .killed(signal, dumped):
+            s = .killed(signal: signal, coreDumped: dumped)
         }
         let deliver = isValid
         status = s
@@ -179,16 +172,8 @@ public final class ChildSource: @unchecked Sendable {
     /// runs no loop) passes; returns whether one has. Reap them with
     /// `reapIfExited()`. Returns at once when every child is reaped.
     public static func waitForAnyExit(of children: [ChildSource], until deadline: MonotonicInstant) -> Bool {
-        let fds = children.compactMap { $0.status == nil ? $0.pidfd : nil }
+        let fds = children.compactMap { $0.status == nil ? $0.pidfd.fd : nil }
         guard !fds.isEmpty else { return true }
-        while true {
-            let now = MonotonicInstant.now
-            let ns = deadline.nanoseconds > now.nanoseconds ? deadline.nanoseconds - now.nanoseconds : 0
-            // Rounded up: a wait that ends early would only wait again.
-            let ms = Int32(clamping: ns / 1_000_000 + (ns % 1_000_000 == 0 ? 0 : 1))
-            let n = fds.withUnsafeBufferPointer { bl_pidfds_wait($0.baseAddress, Int32($0.count), ms) }
-            if n > 0 { return true }
-            if n < 0 || MonotonicInstant.now >= deadline { return false }
-        }
+        return PidFD.waitForAny(fds, until: deadline)
     }
 }
