@@ -71,8 +71,7 @@ public final class ChildSource: @unchecked Sendable {
     /// sd-event's `sd_event_add_child_pidfd` with the pidfd owned): one
     /// made where the child was spawned, so there is no moment when the
     /// child runs unwatched. The source owns `pidfd` from now on and closes
-    /// it when it goes; it must not be `PIDFD_NONBLOCK` (`waitForExit()`
-    /// would not wait).
+    /// it when it goes.
     public init(pidfd: Int32, pid: pid_t, order: Int = 0, handler: @escaping (ChildSource, Status) -> Void) {
         self.pid = pid
         self.pidfd = PidFD(adopting: pidfd)
@@ -140,7 +139,11 @@ public final class ChildSource: @unchecked Sendable {
     @discardableResult
     public func waitForExit() -> Status {
         if let status { return status }
-        return reap(waiting: true) ?? .lost
+        while true {
+            if let s = reap(waiting: true) { return s }
+            // A PIDFD_NONBLOCK pidfd does not wait in waitid: sleep on it.
+            _ = PidFD.waitForAny([pidfd.fd], until: .distantFuture)
+        }
     }
 
     private func reap(waiting: Bool) -> Status? {

@@ -207,6 +207,21 @@ final class ChildSourceTests: XCTestCase {
         XCTAssertTrue(ChildSource.waitForAnyExit(of: [ca], until: .now), "every child reaped: nothing to wait for")
     }
 
+    /// A pidfd made by the caller is adopted; `waitForExit()` waits even on
+    /// a non-blocking one (where `waitid` alone would return at once).
+    func testAdoptedNonBlockingPidfdStillWaits() throws {
+        let pid = try spawn(["/bin/sleep", "30"])
+        let fd = bl_pidfd_open(pid)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        XCTAssertEqual(fcntl(fd, F_SETFL, O_NONBLOCK), 0)
+        var calls = 0
+        let child = ChildSource(pidfd: fd, pid: pid) { _, _ in calls += 1 }
+        XCTAssertNil(child.reapIfExited(), "still running")
+        try child.send(signal: SIGKILL)
+        XCTAssertEqual(child.waitForExit(), .killed(signal: SIGKILL, coreDumped: false))
+        XCTAssertEqual(calls, 1)
+    }
+
     /// From the signal to the handler — the exit's wake-up, the dispatch,
     /// the reap — nothing is allocated on the loop's thread once the source
     /// is running. (Counted until the handler starts: the source leaves its

@@ -37,7 +37,7 @@ struct PidFD {
 
     /// What `reap` found.
     enum Reaped {
-        /// Not exited yet (only without waiting).
+        /// Not exited yet (without waiting, or on a non-blocking pidfd).
         case running
         /// Exited (CLD_EXITED) with this status.
         case exited(Int32)
@@ -55,7 +55,9 @@ struct PidFD {
         let r = bl_pidfd_reap(fd, pid, waiting ? 0 : 1, &code, &status)
         if r > 0 { return code == BL_CLD_EXITED ? .exited(status) : .killed(status, coreDumped: code == BL_CLD_DUMPED) }
         if r == 0 { return .running }
-        return .failed(errno: Glibc.errno)
+        let e = Glibc.errno
+        // A PIDFD_NONBLOCK pidfd reports a process that has not exited with EAGAIN.
+        return e == EAGAIN ? .running : .failed(errno: e)
     }
 
     /// Sleeps until one of `fds` is readable (its process exited) or
