@@ -9,15 +9,14 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
 
-int bd_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
-
-int bd_spawn(pid_t *pid, const char *path, char *const argv[], char *const envp[], int out_fd, int err_fd, int search_path) {
+int bd_spawn(pid_t *pid, int *pidfd, const char *path, char *const argv[], char *const envp[], int out_fd, int err_fd, int search_path) {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     int rc = posix_spawn_file_actions_init(&fa);
@@ -37,7 +36,17 @@ int bd_spawn(pid_t *pid, const char *path, char *const argv[], char *const envp[
     rc = search_path ? posix_spawnp(pid, path, &fa, &attr, argv, envp) : posix_spawn(pid, path, &fa, &attr, argv, envp);
     posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
-    return rc;
+    *pidfd = -1;
+    if (rc) return rc;
+    int fd = (int)syscall(SYS_pidfd_open, *pid, 0);
+    if (fd < 0) {
+        *pidfd = -errno;
+        kill(-*pid, SIGKILL);
+        while (waitpid(*pid, NULL, 0) < 0 && errno == EINTR) {}
+        return 0;
+    }
+    *pidfd = fd;
+    return 0;
 }
 
 int bd_notify(const char *socket_path, const char *text, unsigned long length) {

@@ -6,11 +6,14 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <linux/futex.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <poll.h>
+#include <sys/wait.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -224,6 +227,66 @@ int bl_sigqueue(pid_t pid, int signo, int value) {
 int bl_tgkill(pid_t tid, int signo) { return (int)syscall(SYS_tgkill, getpid(), tid, signo); }
 int bl_sigrtmin(void) { return SIGRTMIN; }
 int bl_sigrtmax(void) { return SIGRTMAX; }
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+// pidfd_open makes the fd close-on-exec. Without PIDFD_NONBLOCK on
+// purpose: waitid on a non-blocking pidfd never waits.
+int bl_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+
+int bl_pidfd_send_signal(int pidfd, int signo) { return (int)syscall(SYS_pidfd_send_signal, pidfd, signo, NULL, 0); }
+
+int bl_kill_group(pid_t pgid, int signo) { return kill(-pgid, signo); }
+
+int bl_pidfd_reap(int pidfd, pid_t pid, int nohang, int *code, int *status) {
+    siginfo_t si;
+    int flags = WEXITED | (nohang ? WNOHANG : 0);
+    int rc;
+    for (;;) {
+        memset(&si, 0, sizeof si);
+        rc = waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, flags);
+        if (rc != 0 && errno == EINVAL) rc = waitid(P_PID, (id_t)pid, &si, flags);
+        if (rc == 0 || errno != EINTR) break;
+    }
+    if (rc != 0) return -1;
+    if (si.si_pid == 0) return 0;  // WNOHANG: not exited yet
+    *code = si.si_code;
+    *status = si.si_status;
+    return 1;
+}
+
+int bl_pidfds_wait(const int *fds, int count, int timeout_ms) {
+    struct pollfd small[16];
+    struct pollfd *p = small;
+    if (count < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (count > 16 && !(p = malloc(sizeof *p * (size_t)count))) {
+        errno = ENOMEM;
+        return -1;
+    }
+    for (int i = 0; i < count; i++) {
+        p[i].fd = fds[i];
+        p[i].events = POLLIN;
+        p[i].revents = 0;
+    }
+    int rc;
+    do rc = poll(p, (nfds_t)count, timeout_ms);
+    while (rc < 0 && errno == EINTR);
+    int e = errno;
+    if (p != small) free(p);
+    errno = e;
+    return rc;
+}
 
 int bl_futex_wait(uint32_t *addr, uint32_t expected, int64_t timeout_ns) {
     struct timespec ts, *tsp = NULL;

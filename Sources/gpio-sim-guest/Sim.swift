@@ -1,3 +1,4 @@
+import Boardloop
 import Glibc
 
 /// One gpio-sim bank (one gpiochip), found through configfs: never assume
@@ -67,9 +68,11 @@ struct SimBank: CustomStringConvertible {
     func setLive(_ live: Bool) -> Int32 { Files.write("\(deviceDir)/live", live ? "1" : "0") }
 }
 
-/// A child process (gpioset holding a line), started with posix_spawnp.
+/// A child process (gpioset holding a line), started with posix_spawnp and
+/// watched through the engine's `ChildSource` (no loop runs it here).
 final class Child {
     let pid: pid_t
+    private let process: ChildSource
 
     init?(_ argv: [String]) {
         var cargs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) }
@@ -78,22 +81,22 @@ final class Child {
         var pid: pid_t = 0
         guard posix_spawnp(&pid, argv[0], nil, nil, cargs, environ) == 0 else { return nil }
         self.pid = pid
-    }
-
-    /// Whether it is still running.
-    var isRunning: Bool {
-        var status: Int32 = 0
-        return waitpid(pid, &status, WNOHANG) == 0
-    }
-
-    func stop() {
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        for _ in 0..<200 {
-            if waitpid(pid, &status, WNOHANG) != 0 { return }
-            sleep(.milliseconds(10))
+        guard let p = try? ChildSource(pid: pid, handler: { _, _ in }) else {
+            kill(pid, SIGKILL)
+            waitpid(pid, nil, 0)
+            return nil
         }
-        kill(pid, SIGKILL)
-        waitpid(pid, &status, 0)
+        process = p
+    }
+
+    /// Whether it is still running (reaped once it is not).
+    var isRunning: Bool { process.reapIfExited() == nil }
+
+    /// SIGTERM, up to 2 s for it to end, then SIGKILL; reaped either way.
+    func stop() {
+        try? process.send(signal: SIGTERM)
+        if ChildSource.waitForAnyExit(of: [process], until: .now + .seconds(2)) && process.reapIfExited() != nil { return }
+        try? process.send(signal: SIGKILL)
+        process.waitForExit()
     }
 }

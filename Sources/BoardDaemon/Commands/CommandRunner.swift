@@ -10,10 +10,12 @@ import Logging
 /// blocking pipes for the child, read (at most `readBudget` bytes a stream
 /// a pass) through non-blocking read ends as port sources and logged line
 /// by line (bounded, the rest counted); a timeout (SIGTERM to the child's
-/// group, then SIGKILL after `kill_after`); and the child reaped through
-/// its pidfd, a port source too: no zombie outlives the loop pass that
-/// sees the exit. Per command (by name, across reloads), at most
-/// `max_running` at once; refusals are counted and logged.
+/// group, then SIGKILL after `kill_after`); and the child watched, signalled
+/// and reaped by the engine's `ChildSource` (its pidfd, a port source too,
+/// opened where it is spawned): no zombie outlives the loop pass that sees
+/// the exit. Spawning (`bd_spawn`) is the one process call made here. Per
+/// command (by name, across reloads), at most `max_running` at once;
+/// refusals are counted and logged.
 final class CommandRunner {
     unowned let rt: LoopRuntime
     let logger: Logger
@@ -22,7 +24,6 @@ final class CommandRunner {
     private(set) var started: [UInt64]
     private(set) var refused: [UInt64]
     private var children: [Child] = []
-    private(set) var failures: UInt64 = 0
     /// Bytes of one logged output line; longer lines are cut.
     static let maxLineBytes = 1024
     /// Lines logged per stream per run; more are counted, not logged.
@@ -63,7 +64,6 @@ final class CommandRunner {
     var runningChildren: Int { children.count }
 
     final class Child {
-        let pid: pid_t
         /// The command's name: what the child is charged to across reloads.
         let name: String
         /// Its start and exit lines' source (rate-limited per command, not with
@@ -79,15 +79,13 @@ final class CommandRunner {
         let killAfter: Duration
         let label: String
         let start: MonotonicInstant
-        var pidSource: PortSource?
+        /// The child on the main loop: its exit, its signals, its reaping.
+        var process: ChildSource!
         var streams: [Stream] = []
         var timeout: RunLoopTimer?
         var termSent = false
         var killSent = false
-        /// waitpid collected the child: its status is the one to report.
-        var reaped = false
-        init(pid: pid_t, command: Int, config c: CommandConfig, label: String, start: MonotonicInstant) {
-            self.pid = pid
+        init(command: Int, config c: CommandConfig, label: String, start: MonotonicInstant) {
             self.command = command
             name = c.name
             timeLimit = c.timeout
@@ -155,32 +153,30 @@ final class CommandRunner {
             return spawnFailed(c, "pipe2", errno)
         }
         var pid: pid_t = 0
+        var pidfd: Int32 = -1
         let rc = withCStrings(argv) { cargv in
             withCStrings(env) { cenv in
-                bd_spawn(&pid, program, cargv, cenv, outPipe[1], errPipe[1], program.contains("/") ? 0 : 1)
+                bd_spawn(&pid, &pidfd, program, cargv, cenv, outPipe[1], errPipe[1], program.contains("/") ? 0 : 1)
             }
         }
         close(outPipe[1])
         close(errPipe[1])
-        guard rc == 0 else {
+        guard rc == 0, pidfd >= 0 else {
             close(outPipe[0]); close(errPipe[0])
-            return spawnFailed(c, "posix_spawn \(program)", rc)
+            // A child spawned without a pidfd was killed and reaped by bd_spawn.
+            return rc != 0 ? spawnFailed(c, "posix_spawn \(program)", rc) : spawnFailed(c, "pidfd_open", -pidfd)
         }
         running[ci] += 1
         started[ci] &+= 1
         let label = "command \(c.name) [pid \(pid)]"
-        let child = Child(pid: pid, command: ci, config: c, label: label, start: rt.loop.now)
+        let child = Child(command: ci, config: c, label: label, start: rt.loop.now)
         logger.info("\(label): started: \(argv.joined(separator: " "))", source: "command \(c.name)")
         children.append(child)
-        let pfd = bd_pidfd_open(pid)
+        child.process = ChildSource(pidfd: pidfd, pid: pid) { [unowned self, unowned child] _, status in
+            self.reaped(child, status: status)
+        }
         do {
-            if pfd >= 0 {
-                let src = PortSource(fd: pfd) { [unowned self, unowned child] _, _ in self.exited(child) }
-                try rt.loop.add(src, mode: .common)
-                child.pidSource = src
-            } else {
-                logger.error("\(label): pidfd_open failed (errno \(errno)); the child is reaped when its output closes")
-            }
+            try child.process.add(to: rt.loop, mode: .common)
             for (name, fd) in [("stdout", outPipe[0]), ("stderr", errPipe[0])] {
                 let stream = Stream(name: name, fd: fd)
                 let src = PortSource(fd: fd) { [unowned self, unowned child, unowned stream] _, _ in
@@ -197,16 +193,12 @@ final class CommandRunner {
             child.timeout = t
         } catch {
             logger.error("\(label): cannot watch the child on the loop: \(error); killing it")
-            kill(-pid, SIGKILL)
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
-            child.reaped = true
-            // Nothing of the child may stay on the loop: its sources hold it unowned.
-            child.pidSource?.invalidate()
-            child.pidSource = nil
-            if pfd >= 0 { close(pfd) }
             for fd in [outPipe[0], errPipe[0]] where !child.streams.contains(where: { $0.fd == fd }) { close(fd) }
-            finish(child, status: status)
+            signalGroup(child, SIGKILL)
+            // Reaped here, its handler (`reaped`) reads and closes its
+            // streams and ends its sources: nothing of the child stays on
+            // the loop (its sources hold it unowned).
+            child.process.waitForExit()
         }
     }
 
@@ -222,7 +214,6 @@ final class CommandRunner {
     }
 
     private func spawnFailed(_ c: CommandConfig, _ call: String, _ e: Int32) {
-        failures &+= 1
         logger.error("command \(c.name): \(call) failed: \(String(cString: strerror(e)))")
     }
 
@@ -318,21 +309,6 @@ final class CommandRunner {
         s.source = nil
         close(s.fd)
         child.streams.removeAll { $0 === s }
-        // Without a pidfd, the end of the output is the exit (not when the
-        // child was already reaped: its exit is reported by whoever reaped it).
-        if child.pidSource == nil && child.streams.isEmpty && !child.reaped {
-            child.reaped = true
-            var status: Int32 = 0
-            waitpid(child.pid, &status, 0)
-            finish(child, status: status)
-        }
-    }
-
-    private func exited(_ child: Child) {
-        var status: Int32 = 0
-        let r = waitpid(child.pid, &status, WNOHANG)
-        guard r == child.pid else { return }
-        reaped(child, status: status)
     }
 
     private func timedOut(_ child: Child) {
@@ -349,13 +325,13 @@ final class CommandRunner {
 
     /// Signals the child's process group (the child leads it: it was
     /// spawned with POSIX_SPAWN_SETPGROUP), so what it started goes too.
-    /// Only while the child is not reaped: until then its pid, and so the
-    /// group's id, cannot be reused.
+    /// Only while the child is not reaped (`ChildSource` refuses after):
+    /// until then its pid, and so the group's id, cannot be reused.
     private func signalGroup(_ child: Child, _ sig: Int32) {
-        if kill(-child.pid, sig) != 0 && errno == ESRCH { kill(child.pid, sig) }
+        try? child.process.signalProcessGroup(sig)
     }
 
-    private func finish(_ child: Child, status: Int32) {
+    private func finish(_ child: Child, status: ChildSource.Status) {
         guard let i = children.firstIndex(where: { $0 === child }) else { return }
         children.remove(at: i)
         if let ci = child.command, ci < running.count { running[ci] = max(0, running[ci] - 1) }
@@ -367,14 +343,15 @@ final class CommandRunner {
         }
         child.streams = []
         let took = (rt.loop.now - child.start).short
-        let sig = status & 0x7f
-        if sig == 0 {
-            let code = (status >> 8) & 0xff
+        switch status {
+        case let .exited(code):
             let text = "\(child.label): exited with status \(code) after \(took)"
             if code == 0 { logger.info("\(text)", source: child.source) } else { logger.warning("\(text)", source: child.source) }
-        } else {
+        case let .killed(sig, _):
             logger.warning(
                 "\(child.label): killed by \(SignalMask.name(sig))\(child.termSent ? " (timeout)" : "") after \(took)")
+        case .lost:
+            logger.warning("\(child.label): ended after \(took); its exit status was collected elsewhere")
         }
     }
 
@@ -386,9 +363,10 @@ final class CommandRunner {
     /// command's `kill_after` later gets SIGKILL; at `deadline` (by
     /// default the largest `kill_after` of the children plus `stopMargin`
     /// from now) every group left gets SIGKILL, and every child is reaped
-    /// before this returns. Blocks the calling (main loop's) thread; waits
-    /// on the children's pidfds. Logs a line per child killed and one for
-    /// all.
+    /// before this returns. Blocks the calling (main loop's) thread without
+    /// running the loop (its clock may be manual): waits on the children's
+    /// pidfds through `ChildSource.waitForAnyExit`. Logs a line per child
+    /// killed and one for all.
     func stopAll(deadline: MonotonicInstant? = nil) {
         guard !children.isEmpty else { return }
         let start = MonotonicInstant.now
@@ -402,15 +380,11 @@ final class CommandRunner {
         }
         let total = left.count
         var killed = 0
-        var fds: [pollfd] = []
-        fds.reserveCapacity(total)
         while true {
-            // Reap what exited.
+            // Reap what exited (each one's handler reports it).
             left.removeAll { entry in
-                var status: Int32 = 0
-                let r = waitpid(entry.child.pid, &status, WNOHANG)
-                guard r == entry.child.pid || (r < 0 && errno == ECHILD) else { return false }
-                reaped(entry.child, status: status)
+                guard let status = entry.child.process.reapIfExited() else { return false }
+                settle(entry.child, status)
                 return true
             }
             if left.isEmpty { break }
@@ -424,43 +398,31 @@ final class CommandRunner {
             }
             if end <= now {
                 // Every group left has SIGKILL, which cannot be caught: reap.
-                for entry in left {
-                    var status: Int32 = 0
-                    while waitpid(entry.child.pid, &status, 0) < 0 && errno == EINTR {}
-                    reaped(entry.child, status: status)
-                }
+                for entry in left { settle(entry.child, entry.child.process.waitForExit()) }
                 break
             }
             // Sleep until a child exits, the next SIGKILL is due or the deadline.
             var next = end
             for entry in left where !entry.child.killSent && entry.killAt < next { next = entry.killAt }
-            fds.removeAll(keepingCapacity: true)
-            var blind = false
-            for entry in left {
-                if let fd = entry.child.pidSource?.fd { fds.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0)) } else { blind = true }
-            }
-            let ns = next.nanoseconds > now.nanoseconds ? next.nanoseconds - now.nanoseconds : 0
-            var ms = Int32(clamping: (ns + 999_999) / 1_000_000)
-            if blind { ms = min(ms, 10) }  // a child without a pidfd: look again soon
-            _ = poll(&fds, nfds_t(fds.count), max(ms, 1))
+            _ = ChildSource.waitForAnyExit(of: left.map { $0.child.process }, until: next)
         }
         let took = (MonotonicInstant.now - start).short
         logger.notice(
             "commands: \(total) \(total == 1 ? "child" : "children") stopped in \(took): \(total - killed) ended after SIGTERM, \(killed) needed SIGKILL")
     }
 
-    /// A child `stopAll` reaped.
-    /// A child waitpid collected (its exit seen, or at the stop): its pidfd
-    /// ends, what is left in its pipes is read, then its exit is reported.
-    private func reaped(_ child: Child, status: Int32) {
-        child.reaped = true
-        if let src = child.pidSource {
-            src.invalidate()
-            close(src.fd)
-            child.pidSource = nil
-        }
+    /// A child reaped (its exit seen on the loop, or at the stop): what is
+    /// left in its pipes is read, then its exit is reported. Its pidfd
+    /// closes with its `ChildSource`, when the child is let go.
+    private func reaped(_ child: Child, status: ChildSource.Status) {
         drain(child)
         finish(child, status: status)
+    }
+
+    /// A child `stopAll` reaped: its handler reported it, unless its source
+    /// was no longer valid (the loop ended, say): then it is reported here.
+    private func settle(_ child: Child, _ status: ChildSource.Status) {
+        if children.contains(where: { $0 === child }) { reaped(child, status: status) }
     }
 }
 

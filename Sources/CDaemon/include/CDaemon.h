@@ -2,15 +2,15 @@
 #define BOARDD_CDAEMON_H
 #include <sys/types.h>
 
-/// pidfd_open(2): an fd that becomes readable when the process exits (Linux 5.3+).
-/// Returns -1 with errno set.
-int bd_pidfd_open(pid_t pid);
-
 /// posix_spawn(3)/posix_spawnp with stdin from /dev/null, stdout and stderr
 /// onto the given fds, every signal unblocked and at its default action
 /// (the daemon blocks the signals it reads through signalfd, and a child
-/// would inherit that mask), in a new process group. Returns 0 or an errno.
-int bd_spawn(pid_t *pid, const char *path, char *const argv[], char *const envp[], int out_fd, int err_fd, int search_path);
+/// would inherit that mask), in a new process group; then the child's
+/// pidfd (pidfd_open, Linux 5.3+, close-on-exec) into `*pidfd`, which the
+/// caller owns. Returns 0 or posix_spawn's errno. When the child ran but
+/// pidfd_open failed, returns 0 with `*pidfd` set to -errno: the child's
+/// group was killed and the child reaped, so no child ever runs unwatched.
+int bd_spawn(pid_t *pid, int *pidfd, const char *path, char *const argv[], char *const envp[], int out_fd, int err_fd, int search_path);
 
 /// Sends the notify datagram `text` to `socket_path` ('@' = abstract
 /// namespace), as sd_notify does. Returns 0 or an errno.

@@ -185,6 +185,27 @@ int bl_tgsigqueue(pid_t tid, int signo, int value);
 int bl_sigrtmin(void);
 int bl_sigrtmax(void);
 
+// ---- child processes (pidfd) ---------------------------------------------
+/// pidfd_open(pid, 0) (Linux 5.3+): a close-on-exec fd that becomes
+/// readable when the process exits. -1/errno.
+int bl_pidfd_open(pid_t pid);
+/// pidfd_send_signal(pidfd, signo, NULL, 0) (Linux 5.1+). 0 or -1/errno.
+int bl_pidfd_send_signal(int pidfd, int signo);
+/// kill(-pgid, signo): a signal to every process of a group. 0 or -1/errno.
+int bl_kill_group(pid_t pgid, int signo);
+/// waitid(P_PIDFD, pidfd, WEXITED [| WNOHANG]) (Linux 5.4+; on an older
+/// kernel, which refuses P_PIDFD with EINVAL, waitid(P_PID, pid, ...)).
+/// Returns 1 and sets `*code` (CLD_EXITED, CLD_KILLED, CLD_DUMPED) and
+/// `*status` (the exit status or the signal) when the child was reaped, 0
+/// when it has not exited (nohang), -1/errno otherwise. EINTR is retried.
+int bl_pidfd_reap(int pidfd, pid_t pid, int nohang, int *code, int *status);
+/// poll(2) for readability on `count` pidfds, at most `timeout_ms` (-1:
+/// forever). Returns how many are readable (0 on timeout), or -1/errno.
+int bl_pidfds_wait(const int *fds, int count, int timeout_ms);
+static const int BL_CLD_EXITED = 1;
+static const int BL_CLD_KILLED = 2;
+static const int BL_CLD_DUMPED = 3;
+
 // ---- futex (for wait-until-done) ---------------------------------------
 /// Waits while *addr == expected, at most timeout_ns (-1 = forever).
 /// Returns 0 (woken or value changed), or -1/errno (ETIMEDOUT, EINTR, EAGAIN).
