@@ -68,7 +68,7 @@ public enum Launcher {
                 notifier: SystemdNotifier.fromEnvironment(), watchdog: SystemdNotifier.watchdogInterval(),
                 loadOptions: s.loadOptions, mock: mock, handleSignals: true)
             var o = options
-            o.extraTimers = s.demo ? 2 : 0
+            o.demo = s.demo
             o.stopTimeout = s.stopTimeout
             let daemon = try Daemon(config: config, options: o)
             var script: Demo.Script?
