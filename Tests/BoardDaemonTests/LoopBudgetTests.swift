@@ -103,6 +103,71 @@ final class LoopBudgetTests: XCTestCase {
         XCTAssertEqual(h.counters.commandsRunning, 0)
     }
 
+    /// docs/config.md's table of what each part costs is the code's: each
+    /// figure in it is taken from the parts' declarations.
+    func testTheDocsTableStatesTheDeclarations() throws {
+        let config = try XCTUnwrap(
+            ConfigLoader.load(
+                text: """
+                    board: demo
+                    lines:
+                      plain: { pin: BUTTON, input: { edge: both } }
+                      settled: { pin: ESTOP, input: { edge: both, settle: 5ms } }
+                      debounced: { pin: CHATTER, input: { edge: both, debounce: 5ms } }
+                      drained: { pin: MOCK0_10, input: { edge: both, drain: 100, drain_every: 10ms }, priority: low }
+                      held: { pin: MOCK0_11, input: { edge: both } }
+                      out: { pin: LED, output: {} }
+                      pulsed: { pin: FAN, output: {} }
+                    modes:
+                      critical: { admits: [high] }
+                    tasks:
+                      t: { every: 1s, do: [ pulse: { pulsed: 10ms } ] }
+                    sequences:
+                      p: { policy: parallel, max: 3, steps: [ toggle: out ] }
+                    commands:
+                      c: { argv: ["/bin/true"], max_running: 1 }
+                    reactions:
+                      - on: { line: held, hold: 1s }
+                        do: [ toggle: out ]
+                    """, file: "t.yaml", options: Fixtures.options()
+            ).config)
+        let quiet: GPIOCapabilities = [.kernelDebounce, .vanishWakesPoller]
+        func input(_ name: String, _ caps: GPIOCapabilities = quiet) -> LoopBudget {
+            InputLine.budget(config.line(named: name)!, in: config, capabilities: caps)
+        }
+        let plain = input("plain")
+        XCTAssertEqual(plain, LoopBudget(sources: plain.sources))
+        let filter = input("settled").timers, hold = input("held").timers
+        XCTAssertEqual(filter, hold, "one line timer, whatever needs it")
+        let drained = input("drained")
+        let debounce = input("debounced", [.vanishWakesPoller]).timers - input("debounced").timers
+        let vanish = input("plain", [.kernelDebounce]).timers
+        let output = OutputLine.budget(pulsed: false), pulsed = OutputLine.budget(pulsed: true)
+        let task = TaskRunner.budget(config.tasks[0])
+        let one = SequenceRunner.budget(SequenceConfig(name: "s", mode: nil, policy: .single, steps: [], loop: .main))
+        XCTAssertEqual(SequenceRunner.budget(config.sequences[0]), 3 * one)
+        let child = CommandRunner.budget(config.commands[0])
+        let runtime = LoopRuntime.budget(summary: false)
+        let summary = LoopRuntime.budget(summary: true).timers - runtime.timers
+        let signals = Daemon.budget(.init(signals: true, watchdog: false, summary: false, demo: false))
+        let watchdog = Daemon.budget(.init(signals: false, watchdog: true, summary: false, demo: false))
+        let demo = Daemon.budget(.init(signals: false, watchdog: false, summary: false, demo: true))
+        let worker = Daemon.workerBudget
+        let rows = [
+            "| an input line | \(plain.sources) (its line request) | \(filter) with `delayed_on`, `delayed_off`, `settle`, `gestures` or a `hold` reaction; \(drained.timers) with `drain_every` when a mode holds the line; \(debounce) with `debounce` where the kernel does not debounce (libgpiod 1.6, the mock chips); \(vanish) where a chip going away does not wake the poller (libgpiod 1.6: the vanish check) | \(drained.performs) with the `drain_every` timer (its drain's work item) |",
+            "| an output line | \(output.sources) | \(pulsed.timers) when some `pulse` targets it | \(pulsed.performs) |",
+            "| a task | \(task.sources) | \(task.timers) | \(task.performs) |",
+            "| a sequence | \(one.sources) | \(one.timers) per run it can have at once (1; `max` for `parallel`) | \(one.performs) |",
+            "| a command (main loop) | \(child.sources) per `max_running` (stdout, stderr, pidfd) | \(child.timers) per `max_running` (its timeout) | \(child.performs) |",
+            "| every loop's runtime | \(runtime.sources) (its message port) | \(runtime.timers) (the held-event replay) + \(summary) (the summary, unless summaries are off) | \(runtime.performs) (control requests: the nested mode run, the start, the stop, a reload's swap; with headroom) |",
+            "| the main loop's daemon | \(signals.sources) (the signals) | \(watchdog.timers) (the systemd watchdog, when systemd asks for one) + \(Daemon.runLimitBudget.timers) (a run-time limit) + \(demo.timers) (`--demo`'s script) | \(signals.performs) |",
+            "| a worker's thread | \(worker.sources) (its exit source) | \(worker.timers) | \(worker.performs) |",
+        ]
+        let docs = try String(contentsOfFile: Fixtures.packageRoot + "/docs/config.md", encoding: .utf8)
+        for row in rows { XCTAssertTrue(docs.contains(row + "\n"), "docs/config.md lacks: \(row)") }
+        XCTAssertTrue(docs.contains("nesting depth \(LoopBudget.nestingDepth) (the top-level run"))
+    }
+
     /// The capabilities a mock board's plan is made for are the mock
     /// chips' own, in what decides a budget (software debounce, vanish checks).
     func testTheMockPlanningCapabilitiesAreTheMockChips() throws {
