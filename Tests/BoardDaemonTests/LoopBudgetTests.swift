@@ -168,6 +168,33 @@ final class LoopBudgetTests: XCTestCase {
         XCTAssertTrue(docs.contains("nesting depth \(LoopBudget.nestingDepth) (the top-level run"))
     }
 
+    /// The GPIO layer's timers an input's budget counts are the ones its
+    /// request schedules, on every combination of the capabilities that
+    /// decide them (the daemon's tests run on the mock chips alone, which
+    /// have one of them).
+    func testTheGPIOLayersTimersAreTheOnesARequestSchedules() throws {
+        let config = try XCTUnwrap(
+            ConfigLoader.load(
+                text: "board: demo\nlines:\n  button: { pin: BUTTON, input: { edge: both, debounce: 10ms } }\n", file: "t.yaml",
+                options: Fixtures.options()
+            ).config)
+        let line = config.lines[0]
+        let mock = try Demo.makeChips()
+        for caps: GPIOCapabilities in [[], [.vanishWakesPoller], [.kernelDebounce], [.kernelDebounce, .vanishWakesPoller]] {
+            let backend = CapabilitiesBackend(mock, caps)
+            let chip = try GPIOChip.open("boardloop-mock0", backend: backend)
+            defer { chip.close() }
+            let request = try chip.request(.offset(17), line.settings)
+            defer { request.release() }
+            let loop = try BoardRunLoop()
+            try request.schedule(on: loop) { _ in }
+            defer { request.unschedule() }
+            let budget = InputLine.budget(LineID(0), in: config, capabilities: caps)
+            XCTAssertEqual(loop.usage.sources, budget.sources, "\(caps)")
+            XCTAssertEqual(loop.usage.timers, budget.timers, "\(caps)")
+        }
+    }
+
     /// The capabilities a mock board's plan is made for are the mock
     /// chips' own, in what decides a budget (software debounce, vanish checks).
     func testTheMockPlanningCapabilitiesAreTheMockChips() throws {
@@ -232,4 +259,18 @@ extension Daemon {
             XCTAssertGreaterThanOrEqual(caps.nestingDepth, 2, "\(name): a run and a nested mode run", file: file, line: line)
         }
     }
+}
+
+/// The mock chips behind other capabilities (a kernel debounce, a poller
+/// the chip's going away does not wake).
+private final class CapabilitiesBackend: GPIOChipOpening, @unchecked Sendable {
+    let mock: MockGPIO
+    let capabilities: GPIOCapabilities
+    init(_ mock: MockGPIO, _ capabilities: GPIOCapabilities) {
+        self.mock = mock
+        self.capabilities = capabilities
+    }
+    var backendName: String { "mock with \(capabilities)" }
+    func listChips() throws(GPIOError) -> [GPIOChipInfo] { try mock.listChips() }
+    func openChip(_ chip: String) throws(GPIOError) -> any GPIOChipDriver { try mock.openChip(chip) }
 }
