@@ -129,14 +129,8 @@ final class ConfigParser {
         if let e = entry("reactions") { parseReactions(e) }
         planHeldEvents()  // before the capacities: a chosen drain_every is a timer
         computeCapacities(root: root)
-        guard let board else { return nil }
-        return DaemonConfig(
-            file: file,
-            board: BoardChoice(
-                name: board.name, title: board.title, file: board.file, backend: board.backend, chips: board.chips,
-                detected: boardDetected),
-            priorities: priorities, lines: lines, modes: modes, tasks: tasks, reactions: reactions, sequences: sequences,
-            commands: commands, loops: loops, warnings: [])
+        guard board != nil else { return nil }
+        return resolved
     }
 
     // MARK: Board
