@@ -248,6 +248,9 @@ final class PerformQueue: @unchecked Sendable {
 
     var mayHavePending: Bool { pendingCount.load(ordering: .acquiring) > 0 }
 
+    /// Requests posted and not yet taken to run (or cancelled).
+    var queuedCount: Int { pendingCount.load(ordering: .acquiring) }
+
     @inline(__always) private func state(_ slot: Int32) -> UInt32 { Futex.load(states + Int(slot)) & 7 }
     @inline(__always) private func generation(_ slot: Int32) -> UInt32 { Futex.load(states + Int(slot)) >> 3 }
     @inline(__always) private func setState(_ slot: Int32, _ s: UInt32) {

@@ -54,7 +54,7 @@ enum Boardd {
         #expect(lines.contains("  reactions[3]: estop edge falling -> set valve off; stop pour; log info \"emergency stop\""))
         #expect(lines.contains("  pour: mode critical, policy single, on main: set valve on; wait 150ms; set valve off"))
         #expect(lines.contains("  io (cpu 1, SCHED_FIFO 50): lines button, estop, valve"))
-        #expect(lines.contains("    capacities: sources 4, timers 3, observers 1, modes 2, pending performs 40, events per wait 4, nesting 4"))
+        #expect(lines.contains("    capacities: sources 4, timers 6, observers 1, modes 2, pending performs 32, events per wait 4, nesting 4"))
     }
 
     /// A pin given by another of its names is shown with the board's name.

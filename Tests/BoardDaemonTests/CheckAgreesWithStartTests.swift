@@ -43,12 +43,7 @@ final class CheckAgreesWithStartTests: XCTestCase {
     /// mock chips made from its board file, with the same labels). The
     /// demo's script (`.script.yaml`) is not a config.
     func testEveryConfigTheCheckAcceptsStarts() throws {
-        var paths: [String] = []
-        for dir in [Fixtures.directory + "/good", Fixtures.examples] {
-            let names = try FileManager.default.contentsOfDirectory(atPath: dir)
-                .filter { $0.hasSuffix(".yaml") && !$0.hasSuffix(".script.yaml") }.sorted()
-            paths += names.map { dir + "/" + $0 }
-        }
+        let paths = try Fixtures.configPaths()
         XCTAssertGreaterThanOrEqual(paths.count, 6)
         for path in paths {
             let result = ConfigLoader.load(path: path, options: Fixtures.options())

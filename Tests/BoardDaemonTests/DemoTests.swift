@@ -101,7 +101,7 @@ import Testing
         var logger = Logger(label: "test") { l in BoarddLogHandler(label: l, level: .critical, journal: false) }
         logger.logLevel = .critical
         var options = Daemon.Options(logger: logger, clock: .manual(clock), modeDriver: .external, summaryInterval: nil, mock: mock)
-        options.extraTimers = Demo.Script.timers
+        options.demo = true
         let daemon = try Daemon(config: config, options: options)
         defer { daemon.shutdown() }
         let script = Demo.Script(try Demo.ScriptFile.builtIn(), gpio: mock, loop: daemon.loop, logger: logger)

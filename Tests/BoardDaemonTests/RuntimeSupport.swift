@@ -62,6 +62,8 @@ final class Harness {
         var options = Daemon.Options(logger: logger, clock: .manual(clock), modeDriver: .external, summaryInterval: nil, mock: mock)
         options.stopTimeout = stopTimeout
         daemon = try Daemon(config: config, options: options)
+        // Every test's config: each loop holds what its plan counts.
+        try daemon.checkLoopBudgets("test.yaml", file: file, line: line)
     }
 
     deinit { daemon.shutdown() }

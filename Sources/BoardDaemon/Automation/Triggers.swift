@@ -66,13 +66,12 @@ extension Trigger {
         }
     }
 
-    /// Whether the trigger keeps per-reaction state in time (a press to
-    /// time, presses to count, a hold's deadline) rather than firing on an
-    /// edge alone.
-    var isTimed: Bool {
+    /// Whether the trigger sets deadlines on its line's timer (a gesture's
+    /// are its group's: `InputLine.needsTimer`).
+    var hasDeadlines: Bool {
         switch self {
-        case .click, .multiPress, .hold: true
-        case .edge, .press, .release, .gesture: false
+        case .hold: true
+        case .edge, .press, .release, .click, .multiPress, .gesture: false
         }
     }
 }
@@ -117,6 +116,7 @@ struct TriggerState {
 
     init(reaction: Int, trigger: Trigger) {
         self.reaction = reaction
+        hasDeadlines = trigger.hasDeadlines
         switch trigger {
         case let .edge(e): kind = .edge(e)
         case .press: kind = .press
@@ -129,10 +129,7 @@ struct TriggerState {
     }
 
     /// Whether the trigger sets deadlines on its line's timer.
-    var hasDeadlines: Bool {
-        if case .hold = kind { return true }
-        return false
-    }
+    let hasDeadlines: Bool
 
     /// A logical edge at `t`; returns whether the trigger fires now.
     mutating func edge(_ rising: Bool, at t: UInt64) -> Bool {

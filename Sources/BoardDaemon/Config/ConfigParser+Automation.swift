@@ -37,20 +37,14 @@ extension ConfigParser {
         commands.append(c)
     }
 
-    /// An output line for `set`, `toggle`, `pulse`; counts cross-loop use.
+    /// An output line for `set`, `toggle`, `pulse`.
     func outputRef(_ node: Node, _ path: String, name: String, action: String, _ ctx: ActionContext) -> LineID? {
         guard let id = lineRef(node, path, named: name) else { return nil }
         guard lines[id.index].isOutput else {
             r.error(node, path, "line '\(name)' is an input; \(action) needs an output line")
             return nil
         }
-        noteUse(of: id, from: ctx.loop)
         return id
-    }
-
-    func noteUse(of line: LineID, from loop: LoopID) {
-        let owner = lines[line.index].loop
-        if owner != loop { remoteActionSites[owner.index] += 1 }
     }
 
     // MARK: Actions
@@ -93,7 +87,6 @@ extension ConfigParser {
             for x in r.mapping(v, e.path, what: "a mapping of lines to durations, such as pulse: { led: 100ms }") ?? [] {
                 let id = outputRef(x.keyNode, x.path, name: x.key, action: "pulse", ctx)
                 if let d = positiveDuration(x.value, x.path), let id {
-                    pulsedLines.insert(id)
                     out.append(.pulse(id, d))
                 }
             }
@@ -126,7 +119,6 @@ extension ConfigParser {
         case "mode": return mode(v, e.path).map { [.mode($0)] } ?? []
         case "sequence", "stop":
             guard let id = sequenceRef(v, e.path) else { return [] }
-            sequenceUses.append((id, ctx.loop))
             return [e.key == "sequence" ? .startSequence(id) : .stopSequence(id)]
         default: return parseIf(v, e.path, ctx).map { [$0] } ?? []
         }
@@ -206,7 +198,6 @@ extension ConfigParser {
     // MARK: Run
 
     func parseRun(_ node: Node, _ path: String, _ ctx: ActionContext) -> Action? {
-        if ctx.loop != .main { remoteActionSites[LoopID.main.index] += 1 }
         if case .sequence = node {
             guard let items = r.list(node, path) else { return nil }
             var argv: [String] = []
@@ -369,7 +360,6 @@ extension ConfigParser {
                 r.error(item, path, "a reaction needs do (its actions)")
             }
             guard log.errorCount == before, let trigger, let actions else { continue }
-            if trigger.1.isTimed { timedReactionsPerLoop[loop.index] += 1 }
             if let x = entry("on") { noteClickOrMultiPress(trigger, x.value) }
             reactions.append(
                 ReactionConfig(name: name, line: trigger.0, trigger: trigger.1, condition: condition, actions: actions, loop: loop))

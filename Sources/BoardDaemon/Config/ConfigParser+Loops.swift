@@ -77,8 +77,6 @@ extension ConfigParser {
             for id in l.lines { lines[id.index].loop = LoopID(i) }
         }
         loops[0].lines = lines.indices.map(LineID.init).filter { lines[$0.index].loop == .main }
-        remoteActionSites = Array(repeating: 0, count: loops.count)
-        timedReactionsPerLoop = Array(repeating: 0, count: loops.count)
     }
 
     func workerRef(_ node: Node, _ path: String) -> LoopID? {
@@ -191,38 +189,32 @@ extension ConfigParser {
 
     // MARK: Capacities
 
-    /// The engine capacities of each loop (docs/config.md, "Capacities").
+    /// The config as resolved so far, for the loops' budgets (the parts a
+    /// loop's capacities are the sum of: `LoopBudget`).
+    var resolved: DaemonConfig {
+        DaemonConfig(
+            file: file,
+            board: BoardChoice(
+                name: board?.name ?? "", title: board?.title ?? "", file: board?.file ?? "", backend: board?.backend ?? .kernel,
+                chips: board?.chips ?? [], detected: boardDetected),
+            priorities: priorities, lines: lines, modes: modes, tasks: tasks, reactions: reactions, sequences: sequences,
+            commands: commands, loops: loops, warnings: [])
+    }
+
+    /// The backend capabilities the plan counts with (`LoopBudget.planningCapabilities`).
+    var planningCapabilities: GPIOCapabilities { LoopBudget.planningCapabilities(board?.backend ?? .kernel) }
+
+    /// The engine capacities of each loop (docs/config.md, "Capacities"):
+    /// what `boardd --config FILE` makes it with, at most.
     func computeCapacities(root: Node) {
         guard !loops.isEmpty else { return }
+        let config = resolved
         let customModes = modes.count - 1
-        if sequences.count == declaredSequences.count {
-            for (s, from) in sequenceUses where sequences[s.index].loop != from { remoteActionSites[sequences[s.index].loop.index] += 1 }
-        }
         for (i, loop) in loops.enumerated() {
-            let id = LoopID(i)
             let owned = loop.lines.map { lines[$0.index] }
-            let inputs = owned.filter(\.isInput)
-            var sources = owned.count + 1  // the lines, the loop's message port
-            var timers = 0
-            timers += tasks.filter { $0.loop == id }.count
-            timers += inputs.filter { $0.settings.debounce > .zero }.count  // software debounce (libgpiod 1.6)
-            timers += inputs.filter { !$0.filters.isEmpty }.count
-            timers += inputs.filter { $0.gestures != nil }.count
-            timers += inputs.filter { $0.rateLimit != nil }.count
-            let drainTimers = inputs.filter(\.held.drainsOnTimer).count
-            timers += drainTimers
-            timers += timedReactionsPerLoop[i]
-            timers += pulsedLines.filter { lines[$0.index].loop == id }.count
-            timers += sequences.filter { $0.loop == id }.map(\.policy.concurrentRuns).reduce(0, +)
-            if i == 0 {
-                let children = commands.map(\.maxRunning).reduce(0, +)
-                sources += 1 + 3 * children  // signalfd; stdout, stderr and pidfd per child
-                timers += children + 1  // a timeout per child; the watchdog
-            }
-            let modeCount = 1 + customModes
-            loops[i].capacities = BoardRunLoop.Capacities(
-                sources: sources, timers: max(timers, 1), observers: 1, modes: modeCount,
-                pendingPerforms: 32 + 4 * remoteActionSites[i] + drainTimers, eventsPerWait: min(sources, 65536), nestingDepth: 4)
+            loops[i].capacities = LoopBudget.capacities(
+                config, loop: LoopID(i), capabilities: planningCapabilities, extras: .configStart)
+            let modeCount = loops[i].capacities.modes
 
             // What the engine and the kernel cannot provide.
             if modeCount > Self.maxModes {
@@ -231,7 +223,7 @@ extension ConfigParser {
                     "\(customModes) modes and the default mode make \(modeCount) on the \(loop.name) loop; a run loop has at most \(Self.maxModes)"
                 )
             }
-            checkReservation(loop: i, root: root)
+            checkReservation(loop: i, config: config, root: root)
             var perChip: [String: Int] = [:]
             for l in owned {
                 switch l.address {

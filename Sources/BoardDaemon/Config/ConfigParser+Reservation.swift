@@ -1,84 +1,58 @@
 import Boardloop
 import BoardSupport
+import BoardloopGPIO
 import Yams
 
 extension ConfigParser {
-    /// What a part of the config adds to its loop.
+    /// What a part of the config adds to its loop, where the file gives it.
     private struct Share {
         var at: Position
         var node: Node
         var path: String
-        var sources = 0
-        var timers = 0
-        var performs = 0
-    }
-
-    /// The capacities the daemon makes loop `i` with at start, at most: the
-    /// config's, plus what the daemon and the GPIO layer add (`Daemon.init`
-    /// and `Daemon.startWorkers`): the held-event replay and summary timers,
-    /// a vanish-check timer per input (kernels before 6.6), on the main loop
-    /// the systemd watchdog's timer, a run-time limit's timer and the signal
-    /// source, on a worker its thread's exit source.
-    func startCapacities(loop i: Int) -> BoardRunLoop.Capacities {
-        var c = loops[i].capacities
-        let inputs = loops[i].lines.filter { lines[$0.index].isInput }.count
-        c.timers += Daemon.ownTimers + inputs
-        if i == 0 {
-            c.timers += 2
-            c.sources += 1
-        } else {
-            c.sources += LoopThread.ownSources
-        }
-        return c
+        var budget: LoopBudget
     }
 
     /// What the engine refuses to make a loop with (`BoardRunLoop.init`):
-    /// a capacity above its maximum, or more than 256 MiB reserved. The
+    /// a capacity above its maximum, or more than 256 MiB reserved, with the
+    /// capacities the start makes it with (`loops[i].capacities`). The
     /// error is at the key whose share takes the loop over the limit, the
-    /// shares counted in the order they appear in the file.
-    func checkReservation(loop i: Int, root: Node) {
+    /// shares (each part's `LoopBudget`) counted in the order they appear
+    /// in the file.
+    func checkReservation(loop i: Int, config: DaemonConfig, root: Node) {
         guard loops[i].capacities.modes <= Self.maxModes else { return }  // reported as too many modes
         let name = loops[i].name
-        let start = startCapacities(loop: i)
+        let id = LoopID(i)
+        let caps = planningCapabilities
+        let pulsed = Program(config: config, generation: 0).pulsedLines
         var shares: [Share] = []
-        for id in loops[i].lines where id.index < lineNodes.count {
-            let l = lines[id.index]
-            let node = lineNodes[id.index]
-            var s = Share(at: YAMLReader.position(node), node: node, path: "lines.\(l.name)", sources: 1)
-            if l.isInput {
-                s.timers = 1  // the vanish check
-                if l.settings.debounce > .zero { s.timers += 1 }
-                if !l.filters.isEmpty { s.timers += 1 }
-                if l.gestures != nil { s.timers += 1 }
-                if l.rateLimit != nil { s.timers += 1 }
-                if l.held.drainsOnTimer {
-                    s.timers += 1
-                    s.performs += 1
-                }
-            }
-            shares.append(s)
+        for l in loops[i].lines where l.index < lineNodes.count {
+            let node = lineNodes[l.index]
+            let b =
+                lines[l.index].isInput
+                ? InputLine.budget(l, in: config, capabilities: caps) : OutputLine.budget(pulsed: pulsed.contains(l.index))
+            shares.append(Share(at: YAMLReader.position(node), node: node, path: "lines.\(lines[l.index].name)", budget: b))
         }
-        for q in sequences where q.loop == LoopID(i) {
+        for q in sequences where q.loop == id {
             guard case .parallel = q.policy, let (node, path) = sequenceMaxNodes[q.name] else { continue }
-            shares.append(Share(at: YAMLReader.position(node), node: node, path: path, timers: q.policy.concurrentRuns))
+            shares.append(Share(at: YAMLReader.position(node), node: node, path: path, budget: SequenceRunner.budget(q)))
         }
         if i == 0 {
             for c in commands {
                 guard let (node, path) = commandNodes[c.name] else { continue }
-                shares.append(Share(at: YAMLReader.position(node), node: node, path: path, sources: 3 * c.maxRunning, timers: c.maxRunning))
+                shares.append(Share(at: YAMLReader.position(node), node: node, path: path, budget: CommandRunner.budget(c)))
             }
         }
         shares.sort { ($0.at.line, $0.at.column) < ($1.at.line, $1.at.column) }
-        var c = start
-        c.sources -= shares.map(\.sources).reduce(0, +)
-        c.timers -= shares.map(\.timers).reduce(0, +)
-        c.pendingPerforms -= shares.map(\.performs).reduce(0, +)
-        guard let first = problem(c, loop: name) else {
+        let total = LoopBudget.total(config, loop: id, capabilities: caps, extras: .configStart)
+        var b = shares.reduce(total) { rest, s in
+            LoopBudget(
+                sources: rest.sources - s.budget.sources, timers: rest.timers - s.budget.timers,
+                observers: rest.observers - s.budget.observers, performs: rest.performs - s.budget.performs)
+        }
+        guard let first = problem(LoopBudget.capacities(b, modes: modes.count), loop: name) else {
             for s in shares {
-                c.sources += s.sources
-                c.timers += s.timers
-                c.pendingPerforms += s.performs
-                if let p = problem(c, loop: name) {
+                b += s.budget
+                if let p = problem(LoopBudget.capacities(b, modes: modes.count), loop: name) {
                     r.error(s.node, s.path, "this makes " + p)
                     return
                 }

@@ -53,14 +53,6 @@ final class ConfigParser {
     var loopLineNodes: [Node?] = []
     var tasks: [TaskConfig] = []
     var reactions: [ReactionConfig] = []
-    /// Per loop: action sites on other loops that act on it (cross-loop posts).
-    var remoteActionSites: [Int] = []
-    /// Lines something pulses (each needs a timer on its loop).
-    var pulsedLines: Set<LineID> = []
-    /// Sequences started or stopped, and from which loop (counted as
-    /// cross-loop posts once every sequence's loop is known).
-    var sequenceUses: [(SequenceID, LoopID)] = []
-    var timedReactionsPerLoop: [Int] = []
     /// Per input line (by name): where the config gives `buffer`, `drain`,
     /// `drain_every` and `max_rate` (for the held-events warnings).
     var heldKeys: [String: [String: YAMLReader.Entry]] = [:]
@@ -137,14 +129,8 @@ final class ConfigParser {
         if let e = entry("reactions") { parseReactions(e) }
         planHeldEvents()  // before the capacities: a chosen drain_every is a timer
         computeCapacities(root: root)
-        guard let board else { return nil }
-        return DaemonConfig(
-            file: file,
-            board: BoardChoice(
-                name: board.name, title: board.title, file: board.file, backend: board.backend, chips: board.chips,
-                detected: boardDetected),
-            priorities: priorities, lines: lines, modes: modes, tasks: tasks, reactions: reactions, sequences: sequences,
-            commands: commands, loops: loops, warnings: [])
+        guard board != nil else { return nil }
+        return resolved
     }
 
     // MARK: Board

@@ -473,8 +473,10 @@ public struct LoopPlan: Sendable, Equatable {
     /// Whether the worker may run without the real-time settings it is
     /// refused (`cpu`, `priority`, `mlockall`).
     public var realtime: RealtimePolicy = .required
-    /// The engine capacities the loop needs (see `docs/config.md`,
-    /// "Capacities", for how each is computed); the loop is made with them.
+    /// The engine capacities the loop needs, at most, as `boardd --config`
+    /// starts it (the sum of its parts' budgets, `LoopBudget`; see
+    /// `docs/config.md`, "Capacities"); the start counts them again for its
+    /// own backend and options.
     public var capacities: BoardRunLoop.Capacities
 }
 

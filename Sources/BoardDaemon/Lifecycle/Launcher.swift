@@ -72,7 +72,7 @@ public enum Launcher {
                 notifier: SystemdNotifier.fromEnvironment(), watchdog: SystemdNotifier.watchdogInterval(),
                 loadOptions: s.loadOptions, handleSignals: true)
             var o = options
-            o.extraTimers = s.demo ? Demo.Script.timers : 0
+            o.demo = s.demo
             o.stopTimeout = s.stopTimeout
             let daemon = try Daemon(config: config, options: o)
             var script: Demo.Script?

@@ -174,9 +174,9 @@ public enum Demo {
 
     /// Plays a script on the main loop's timers (the mock chips are driven
     /// from the main thread; the loops see real edges through their fds),
-    /// over and over until `stop()`. Two timers: the steps and a flood.
+    /// over and over until `stop()`. Two timers, the steps and a flood
+    /// (`Demo.Script.budget`).
     public final class Script {
-        public static let timers = 2
         static let floodPerMillisecond = 2
         let script: ScriptFile
         let gpio: MockGPIO

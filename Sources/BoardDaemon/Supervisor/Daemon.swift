@@ -30,8 +30,8 @@ public final class Daemon: @unchecked Sendable {
         public var mock: MockGPIO?
         /// Install SIGTERM/SIGINT (stop) and SIGHUP (reload) sources; they must be blocked first.
         public var handleSignals: Bool
-        /// Timers the caller adds to the main loop (a run-time limit, the demo's script).
-        public var extraTimers = 0
+        /// The caller runs the demo's script on the main loop (its timers are counted there).
+        public var demo = false
         /// How long a stop may take in all (keep it below systemd's
         /// `TimeoutStopSec=`): half of it for the loops to set their outputs
         /// safe, the rest for child processes and the loops' ends. Past it,
@@ -54,17 +54,6 @@ public final class Daemon: @unchecked Sendable {
             self.mock = mock
             self.handleSignals = handleSignals
         }
-    }
-
-    /// Timers every loop has beyond the config's count: the held-event replay and the summary.
-    static let ownTimers = 2
-
-    /// Timers the GPIO layer adds on a loop: where the chip going away does
-    /// not wake a poller (libgpiod 1.6), each input request checks for it
-    /// on a timer of its own (`GPIOLineRequest.vanishCheckInterval`).
-    static func backendTimers(_ config: DaemonConfig, loop: Int, gpio: any GPIOBackend) -> Int {
-        guard !gpio.capabilities.contains(.vanishWakesPoller) else { return 0 }
-        return config.lines.filter { $0.isInput && $0.loop.index == loop }.count
     }
 
     public internal(set) var config: DaemonConfig
@@ -104,11 +93,7 @@ public final class Daemon: @unchecked Sendable {
             let box = boxes[config.loops.firstIndex(of: plan)!]
             return try BoardMessagePort(label: "boardd.\(plan.name)", slots: 256, slotSize: 48) { m in box.rt?.received(m) }
         }
-        var caps = config.loops[0].capacities
-        caps.timers += Self.ownTimers + (options.watchdog != nil ? 1 : 0) + options.extraTimers + 1  // + run(for:)
-        caps.timers += Self.backendTimers(config, loop: 0, gpio: gpio)
-        caps.sources += options.handleSignals ? 1 : 0
-        loop = try BoardRunLoop(capacities: caps, clock: options.clock)
+        loop = try BoardRunLoop(capacities: Self.capacities(config, loop: 0, gpio: gpio, options: options), clock: options.clock)
         main = LoopRuntime(id: .main, loop: loop, program: program, logger: options.logger, driver: options.modeDriver, ports: ports,
             trace: traceLog.rings[0])
         boxes[0].rt = main
@@ -151,11 +136,8 @@ public final class Daemon: @unchecked Sendable {
 
     private func startWorkers(_ program: Program, memoryLockRefused: String?) throws {
         for (i, plan) in config.loops.enumerated().dropFirst() {
-            var caps = plan.capacities
-            caps.timers += Self.ownTimers + Self.backendTimers(config, loop: i, gpio: gpio)
-            caps.sources += LoopThread.ownSources  // the worker thread's exit source
             let settings = LoopThread.Settings(
-                capacities: caps, cpuAffinity: plan.cpus.isEmpty ? nil : plan.cpus,
+                capacities: capacities(for: config, loop: i), cpuAffinity: plan.cpus.isEmpty ? nil : plan.cpus,
                 fifoPriority: plan.realtimePriority.map { Int32($0) }, timerSlack: plan.timerSlack,
                 realtimeRequired: plan.realtime == .required)
             let box = boxes[i]

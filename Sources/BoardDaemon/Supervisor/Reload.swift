@@ -77,13 +77,13 @@ extension Daemon {
                 return "line '\(l.name)' moved from loop '\(config.loops[old.loop.index].name)' to '\(new.loops[l.loop.index].name)'"
             }
         }
-        for (a, b) in zip(config.loops, new.loops) {
+        for (i, (a, b)) in zip(config.loops, new.loops).enumerated() {
             if a.cpus != b.cpus || a.realtimePriority != b.realtimePriority || a.timerSlack != b.timerSlack
                 || a.lockMemory != b.lockMemory || a.realtime != b.realtime
             {
                 return "worker '\(a.name)' settings changed"
             }
-            let x = a.capacities, y = b.capacities
+            let x = boxes[i].loop?.capacities ?? capacities(for: config, loop: i), y = capacities(for: new, loop: i)
             if y.sources > x.sources || y.timers > x.timers || y.modes > x.modes || y.pendingPerforms > x.pendingPerforms
                 || y.eventsPerWait > x.eventsPerWait
             {
