@@ -5,18 +5,19 @@ import BoardloopGPIO
 final class OutputLine {
     let id: Int
     let config: LineConfig
-    unowned let rt: LoopRuntime
+    /// The loop its pulse timer is on.
+    unowned let loop: BoardRunLoop
     let events: EventSink
     let request: GPIOLineRequest
     let cell: LineCell
     @exclusivity(unchecked) private(set) var value: Bool
     @exclusivity(unchecked) private var pulseTimer: RunLoopTimer?
 
-    init(id: Int, config: LineConfig, runtime: LoopRuntime, request: GPIOLineRequest, cell: LineCell, value: Bool) {
+    init(id: Int, config: LineConfig, loop: BoardRunLoop, events: EventSink, request: GPIOLineRequest, cell: LineCell, value: Bool) {
         self.id = id
         self.config = config
-        rt = runtime
-        events = runtime.events
+        self.loop = loop
+        self.events = events
         self.request = request
         self.cell = cell
         self.value = value
@@ -30,7 +31,7 @@ final class OutputLine {
             self.pulseTimer?.fireDate = .distantFuture
             self.set(false)
         }
-        try rt.loop.add(t, mode: .common)
+        try loop.add(t, mode: .common)
         pulseTimer = t
     }
 
@@ -49,7 +50,7 @@ final class OutputLine {
 
     func pulse(_ ns: Int64) {
         set(true)
-        pulseTimer?.fireDate = MonotonicInstant(nanoseconds: rt.nowNanoseconds &+ UInt64(max(0, ns)))
+        pulseTimer?.fireDate = MonotonicInstant(nanoseconds: loop.now.nanoseconds &+ UInt64(max(0, ns)))
     }
 
     /// When the pulse in flight ends (nil: none is).

@@ -114,7 +114,7 @@ extension LoopRuntime {
                 try input.schedule()
                 rt.inputs[i] = input
             } else {
-                let out = OutputLine(id: i, config: line, runtime: rt, request: request, cell: cell, value: value)
+                let out = OutputLine(id: i, config: line, loop: rt.loop, events: rt.events, request: request, cell: cell, value: value)
                 if rt.program.pulsedLines.contains(i) { try out.makePulseTimer() }
                 if let pulseEnd { try out.resumePulse(until: pulseEnd) }
                 rt.outputs[i] = out
