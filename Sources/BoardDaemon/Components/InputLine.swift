@@ -32,19 +32,19 @@ final class InputLine: @unchecked Sendable {
     /// Reactions on gestures (a repeating hold with its deadline).
     @exclusivity(unchecked) var gestureReactions: [GestureReaction] = []
     /// Whether some gesture reaction is a hold that repeats.
-    private var gestureRepeats = false
-    @exclusivity(unchecked) private var timer: RunLoopTimer?
-    @exclusivity(unchecked) private var armedAt: UInt64 = never
+    var gestureRepeats = false
+    @exclusivity(unchecked) var timer: RunLoopTimer?
+    @exclusivity(unchecked) var armedAt: UInt64 = never
     /// Reads the kernel's events into the ring while the line is held
     /// (`drain` with `drain_every`); only in the modes that hold the line.
-    @exclusivity(unchecked) private var drainTimer: RunLoopTimer?
+    @exclusivity(unchecked) var drainTimer: RunLoopTimer?
     /// The drain's read, run after the pass's timers (see `drainTimerFired`).
-    @exclusivity(unchecked) private var drainItem: PerformWorkItem?
+    @exclusivity(unchecked) var drainItem: PerformWorkItem?
     /// The posted drain, while it waits for its pass.
-    @exclusivity(unchecked) private var drainToken: PerformToken?
+    @exclusivity(unchecked) var drainToken: PerformToken?
 
     /// The filters (`delayed_on`/`delayed_off`, then `settle`).
-    @exclusivity(unchecked) private var filters: FilterChain
+    @exclusivity(unchecked) var filters: FilterChain
     private lazy var bothEdges = config.settings.edgeDetection == .both
 
     // Held events: a fixed ring (the rest of a batch read when the loop
@@ -58,7 +58,7 @@ final class InputLine: @unchecked Sendable {
     @exclusivity(unchecked) private(set) var eventsSeen: UInt64 = 0
     @exclusivity(unchecked) private(set) var heldInRing: UInt64 = 0
     /// Drain timer fires that found events in the kernel.
-    @exclusivity(unchecked) private(set) var drainReads: UInt64 = 0
+    @exclusivity(unchecked) var drainReads: UInt64 = 0
     /// Events lost: exact where the kernel numbers them (v2) and for ring overflow.
     @exclusivity(unchecked) private(set) var lost: UInt64 = 0
     /// Kernel buffers found full on libgpiod 1.6 (loss possible, not countable).
@@ -327,7 +327,7 @@ final class InputLine: @unchecked Sendable {
     /// Delivers what the ring holds, then — unless older events still wait
     /// in the kernel (they come first, in this pass's sources step) — fires
     /// the deadlines that passed and arms the next.
-    private func deliverHeldThenAdvance() {
+    func deliverHeldThenAdvance() {
         drainRing()
         if kernelHasEvents() {
             rearmSoon()
@@ -347,7 +347,7 @@ final class InputLine: @unchecked Sendable {
         if let l = filters.edge(rising, at: t, reported: level) { report(l, at: t) }
     }
 
-    private func report(_ l: Bool, at t: UInt64) {
+    func report(_ l: Bool, at t: UInt64) {
         guard l != level else { return }
         level = l
         cell.value.store(l, ordering: .relaxed)
@@ -369,7 +369,7 @@ final class InputLine: @unchecked Sendable {
         if gesture != nil, let g = gesture!.edge(l, at: t) { fireGesture(g, at: t) }
     }
 
-    private func fireGesture(_ g: GestureKind, at t: UInt64) {
+    func fireGesture(_ g: GestureKind, at t: UInt64) {
         events.gesture(line: id, g)
         var k = 0
         while k < gestureReactions.count {
@@ -379,124 +379,5 @@ final class InputLine: @unchecked Sendable {
             }
             k += 1
         }
-    }
-
-    // MARK: Deadlines
-
-    private var nextDeadline: UInt64 {
-        var d = filters.deadline
-        if let g = gesture { d = min(d, g.deadline) }
-        var k = 0
-        while k < triggers.count {
-            d = min(d, triggers[k].deadline)
-            k += 1
-        }
-        if gestureRepeats {
-            k = 0
-            while k < gestureReactions.count {
-                d = min(d, gestureReactions[k].deadline)
-                k += 1
-            }
-        }
-        return d
-    }
-
-    /// How many deadlines one `advance` fires at most. Each deadline moves
-    /// on or clears, so the loop ends; the bound keeps one call from
-    /// holding the loop for long (a short hold repeat on a line that was
-    /// held back for hours). Past it the line's timer, armed at the next
-    /// (past) deadline, fires the rest in the next pass (an edge that asked
-    /// for the advance is processed first), and the log says so.
-    static let deadlinesPerAdvance = 100_000
-
-    /// Fires every deadline up to `t`, earliest first.
-    func advance(to t: UInt64) {
-        var handled = 0
-        while true {
-            let d = nextDeadline
-            if d == never || d > t { return }
-            if handled == Self.deadlinesPerAdvance {
-                events.deadlinesDeferred(config.name, handled: handled)
-                return
-            }
-            handled += 1
-            if filters.deadline == d {
-                if let l = filters.deadlinePassed(at: d, reported: level) { report(l, at: d) }
-            } else if gesture?.deadline == d {
-                if let g = gesture!.deadlinePassed() { fireGesture(g, at: d) }
-            } else {
-                var k = 0
-                var found = false
-                while k < triggers.count {
-                    if triggers[k].deadline == d {
-                        if triggers[k].deadlinePassed() {
-                            rt.fire(reaction: triggers[k].reaction, line: self, rising: true, at: d, repeat: triggers[k].repeatCount)
-                        }
-                        found = true
-                        break
-                    }
-                    k += 1
-                }
-                k = 0
-                while !found && k < gestureReactions.count {
-                    if gestureReactions[k].deadline == d {
-                        let count = gestureReactions[k].repeatDue()
-                        rt.fire(reaction: gestureReactions[k].reaction, line: self, rising: true, at: d, repeat: count)
-                        break
-                    }
-                    k += 1
-                }
-            }
-            if !rt.admits(config.priority) { return }  // a reaction started a mode that holds the line
-        }
-    }
-
-    private func arm() {
-        guard let timer else { return }
-        let d = nextDeadline
-        if d == armedAt { return }
-        armedAt = d
-        timer.fireDate = d == never ? .distantFuture : MonotonicInstant(nanoseconds: d)
-    }
-
-    private func rearmSoon() {
-        guard let timer else { return }
-        armedAt = rt.nowNanoseconds &+ 1_000_000
-        timer.fireDate = MonotonicInstant(nanoseconds: armedAt)
-    }
-
-    /// The drain timer. It fires in a pass another timer (a task's) woke the
-    /// loop for, usually before that timer: it fell due earlier, within its
-    /// tolerance. The read itself is posted as a work item, which the loop
-    /// runs after the pass's timers, so the task's work comes first and the
-    /// drain's batch (up to 1.5 periods of a flood) does not delay it.
-    private func drainTimerFired() {
-        guard drainToken == nil else { return }
-        if let item = drainItem, let token = try? rt.loop.perform(item) {
-            drainToken = token
-        } else {
-            drain()  // the perform queue is full: read now
-        }
-    }
-
-    /// Whatever the kernel holds for the line goes into the ring (through
-    /// `handle`, which stashes while the line is held).
-    private func drain() {
-        drainToken = nil
-        guard drainTimer != nil else { return }
-        if request.readPendingEvents() > 0 { drainReads &+= 1 }
-    }
-
-    private func timerFired() {
-        armedAt = never
-        guard rt.admits(config.priority) else { return }
-        deliverHeldThenAdvance()
-    }
-
-    /// Whether events wait in the kernel for this line (a zero-timeout poll).
-    private func kernelHasEvents() -> Bool {
-        guard let fd = request.eventSource?.fd else { return false }
-        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        return poll(&p, 1, 0) > 0 && p.revents & Int16(POLLIN) != 0
     }
 }
