@@ -85,6 +85,47 @@ final class RuntimeAllocationTests: XCTestCase {
         XCTAssertEqual(h.fires("count"), 0, "held")
         XCTAssertEqual(m.allocations, 0, "allocations over 5,000 held edges: \(m.allocations) (\(m.bytes) bytes)")
     }
+
+    /// A sequence with a mode, started by a press, run to its end, at
+    /// steady state: its steps, the mode switches and their lines (the
+    /// sequence's and the mode's, records for the log writer's thread)
+    /// allocate nothing on the loop's thread.
+    func testASequenceAndItsModeSwitchesAllocateNothing() throws {
+        try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked (ThreadSanitizer build)")
+        let h = try Harness(SequenceTests.config(pour: "5ms"), level: .info)
+        let clock = h.clock
+        let loop = h.daemon.loop
+        let critical = RunLoopMode("boardd.critical")
+        func pass() throws {
+            _ = try loop.run(mode: h.daemon.mainMode == "default" ? .default : critical, timeout: .zero)
+        }
+        func cycle() throws {
+            try h.chip.setLevel(17, false)  // press (active low): the sequence starts, the mode is critical
+            try pass()
+            for _ in 0..<8 {
+                advanceUncounted(clock, by: .milliseconds(1))
+                try pass()
+            }
+            try h.chip.setLevel(17, true)  // release, once the sequence ended and the mode is back
+            try pass()
+        }
+        AllocationCounter.beginCountingOnThisThread()
+        for _ in 0..<20 { try cycle() }
+        AllocationCounter.endCountingOnThisThread()
+        let before = h.counters.sequence["pour"]!
+        let m = try AllocationCounter.measure { () throws in
+            for _ in 0..<200 { try cycle() }
+        }
+        let after = h.counters.sequence["pour"]!
+        XCTAssertEqual(after.started - before.started, 200, "a run per press")
+        XCTAssertEqual(after.completed - before.completed, 200, "each to its end")
+        XCTAssertEqual(h.daemon.mainMode, "default")
+        XCTAssertEqual(m.allocations, 0, "allocations over 200 sequence runs: \(m.allocations) (\(m.bytes) bytes)")
+        h.daemon.flushEvents()
+        XCTAssertTrue(h.log.contains("sequence pour: started"), h.log)
+        XCTAssertTrue(h.log.contains("mode default -> critical (sequence pour); holding button, chatter"), h.log)
+        XCTAssertTrue(h.log.contains("mode critical -> default (sequence pour ended)"), h.log)
+    }
 }
 
 /// Moves a manual clock outside the allocation count: it is test scaffolding

@@ -56,10 +56,27 @@ final class SequenceRunner {
         }
     }
 
+    /// (Index loops over `runs` here: iterating an array of a struct that
+    /// holds a reference goes through a generic iterator, which allocates
+    /// where the optimizer does not specialize it.)
     var activeRuns: Int {
         var n = 0
-        for r in runs where r.active { n += 1 }
+        var i = 0
+        while i < runs.count {
+            if runs[i].active { n += 1 }
+            i += 1
+        }
         return n
+    }
+
+    /// A run slot not in use.
+    private var freeRun: Int? {
+        var i = 0
+        while i < runs.count {
+            if !runs[i].active { return i }
+            i += 1
+        }
+        return nil
     }
     var isRunning: Bool { activeRuns > 0 }
 
@@ -71,26 +88,26 @@ final class SequenceRunner {
         switch config.policy {
         case .single:
             ignored &+= 1
-            events.sequence(config.name, .refused(.single))
+            events.sequence(index, .refused(.single))
         case .restart:
             restarted &+= 1
             halt(exiting: false)
-            events.sequence(config.name, .restarted)
+            events.sequence(index, .restarted)
             begin(0, ctx)
         case let .queued(max):
             if queued < max {
                 enqueue(ctx)
-                events.sequence(config.name, .queued(waiting: queued))
+                events.sequence(index, .queued(waiting: queued))
             } else {
                 refused &+= 1
-                events.sequence(config.name, .refused(.queueFull(queued: queued, max: max)))
+                events.sequence(index, .refused(.queueFull(queued: queued, max: max)))
             }
         case let .parallel(max):
-            if let free = runs.firstIndex(where: { !$0.active }) {
+            if let free = freeRun {
                 begin(free, ctx)
             } else {
                 refused &+= 1
-                events.sequence(config.name, .refused(.parallelFull(max: max)))
+                events.sequence(index, .refused(.parallelFull(max: max)))
             }
         }
     }
@@ -107,10 +124,10 @@ final class SequenceRunner {
         runs[slot].pc = range.start
         runs[slot].ctx = ctx
         if first {
-            events.sequence(config.name, .started)
+            events.sequence(index, .started)
             rt.sequenceEntered(self)
         } else {
-            events.sequence(config.name, .began(running: activeRuns))
+            events.sequence(index, .began(running: activeRuns))
         }
         step(slot)
     }
@@ -133,14 +150,14 @@ final class SequenceRunner {
             let ctx = queue[queueHead]
             queueHead = (queueHead + 1) % queue.count
             queued -= 1
-            events.sequence(config.name, .completed(next: true))
+            events.sequence(index, .completed(next: true))
             runs[slot].pc = range.start
             runs[slot].ctx = ctx
             started &+= 1
             step(slot)
             return
         }
-        events.sequence(config.name, .completed(next: false))
+        events.sequence(index, .completed(next: false))
         if !isRunning { rt.sequenceExited(self) }
     }
 
@@ -158,7 +175,7 @@ final class SequenceRunner {
             runs[i].timer?.fireDate = .distantFuture
         }
         queued = 0
-        if was && exiting { events.sequence(config.name, .stopped) }
+        if was && exiting { events.sequence(index, .stopped) }
         if was && exiting { rt.sequenceExited(self) }
     }
 

@@ -42,8 +42,13 @@ final class TaskRunner {
     /// A task whose modes the loop enters starts its grid then: periods
     /// while the mode was not running are neither late nor skipped.
     func modeChanged(from old: Int, to new: Int) {
-        let inOld = config.modes.contains { $0.index == old }
-        let inNew = config.modes.contains { $0.index == new }
+        var inOld = false, inNew = false
+        var i = 0
+        while i < config.modes.count {
+            inOld = inOld || config.modes[i].index == old
+            inNew = inNew || config.modes[i].index == new
+            i += 1
+        }
         if inNew && !inOld { timer?.fireDate = rt.loop.now + config.every }
     }
 

@@ -39,7 +39,7 @@ extension InputLine {
             let d = nextDeadline
             if d == never || d > t { return }
             if handled == Self.deadlinesPerAdvance {
-                events.deadlinesDeferred(config.name, handled: handled)
+                events.deadlinesDeferred(line: id, handled: handled)
                 return
             }
             handled += 1

@@ -254,7 +254,7 @@ final class InputLine: @unchecked Sendable {
         lost &+= batch.lostEvents
         if batch.overflowSuspected { suspectedOverflows &+= 1 }
         if batch.lostEvents > 0 || batch.overflowSuspected {
-            events.lost(config.name, batch.lostEvents, exact: lossIsExact, fifoFull: batch.overflowSuspected)
+            events.lost(line: id, batch.lostEvents, exact: lossIsExact, fifoFull: batch.overflowSuspected)
         }
         if ringCount > 0 && rt.admits(config.priority) { drainRing() }
         var i = 0
@@ -298,7 +298,7 @@ final class InputLine: @unchecked Sendable {
     private func stash(_ rising: Bool, _ t: UInt64) {
         guard ringCount < ringCapacity else {
             lost &+= 1
-            events.ringFull(config.name, capacity: ringCapacity, lost: lost)
+            events.ringFull(line: id, capacity: ringCapacity, lost: lost)
             return
         }
         ring[(ringHead + ringCount) % ringCapacity] = (t << 1) | (rising ? 1 : 0)
@@ -320,7 +320,7 @@ final class InputLine: @unchecked Sendable {
     /// delivers what the ring holds and fires deadlines that passed.
     func catchUp() {
         guard rt.admits(config.priority) else { return }
-        if ringCount > 0 { events.heldDelivered(config.name, count: ringCount) }
+        if ringCount > 0 { events.heldDelivered(line: id, count: ringCount) }
         deliverHeldThenAdvance()
     }
 

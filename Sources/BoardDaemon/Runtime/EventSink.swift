@@ -71,37 +71,53 @@ final class EventSink: @unchecked Sendable {
         logger.error("\(name): write failed: \(e)")
     }
 
+    /// How a loss is known.
+    enum LossKind: UInt8 {
+        /// Counted from the kernel's sequence numbers (libgpiod 2.x).
+        case counted
+        /// libgpiod 1.6: a full FIFO, the level read again.
+        case fifoFull
+        /// libgpiod 1.6: two equal edges in a row.
+        case inferred
+
+        func text(_ n: UInt64) -> String {
+            switch self {
+            case .counted: "the kernel dropped \(n) event(s) (its buffer was full; counted from sequence numbers)"
+            case .fifoFull:
+                "the kernel's event FIFO was full: at least \(n) event(s) lost (libgpiod 1.6 cannot count; more may be); the line's level was read again"
+            case .inferred: "at least \(n) event(s) lost (libgpiod 1.6 cannot count; two equal edges in a row)"
+            }
+        }
+    }
+
     /// Events the kernel dropped: `n` counted from sequence numbers
     /// (`exact`), or on libgpiod 1.6 at least `n` (inferred from two equal
     /// edges in a row, or a level that disagrees after a full FIFO).
-    func lost(_ name: String, _ n: UInt64, exact: Bool, fifoFull: Bool) {
-        if exact {
-            logger.warning("\(name): the kernel dropped \(n) event(s) (its buffer was full; counted from sequence numbers)")
-        } else if fifoFull {
-            logger.warning(
-                "\(name): the kernel's event FIFO was full: at least \(n) event(s) lost (libgpiod 1.6 cannot count; more may be); the line's level was read again")
-        } else {
-            logger.warning("\(name): at least \(n) event(s) lost (libgpiod 1.6 cannot count; two equal edges in a row)")
-        }
+    func lost(line: Int, _ n: UInt64, exact: Bool, fifoFull: Bool) {
+        guard level <= .warning else { return }
+        let kind: LossKind = exact ? .counted : fifoFull ? .fifoFull : .inferred
+        ring.push(TraceRecord(kind: .lost, step: kind.rawValue, line: Int32(line), generation: generation, nanoseconds: n))
     }
 
     /// A held event found the line's ring full (reported at the first and
     /// every thousandth).
-    func ringFull(_ name: String, capacity: Int, lost: UInt64) {
-        if lost == 1 || lost % 1000 == 0 {
-            logger.warning("\(name): held-event ring full (\(capacity) events); \(lost) lost so far")
-        }
+    func ringFull(line: Int, capacity: Int, lost: UInt64) {
+        guard level <= .warning, lost == 1 || lost % 1000 == 0 else { return }
+        ring.push(
+            TraceRecord(kind: .ringFull, line: Int32(line), generation: generation, number: Int32(clamping: capacity), nanoseconds: lost))
     }
 
     /// The line's mode is back: the events it held are delivered now.
-    func heldDelivered(_ name: String, count: Int) {
-        logger.info("\(name): delivering \(count) held events, in order")
+    func heldDelivered(line: Int, count: Int) {
+        guard level <= .info else { return }
+        ring.push(TraceRecord(kind: .heldDelivered, line: Int32(line), generation: generation, number: Int32(clamping: count)))
     }
 
     /// More deadlines fell due at once than one call handles (a short hold
     /// repeat on a line held back for long): the rest fire in the next pass.
-    func deadlinesDeferred(_ name: String, handled: Int) {
-        logger.warning("\(name): \(handled) deadlines were due at once; the rest fire in the next pass")
+    func deadlinesDeferred(line: Int, handled: Int) {
+        guard level <= .warning else { return }
+        ring.push(TraceRecord(kind: .deadlinesDeferred, line: Int32(line), generation: generation, number: Int32(clamping: handled)))
     }
 
     // MARK: Reactions
@@ -119,7 +135,7 @@ final class EventSink: @unchecked Sendable {
         ring.push(TraceRecord(kind: .skipped, line: Int32(line), index: Int32(r), generation: generation))
     }
 
-    // MARK: Sequences
+    // MARK: Sequences and modes
 
     /// A step in a sequence's life.
     enum SequenceStep {
@@ -133,29 +149,118 @@ final class EventSink: @unchecked Sendable {
         case refused(Refusal)
         /// A run reached its end (`next`: a queued start runs now).
         case completed(next: Bool)
-    }
 
-    /// Why a start was not run.
-    enum Refusal {
-        case single
-        case queueFull(queued: Int, max: Int)
-        case parallelFull(max: Int)
-    }
+        /// Why a start was not run.
+        enum Refusal {
+            case single
+            case queueFull(queued: Int, max: Int)
+            case parallelFull(max: Int)
+        }
 
-    func sequence(_ name: String, _ step: SequenceStep) {
-        let (level, text): (Logger.Level, String) =
-            switch step {
-            case .started: (.info, "started")
-            case let .began(n): (.info, "another run started (\(n) running)")
-            case let .queued(n): (.info, "start queued (\(n) waiting)")
-            case .restarted: (.info, "restarted")
-            case .stopped: (.notice, "stopped")
-            case .refused(.single): (.notice, "already running; the start is ignored (policy single)")
-            case let .refused(.queueFull(q, max)): (.notice, "\(q) starts already queued; the start is refused (policy queued, max \(max))")
-            case let .refused(.parallelFull(max)): (.notice, "\(max) runs in progress; the start is refused (policy parallel, max \(max))")
-            case let .completed(next): (.info, "done\(next ? "; running the queued start" : "")")
+        /// As a trace record's `step`, `number` and `other`.
+        var record: (code: UInt8, number: Int, max: Int) {
+            switch self {
+            case .started: (0, 0, 0)
+            case let .began(n): (1, n, 0)
+            case let .queued(n): (2, n, 0)
+            case .restarted: (3, 0, 0)
+            case .stopped: (4, 0, 0)
+            case .refused(.single): (5, 0, 0)
+            case let .refused(.queueFull(q, max)): (6, q, max)
+            case let .refused(.parallelFull(max)): (7, 0, max)
+            case let .completed(next): (8, next ? 1 : 0, 0)
             }
-        logger.log(level: level, "sequence \(name): \(text)", source: "sequence \(name)")
+        }
+
+        init?(code: UInt8, number: Int, max: Int) {
+            switch code {
+            case 0: self = .started
+            case 1: self = .began(running: number)
+            case 2: self = .queued(waiting: number)
+            case 3: self = .restarted
+            case 4: self = .stopped
+            case 5: self = .refused(.single)
+            case 6: self = .refused(.queueFull(queued: number, max: max))
+            case 7: self = .refused(.parallelFull(max: max))
+            case 8: self = .completed(next: number != 0)
+            default: return nil
+            }
+        }
+
+        var level: Logger.Level {
+            switch self {
+            case .stopped, .refused: .notice
+            case .started, .began, .queued, .restarted, .completed: .info
+            }
+        }
+
+        var text: String {
+            switch self {
+            case .started: "started"
+            case let .began(n): "another run started (\(n) running)"
+            case let .queued(n): "start queued (\(n) waiting)"
+            case .restarted: "restarted"
+            case .stopped: "stopped"
+            case .refused(.single): "already running; the start is ignored (policy single)"
+            case let .refused(.queueFull(q, max)): "\(q) starts already queued; the start is refused (policy queued, max \(max))"
+            case let .refused(.parallelFull(max)): "\(max) runs in progress; the start is refused (policy parallel, max \(max))"
+            case let .completed(next): "done\(next ? "; running the queued start" : "")"
+            }
+        }
+    }
+
+    func sequence(_ index: Int, _ step: SequenceStep) {
+        guard level <= step.level else { return }
+        let r = step.record
+        ring.push(
+            TraceRecord(
+                kind: .sequence, step: r.code, line: -1, index: Int32(index), generation: generation, number: Int32(clamping: r.number),
+                other: Int32(clamping: r.max)))
+    }
+
+    /// Why a loop's mode changed.
+    enum ModeReason {
+        /// A `mode:` action.
+        case action
+        /// A sequence with a mode started, or its last run ended.
+        case sequenceStarted(Int)
+        case sequenceEnded(Int)
+
+        var record: (code: UInt8, sequence: Int) {
+            switch self {
+            case .action: (0, -1)
+            case let .sequenceStarted(s): (1, s)
+            case let .sequenceEnded(s): (2, s)
+            }
+        }
+
+        init?(code: UInt8, sequence: Int) {
+            switch code {
+            case 0: self = .action
+            case 1: self = .sequenceStarted(sequence)
+            case 2: self = .sequenceEnded(sequence)
+            default: return nil
+            }
+        }
+
+        func text(_ config: DaemonConfig) -> String {
+            switch self {
+            case .action: "mode action"
+            case let .sequenceStarted(s): "sequence \(config.sequences[s].name)"
+            case let .sequenceEnded(s): "sequence \(config.sequences[s].name) ended"
+            }
+        }
+    }
+
+    /// The loop's effective mode changed from `old` to `new` (both modes
+    /// of the current program).
+    func modeChanged(to new: Int, from old: Int, because why: ModeReason) {
+        guard level <= .info else { return }
+        let r = why.record
+        ring.push(
+            TraceRecord(
+                kind: .mode, step: r.code, line: -1, index: Int32(new), generation: generation, number: Int32(old),
+                other: Int32(r.sequence)))
     }
 }
 

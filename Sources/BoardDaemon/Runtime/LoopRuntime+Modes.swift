@@ -58,42 +58,63 @@ extension LoopRuntime {
     }
 
     /// A sequence's first run started: its mode, if it has one, is entered.
+    /// (The searches here and in the tasks are index loops: on the event
+    /// path, a closure passed to `contains(where:)` can cost an allocation
+    /// where the optimizer does not specialize it.)
     func sequenceEntered(_ s: SequenceRunner) {
-        if let m = s.config.mode, !sequenceModes.contains(where: { $0.sequence == s.index }) {
+        if let m = s.config.mode, sequenceModeIndex(s.index) == nil {
             sequenceModes.append((s.index, m.index))
-            modeChanged(because: "sequence \(s.config.name)")
+            modeChanged(because: .sequenceStarted(s.index))
         }
     }
 
     func sequenceExited(_ s: SequenceRunner) {
-        if let i = sequenceModes.firstIndex(where: { $0.sequence == s.index }) {
+        if let i = sequenceModeIndex(s.index) {
             sequenceModes.remove(at: i)
-            modeChanged(because: "sequence \(s.config.name) ended")
+            modeChanged(because: .sequenceEnded(s.index))
         }
+    }
+
+    private func sequenceModeIndex(_ sequence: Int) -> Int? {
+        var i = 0
+        while i < sequenceModes.count {
+            if sequenceModes[i].sequence == sequence { return i }
+            i += 1
+        }
+        return nil
     }
 
     func setBaseMode(_ m: Int) {
         guard m != baseMode else { return }
         baseMode = m
-        modeChanged(because: "mode action")
+        modeChanged(because: .action)
     }
 
-    func modeChanged(because why: String) {
-        let new = sequenceModes.last?.mode ?? baseMode
+    func modeChanged(because why: EventSink.ModeReason) {
+        let new = sequenceModes.isEmpty ? baseMode : sequenceModes[sequenceModes.count - 1].mode
         guard new != effectiveMode else { return }
         enter(mode: new, from: effectiveMode, name: config.modes[effectiveMode].name, mask: admitMask[effectiveMode], because: why)
     }
 
-    /// Makes `new` the effective mode: logs the switch, restarts the grids
-    /// of tasks the mode starts, delivers held events the mode admits, and
-    /// moves the nested run. `old` is the mode left (-1: one of a previous
-    /// config, known by its name and admit mask).
-    func enter(mode new: Int, from old: Int, name oldName: String, mask oldMask: UInt64, because why: String) {
+    /// Makes `new` the effective mode: reports the switch, restarts the
+    /// grids of tasks the mode starts, delivers held events the mode
+    /// admits, and moves the nested run. `old` is the mode left (-1: one of
+    /// a previous config, known by its name and admit mask: a reload, which
+    /// `why` nil stands for).
+    func enter(mode new: Int, from old: Int, name oldName: String, mask oldMask: UInt64, because why: EventSink.ModeReason?) {
         effectiveMode = new
-        let held = inputs.compactMap { $0 }.filter { !admits($0.config.priority) }.map(\.config.name)
-        logger.info(
-            "mode \(oldName) -> \(config.modes[new].name) (\(why))\(held.isEmpty ? "" : "; holding \(held.joined(separator: ", "))")")
-        for t in tasks { t.modeChanged(from: old, to: new) }
+        if let why {
+            events.modeChanged(to: new, from: old, because: why)
+        } else {
+            let held = inputs.compactMap { $0 }.filter { !admits($0.config.priority) }.map(\.config.name)
+            logger.info(
+                "mode \(oldName) -> \(config.modes[new].name) (reload)\(held.isEmpty ? "" : "; holding \(held.joined(separator: ", "))")")
+        }
+        var k = 0
+        while k < tasks.count {
+            tasks[k].modeChanged(from: old, to: new)
+            k += 1
+        }
         if admitMask[new] & ~oldMask != 0 || new == 0 {
             replayTimer?.fireDate = loop.now
         }
@@ -122,7 +143,11 @@ extension LoopRuntime {
 
     /// Delivers events held in the lines' rings once their mode is back.
     fileprivate func replayHeld() {
-        for case let line? in inputs { line.catchUp() }
+        var k = 0
+        while k < inputs.count {
+            inputs[k]?.catchUp()
+            k += 1
+        }
     }
 
 }

@@ -21,7 +21,11 @@ final class LoopRuntime: @unchecked Sendable {
     let id: LoopID
     let name: String
     let loop: BoardRunLoop
-    @exclusivity(unchecked) var program: Program
+    /// The program it runs (a reload swaps it; the event sink names what
+    /// happens by the new one from then on).
+    @exclusivity(unchecked) var program: Program {
+        didSet { events.use(program) }
+    }
     let logger: Logger
     let driver: ModeDriver
     /// Every loop's port, by loop index (posts across loops).
@@ -70,6 +74,7 @@ final class LoopRuntime: @unchecked Sendable {
     ) {
         self.id = id
         events = EventSink(ring: trace, logger: logger, loop: loop)
+        events.use(program)
         name = program.config.loops[id.index].name
         self.loop = loop
         self.program = program
@@ -121,7 +126,6 @@ final class LoopRuntime: @unchecked Sendable {
 
     /// The automation of the current program: tasks, sequences, triggers.
     func setUpAutomation() throws {
-        events.use(program)
         for (i, s) in config.sequences.enumerated() where s.loop == id {
             let r = SequenceRunner(index: i, config: s, runtime: self, range: program.sequences[i])
             try r.makeTimers()

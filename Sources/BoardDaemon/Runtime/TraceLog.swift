@@ -18,15 +18,41 @@ struct TraceRecord: BitwiseCopyable {
         case output
         /// A gesture decided (debug): `line`, `index` the kind (`GestureKind.code`).
         case gesture
+        /// A sequence's step (info; notice for a stop or a refusal):
+        /// `index` the sequence, `step` an `EventSink.SequenceStep` code,
+        /// `number` the runs running or starts waiting, `other` the policy's
+        /// maximum.
+        case sequence
+        /// The loop's mode changed (info): `index` the new mode, `number`
+        /// the old one, `step` an `EventSink.ModeReason` code, `other` its
+        /// sequence.
+        case mode
+        /// Held events delivered once their mode is back (info): `line`,
+        /// `number` how many.
+        case heldDelivered
+        /// Events lost in the kernel (warning): `line`, `nanoseconds` the
+        /// count, `step` how it is known (`EventSink.LossKind`).
+        case lost
+        /// A held event found the line's ring full (warning): `line`,
+        /// `number` the ring's capacity, `nanoseconds` the events lost so far.
+        case ringFull
+        /// More deadlines were due at once than one advance fires
+        /// (warning): `line`, `number` how many it fired.
+        case deadlinesDeferred
     }
 
     var kind: Kind
     var flag: Bool = false
+    /// A sub-kind (per `kind`).
+    var step: UInt8 = 0
     var line: Int32
     var index: Int32 = -1
     var repeatCount: Int32 = -1
     /// The program the indices belong to.
     var generation: Int32
+    /// Numbers some kinds carry (per `kind`).
+    var number: Int32 = 0
+    var other: Int32 = 0
     var nanoseconds: UInt64 = 0
 }
 
@@ -123,7 +149,17 @@ final class TraceLog: @unchecked Sendable {
         }
     }
 
-    var pending: Bool { rings.contains { $0.pending } }
+    /// Whether some ring holds records (an index loop: `contains(where:)`
+    /// allocates a closure context in a debug build, and the tests' loops
+    /// ask this after every pass they run).
+    var pending: Bool {
+        var i = 0
+        while i < rings.count {
+            if rings[i].pending { return true }
+            i += 1
+        }
+        return false
+    }
 
     /// Formats and logs every waiting record; reports drops. Returns
     /// whether there was anything.
@@ -132,7 +168,7 @@ final class TraceLog: @unchecked Sendable {
         lock.withLock {
             var any = false
             for (i, ring) in rings.enumerated() {
-                let n = ring.consume { r in log(r) }
+                let n = ring.consume { r in log(r, loop: i) }
                 if n > 0 { any = true }
                 let d = ring.dropped.load(ordering: .relaxed)
                 if d > droppedReported[i] {
@@ -149,13 +185,13 @@ final class TraceLog: @unchecked Sendable {
     }
 
     /// With the lock held.
-    private func log(_ r: TraceRecord) {
+    private func log(_ r: TraceRecord, loop: Int) {
         guard let (p, levels) = programs.last(where: { $0.program.generation == r.generation }) else {
             stale &+= 1
             return
         }
         let config = p.config
-        let line = config.lines[Int(r.line)].name
+        let line = r.line >= 0 ? config.lines[Int(r.line)].name : ""
         switch r.kind {
         case .reaction:
             let reaction = config.reactions[Int(r.index)]
@@ -172,6 +208,26 @@ final class TraceLog: @unchecked Sendable {
         case .gesture:
             guard let g = GestureKind(code: r.index) else { return }
             logger.debug("\(line): gesture \(g.traceName)", source: "line \(line)")
+        case .sequence:
+            let name = config.sequences[Int(r.index)].name
+            guard let step = EventSink.SequenceStep(code: r.step, number: Int(r.number), max: Int(r.other)) else { return }
+            logger.log(level: step.level, "sequence \(name): \(step.text)", source: "sequence \(name)")
+        case .mode:
+            guard let why = EventSink.ModeReason(code: r.step, sequence: Int(r.other)) else { return }
+            let new = Int(r.index)
+            let held = config.lines.filter { l in
+                l.isInput && l.loop.index == loop && !(new == 0 || config.modes[new].admits.contains(l.priority))
+            }.map(\.name)
+            logger.info(
+                "mode \(config.modes[Int(r.number)].name) -> \(config.modes[new].name) (\(why.text(config)))\(held.isEmpty ? "" : "; holding \(held.joined(separator: ", "))")")
+        case .heldDelivered:
+            logger.info("\(line): delivering \(r.number) held events, in order")
+        case .lost:
+            logger.warning("\(line): \(EventSink.LossKind(rawValue: r.step)?.text(r.nanoseconds) ?? "\(r.nanoseconds) event(s) lost")")
+        case .ringFull:
+            logger.warning("\(line): held-event ring full (\(r.number) events); \(r.nanoseconds) lost so far")
+        case .deadlinesDeferred:
+            logger.warning("\(line): \(r.number) deadlines were due at once; the rest fire in the next pass")
         }
     }
 

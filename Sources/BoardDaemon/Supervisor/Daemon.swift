@@ -250,7 +250,8 @@ public final class Daemon: @unchecked Sendable {
     // MARK: For tests and the demo
 
     /// Advances a manual clock by `d`, running the main loop in whichever
-    /// mode it is in (the `.external` mode driver).
+    /// mode it is in (the `.external` mode driver); then the loops' event
+    /// lines are logged (`flushEvents`).
     public func advance(by d: Duration, step: Duration = .milliseconds(1)) throws {
         var left = d
         while left > .zero {
@@ -258,11 +259,21 @@ public final class Daemon: @unchecked Sendable {
             try loop.advanceManualClock(by: s, mode: main.runModes[main.effectiveMode])
             left -= s
         }
+        flushEvents()
     }
 
-    /// Runs zero-timeout passes of the main loop in its mode.
+    /// Runs zero-timeout passes of the main loop in its mode; then the
+    /// loops' event lines are logged (`flushEvents`).
     public func settle() throws {
         for _ in 0..<8 { _ = try loop.run(mode: main.runModes[main.effectiveMode], timeout: .zero) }
+        flushEvents()
+    }
+
+    /// Logs what the loops' event sinks recorded so far (the log writer's
+    /// thread does it a moment later anyway): a caller that reads the log
+    /// right after driving the loops sees every line.
+    public func flushEvents() {
+        if traceLog.pending { traceLog.drain() }
     }
 
     public var mainMode: String { config.modes[main.effectiveMode].name }

@@ -307,12 +307,12 @@ extension LoopRuntime {
             logger.notice("sequence \(r.config.name): goes on under the new config (\(r.activeRuns) running, \(r.queued) queued)")
         }
         baseMode = p.config.mode(named: oldBase)?.index ?? 0
-        let new = sequenceModes.last?.mode ?? baseMode
+        let new = sequenceModes.isEmpty ? baseMode : sequenceModes[sequenceModes.count - 1].mode
         if p.config.modes[new].name == oldMode.name {
             effectiveMode = new
             replayTimer?.fireDate = loop.now
         } else {
-            enter(mode: new, from: -1, name: oldMode.name, mask: oldMode.mask, because: "reload")
+            enter(mode: new, from: -1, name: oldMode.name, mask: oldMode.mask, because: nil)
         }
         startInputs()
         return result
