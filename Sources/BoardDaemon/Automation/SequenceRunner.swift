@@ -45,8 +45,7 @@ final class SequenceRunner {
 
     func makeTimers() throws {
         for i in runs.indices {
-            let t = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(86_400 * 365)) { [unowned self] timer in
-                timer.fireDate = .distantFuture
+            let t = RunLoopTimer.rearmable { [unowned self] _ in
                 self.step(i)
             }
             try rt.loop.add(t, mode: .common)
@@ -148,7 +147,7 @@ final class SequenceRunner {
         let was = isRunning
         for i in runs.indices {
             runs[i].pc = -1
-            runs[i].timer?.fireDate = .distantFuture
+            runs[i].timer?.disarm()
         }
         queued = 0
         if was && exiting { rt.sequenceStopped(self) }

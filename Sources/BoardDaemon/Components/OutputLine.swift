@@ -26,8 +26,7 @@ final class OutputLine {
     /// A pulse timer, in every mode (a pulse ends whatever the mode).
     func makePulseTimer() throws {
         guard pulseTimer == nil else { return }
-        let t = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(86_400 * 365)) { [unowned self] _ in
-            self.pulseTimer?.fireDate = .distantFuture
+        let t = RunLoopTimer.rearmable { [unowned self] _ in
             self.set(false)
         }
         try rt.loop.add(t, mode: .common)

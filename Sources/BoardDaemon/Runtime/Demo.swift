@@ -138,7 +138,7 @@ public enum Demo {
             }
             try loop.add(t, mode: .common)
             timer = t
-            let f = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(3600)) { [unowned self] _ in self.floodStep() }
+            let f = RunLoopTimer.rearmable { [unowned self] _ in self.floodStep() }
             try loop.add(f, mode: .common)
             floodTimer = f
         }
@@ -169,7 +169,7 @@ public enum Demo {
         /// `edges` edges on the contact, 2 per millisecond, in real time.
         func flood(_ edges: Int) {
             floodLeft = edges
-            floodTimer?.fireDate = loop.now
+            floodTimer?.arm(at: loop.now)
         }
 
         func floodStep() {
@@ -178,7 +178,7 @@ public enum Demo {
                 try? chip.setLevel(23, floodLevel)
                 floodLeft -= 1
             }
-            floodTimer?.fireDate = floodLeft > 0 ? loop.now + .milliseconds(1) : .distantFuture
+            if floodLeft > 0 { floodTimer?.arm(after: .milliseconds(1)) }
         }
     }
 }

@@ -169,8 +169,7 @@ final class LoopRuntime: @unchecked Sendable {
         try setUpModes()
         try ports[id.index].schedule(on: loop, mode: .common)
         driveItem = PerformWorkItem(modes: [.common]) { [unowned self] in self.drive() }
-        let replay = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(86_400 * 365), order: -1) { [unowned self] t in
-            t.fireDate = .distantFuture
+        let replay = RunLoopTimer.rearmable(order: -1) { [unowned self] _ in
             self.replayHeld()
         }
         try loop.add(replay, mode: .common)
