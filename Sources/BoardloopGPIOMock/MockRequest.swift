@@ -178,6 +178,8 @@ final class MockRequest: GPIORequestDriver {
 
     /// Readable while events wait; -1 when no line detects edges.
     var eventFD: Int32 { chip.lock.locked { detectsEdges ? wake.fd : -1 } }
+    /// The eventfd is readable exactly while it is signalled.
+    var hasPendingEvents: Bool { chip.lock.locked { detectsEdges && signalled } }
 
     func reconfigure(_ newLines: [GPIODriverLineConfig]) throws(GPIOError) {
         let t = chip.now

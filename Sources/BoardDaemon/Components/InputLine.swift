@@ -533,8 +533,6 @@ final class InputLine: @unchecked Sendable {
 
     /// Whether events wait in the kernel for this line (a zero-timeout poll).
     private func kernelHasEvents() -> Bool {
-        guard let fd = request.eventSource?.fd else { return false }
-        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        return poll(&p, 1, 0) > 0 && p.revents & Int16(POLLIN) != 0
+        request.eventSource != nil && request.hasPendingEvents
     }
 }
