@@ -259,14 +259,3 @@ extension Daemon {
         return (totals, failures)
     }
 }
-
-/// A value behind the package's lock, shared with a loop's thread for the
-/// length of a `performAndWait`.
-final class LockedValue<T>: @unchecked Sendable {
-    private let lock = Lock()
-    private var value: T
-    init(_ v: T) { value = v }
-    func get() -> T { lock.withLock { value } }
-    func set(_ v: T) { lock.withLock { value = v } }
-    func update(_ body: (inout T) -> Void) { lock.withLock { body(&value) } }
-}
