@@ -109,12 +109,14 @@ final class MockRequest: GPIORequestDriver {
         lineSequence[i] &+= UInt64(n)
     }
 
+    @inline(__always)
     private func signal() {
         guard !signalled else { return }
         signalled = true
         wake.signal()
     }
 
+    @inline(__always)
     private func unsignal() {
         guard signalled else { return }
         signalled = false
