@@ -1,3 +1,4 @@
+import Boardloop
 import Yams
 
 /// Reads a composed YAML document node by node, reporting what is wrong
@@ -590,7 +591,7 @@ public enum DurationText {
 
     /// `20ms`, `1.5s`, `500us`: the shortest exact text for a duration.
     public static func format(_ d: Duration) -> String {
-        let ns = d.totalNanoseconds
+        let ns = d.nanosecondsClamped
         if ns == 0 { return "0s" }
         for (unit, scale) in [("h", Int64(3_600_000_000_000)), ("min", 60_000_000_000), ("s", 1_000_000_000)] {
             if ns % scale == 0 { return "\(ns / scale)\(unit)" }
@@ -611,14 +612,6 @@ public enum DurationText {
         frac = String(repeating: "0", count: width - frac.count) + frac
         while frac.hasSuffix("0") { frac.removeLast() }
         return "\(ns / scale).\(frac)\(unit)"
-    }
-}
-
-extension Duration {
-    /// The whole nanoseconds of a duration (the configs never need finer).
-    public var totalNanoseconds: Int64 {
-        let (s, a) = components
-        return s * 1_000_000_000 + a / 1_000_000_000
     }
 }
 

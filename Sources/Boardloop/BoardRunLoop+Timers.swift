@@ -152,8 +152,14 @@ extension BoardRunLoop {
         guard t.item.isOn(self), !t.item.invalidated else { return }
         // A one-shot timer fires once, even if its handler set a new fire
         // date (as CF: a non-repeating timer is invalidated after it fires).
+        // A re-armable one is disarmed instead, unless its handler armed it.
         if interval == 0 {
-            invalidateItem(t)
+            if !t.isRearmable {
+                invalidateItem(t)
+            } else if !t.movedDuringFire {
+                t.fireNanoseconds = MonotonicInstant.distantFuture.nanoseconds
+                timerMoved(t)
+            }
             return
         }
         if t.movedDuringFire { return }

@@ -45,6 +45,23 @@ package class Lock: @unchecked Sendable {
     }
 }
 
+/// A value behind a `Lock`, for state the package's other layers share
+/// between threads off the hot path (the daemon's results handed back from a
+/// loop's thread, its safe outputs). Package access: the package's one home
+/// for a locked value, so no module wraps a pthread mutex of its own.
+package final class LockedValue<T>: @unchecked Sendable {
+    private let lock = Lock()
+    private var value: T
+    package init(_ v: T) { value = v }
+    package func get() -> T { lock.withLock { value } }
+    package func set(_ v: T) { lock.withLock { value = v } }
+    package func update(_ body: (inout T) -> Void) { lock.withLock { body(&value) } }
+    /// Runs `body` with the lock held and the value lent to it.
+    package func withLock<R, E: Error>(_ body: (inout T) throws(E) -> R) throws(E) -> R {
+        try lock.withLock { () throws(E) -> R in try body(&value) }
+    }
+}
+
 /// A mutex with a condition variable on CLOCK_MONOTONIC, for the places a
 /// thread must sleep until another changes shared state (a sender waiting for
 /// a free message slot, a requester waiting for its reply, a worker's start).

@@ -32,6 +32,9 @@ public final class RunLoopTimer: @unchecked Sendable {
     public let interval: Duration
     let intervalNanoseconds: UInt64
     public let order: Int
+    /// Made by `rearmable(tolerance:order:handler:)`: a fire disarms the
+    /// timer instead of invalidating it (a boardloop extension).
+    public let isRearmable: Bool
     let handler: (RunLoopTimer) -> Void
     @exclusivity(unchecked) var item = ItemState()
     @exclusivity(unchecked) var fireNanoseconds: UInt64
@@ -70,13 +73,21 @@ public final class RunLoopTimer: @unchecked Sendable {
     ///   - interval: zero (or negative, as in CF) for a one-shot timer.
     ///   - tolerance: how late the loop may fire it to coalesce wake-ups
     ///     (negative counts as zero).
-    public init(
+    public convenience init(
         fireAt: MonotonicInstant, interval: Duration = .zero, tolerance: Duration = .zero, order: Int = 0,
+        handler: @escaping (RunLoopTimer) -> Void
+    ) {
+        self.init(fireAt: fireAt, interval: interval, tolerance: tolerance, order: order, rearmable: false, handler: handler)
+    }
+
+    init(
+        fireAt: MonotonicInstant, interval: Duration, tolerance: Duration, order: Int, rearmable: Bool,
         handler: @escaping (RunLoopTimer) -> Void
     ) {
         self.interval = max(interval, .zero)
         intervalNanoseconds = UInt64(max(interval.nanosecondsClamped, 0))
         self.order = order
+        isRearmable = rearmable
         self.handler = handler
         fireNanoseconds = fireAt.nanoseconds
         toleranceNanoseconds = UInt64(max(tolerance.nanosecondsClamped, 0))
@@ -89,9 +100,14 @@ public final class RunLoopTimer: @unchecked Sendable {
     /// The next scheduled fire time. Setting it moves a scheduled timer (in
     /// every mode it is in); the repeating grid restarts from the new date.
     /// From a thread other than the loop's, the owner applies the new date at
-    /// the start of its next pass (read it back on the loop's thread).
+    /// the start of its next pass (read it back on the loop's thread). A
+    /// re-armable timer reads `.distantFuture` (disarmed) from the start of
+    /// its handler, unless the handler armed it again.
     public var fireDate: MonotonicInstant {
-        get { MonotonicInstant(nanoseconds: fireNanoseconds) }
+        get {
+            if isRearmable && isFiring && !movedDuringFire { return .distantFuture }
+            return MonotonicInstant(nanoseconds: fireNanoseconds)
+        }
         set {
             let ns = newValue.nanoseconds
             remote.fireDate.store(ns, ordering: .releasing)
@@ -139,6 +155,45 @@ public final class RunLoopTimer: @unchecked Sendable {
     public func invalidateAndWait(timeout: Duration? = nil) -> Bool {
         invalidateAndWaitFromAnyThread(timeout: timeout) { $0.invalidateItem(self) }
     }
+}
+
+// MARK: Re-armable one-shot timers (a boardloop extension)
+
+extension RunLoopTimer {
+    /// A one-shot timer that can be armed again and again: a boardloop
+    /// extension, Core Foundation has no such timer (a CF one-shot timer is
+    /// invalidated by its fire, so CF code keeps a repeating timer with a
+    /// far-off fire date and moves it). It starts disarmed (its fire date is
+    /// `.distantFuture`); `arm(at:)` or `arm(after:)` schedules one fire, and
+    /// the fire disarms it before its handler runs, so the handler may arm
+    /// it again. It stays on its loop until it is invalidated. Its fire,
+    /// lateness and statistics are those of any timer.
+    public static func rearmable(
+        tolerance: Duration = .zero, order: Int = 0, handler: @escaping (RunLoopTimer) -> Void
+    ) -> RunLoopTimer {
+        RunLoopTimer(fireAt: .distantFuture, interval: .zero, tolerance: tolerance, order: order, rearmable: true, handler: handler)
+    }
+
+    /// Whether a fire is scheduled: the fire date is before `.distantFuture`.
+    /// Read it on the loop's thread (as `fireDate`).
+    public var isArmed: Bool { fireDate < .distantFuture }
+
+    /// Schedules the next fire at `instant` (on the loop's clock), earlier or
+    /// later than an armed one: the timer fires once, at the last date armed.
+    /// A date already past fires at the loop's next pass. Any thread, as
+    /// setting `fireDate`.
+    public func arm(at instant: MonotonicInstant) { fireDate = instant }
+
+    /// Schedules the next fire `delay` from now on the clock of the timer's
+    /// loop (the monotonic clock for a timer on no loop).
+    public func arm(after delay: Duration) {
+        let loop = itemBindingLock.withLock { item.loop }
+        fireDate = (loop?.now ?? .now) + delay
+    }
+
+    /// Cancels the scheduled fire, if any; the timer stays on its loop and
+    /// can be armed again.
+    public func disarm() { fireDate = .distantFuture }
 }
 
 extension RunLoopTimer: RegisteredItem {

@@ -51,8 +51,10 @@ extension Duration {
     @inline(__always)
     var isPositive: Bool { _high > 0 || (_high == 0 && _low != 0) }
 
-    /// The duration in whole nanoseconds, clamped to Int64 (about 292 years).
-    @inline(__always)
+    /// The duration in whole nanoseconds, clamped to Int64 (about 292 years):
+    /// the package's one Duration-to-nanoseconds conversion. Inlinable, so
+    /// the other modules' event paths get the one division too.
+    @inlinable @inline(__always)
     public var nanosecondsClamped: Int64 {
         // From zero up to 2^64 attoseconds (18.4 s): one division by a
         // constant. `components` divides 128 bits in the standard library,
@@ -61,7 +63,8 @@ extension Duration {
         return nanosecondsClampedSlowly
     }
 
-    private var nanosecondsClampedSlowly: Int64 {
+    @usableFromInline
+    var nanosecondsClampedSlowly: Int64 {
         let (s, atto) = components
         let (ns, overflow) = s.multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return s < 0 ? Int64.min : Int64.max }

@@ -124,6 +124,9 @@ package protocol GPIOChipDriver: AnyObject {
 package protocol GPIORequestDriver: AnyObject {
     /// Readable while events wait; -1 when no line detects edges.
     var eventFD: Int32 { get }
+    /// Whether events wait to be read (`eventFD` is readable), without
+    /// reading them or blocking.
+    var hasPendingEvents: Bool { get }
     /// Logical values of all lines, in request order.
     func getValues(into values: UnsafeMutableBufferPointer<Int32>) throws(GPIOError)
     /// Sets logical values of the given lines.

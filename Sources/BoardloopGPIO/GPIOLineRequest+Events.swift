@@ -56,7 +56,7 @@ extension GPIOLineRequest {
         }
         var timers: [RunLoopTimer?] = Array(repeating: nil, count: lineCount)
         for i in 0..<lineCount where lines[i].softwareDebounceNs > 0 {
-            timers[i] = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(86_400), order: order) { _ in
+            timers[i] = RunLoopTimer.rearmable(order: order) { _ in
                 self.debounceTimerFired(i)
             }
         }

@@ -178,6 +178,12 @@ public final class GPIOLineRequest {
     /// a lower bound with 1.6).
     public var lossCounting: GPIOLossCounting { capabilities.lossCounting }
 
+    /// Whether edge events wait in the kernel (the request's fd is readable),
+    /// checked without reading them or blocking: a handler that must not act
+    /// on a state the next events would change asks it first. False for a
+    /// request that is not active or whose lines detect no edges.
+    public var hasPendingEvents: Bool { state == .active && driver.hasPendingEvents }
+
     // MARK: Values
 
     /// The logical value of one line (active-low applied).

@@ -391,6 +391,8 @@ final class LibgpiodRequest: GPIORequestDriver {
         error.deallocate()
     }
 
+    var hasPendingEvents: Bool { handle != nil && Kernel.isReadable(eventFD) }
+
     private func fail(_ operation: String) -> GPIOError {
         .requestReleased(chip: chip.description, operation: operation)
     }

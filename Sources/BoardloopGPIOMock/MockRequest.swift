@@ -14,7 +14,8 @@ final class MockRequest: GPIORequestDriver {
     @exclusivity(unchecked) var lines: [GPIODriverLineConfig]
     /// Logical output values, per line (outputs only).
     @exclusivity(unchecked) var outputs: [Bool]
-    private let fd: Int32
+    /// Readable while the ring is not empty.
+    private let wake: EventFD
     @exclusivity(unchecked) private var detectsEdges: Bool
 
     // The event ring.
@@ -43,9 +44,9 @@ final class MockRequest: GPIORequestDriver {
         self.lines = lines
         outputs = lines.map { $0.settings.outputValue }
         detectsEdges = lines.contains { $0.settings.direction == .input && $0.settings.edgeDetection != .none }
-        let f = bl_eventfd(0, 0)
-        guard f >= 0 else { throw .system(chip: chip.info.description, call: "eventfd", errno: errno) }
-        fd = f
+        do { wake = try EventFD() } catch {
+            throw .system(chip: chip.info.description, call: "\(error.call)", errno: error.errno)
+        }
         switch chip.eventModel {
         case .v2:
             ringCapacity = chip.eventBufferSize ?? MockChip.kernelEventBuffer(lines: lines.count, eventBufferCapacity: eventBufferCapacity)
@@ -62,7 +63,7 @@ final class MockRequest: GPIORequestDriver {
 
     deinit {
         release()
-        close(fd)
+        wake.close()
         ring.deallocate()
         perLine.deallocate()
         lineSequence.deallocate()
@@ -108,17 +109,18 @@ final class MockRequest: GPIORequestDriver {
         lineSequence[i] &+= UInt64(n)
     }
 
+    @inline(__always)
     private func signal() {
-        guard fd >= 0, !signalled else { return }
+        guard !signalled else { return }
         signalled = true
-        while bl_eventfd_write(fd, 1) != 0 && errno == EINTR {}
+        wake.signal()
     }
 
+    @inline(__always)
     private func unsignal() {
-        guard fd >= 0, signalled else { return }
+        guard signalled else { return }
         signalled = false
-        var v: UInt64 = 0
-        while bl_eventfd_read(fd, &v) != 0 && errno == EINTR {}
+        wake.drain()
     }
 
     func chipVanished(wakingPollers: Bool) {
@@ -177,7 +179,9 @@ final class MockRequest: GPIORequestDriver {
     }
 
     /// Readable while events wait; -1 when no line detects edges.
-    var eventFD: Int32 { chip.lock.locked { detectsEdges ? fd : -1 } }
+    var eventFD: Int32 { chip.lock.locked { detectsEdges ? wake.fd : -1 } }
+    /// The eventfd is readable exactly while it is signalled.
+    var hasPendingEvents: Bool { chip.lock.locked { detectsEdges && signalled } }
 
     func reconfigure(_ newLines: [GPIODriverLineConfig]) throws(GPIOError) {
         let t = chip.now

@@ -37,7 +37,7 @@ struct Boardd: ParsableCommand {
     static func duration(_ text: String, option: String, atLeast least: Duration) throws -> Duration {
         switch Launcher.parseDuration(text) {
         case let .success(d):
-            guard d >= least else { throw ValidationError("\(option) \(text): at least \(least) is needed") }
+            guard d >= least else { throw ValidationError("\(option) \(text): at least \(DurationText.format(least)) is needed") }
             return d
         case let .failure(problem):
             throw ValidationError("\(option) \(text): \(problem.message(text, suggest: "s"))")

@@ -1,3 +1,4 @@
+import Boardloop
 import Glibc
 
 /// Small file helpers over Glibc (no Foundation in the guest program).
@@ -64,25 +65,20 @@ extension String {
 
 /// Sleeps (nanosleep), for the toggler side of the scenarios.
 func sleep(_ d: Duration) {
-    let ns = d.nanosecondsClampedForSleep
+    let ns = d.nanosecondsClamped
     var ts = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
     var rest = timespec()
     while nanosleep(&ts, &rest) != 0 && errno == EINTR { ts = rest }
 }
 
 extension Duration {
-    var nanosecondsClampedForSleep: Int64 {
-        let (s, atto) = components
-        return s * 1_000_000_000 + atto / 1_000_000_000
-    }
-
     /// Milliseconds with one decimal, for figures.
     var ms: String {
-        let us = nanosecondsClampedForSleep / 1000
+        let us = nanosecondsClamped / 1000
         return "\(us / 1000).\((us % 1000) / 100) ms"
     }
 
-    var us: String { "\(nanosecondsClampedForSleep / 1000) µs" }
+    var us: String { "\(nanosecondsClamped / 1000) µs" }
 }
 
 /// Writes a line straight to fd 1 (unbuffered: the serial log keeps every

@@ -544,7 +544,7 @@ enum Scenarios {
         try req.schedule(on: loop) { batch in
             for e in batch {
                 let n = handled.value
-                if n < count { samples[n] = batch.latency(of: e).nanosecondsClampedForSleep }
+                if n < count { samples[n] = batch.latency(of: e).nanosecondsClamped }
                 handled.increment()
             }
         }
@@ -570,7 +570,7 @@ enum Scenarios {
         clock_getres(CLOCK_MONOTONIC, &res)
         let resolution = Duration.seconds(res.tv_sec) + .nanoseconds(res.tv_nsec)
         return "\(n) edges: p50 \(pct(0.50).us), p99 \(pct(0.99).us), max \(Duration.nanoseconds(sorted[n - 1]).us), "
-            + "mean \(mean.us) (handler entry minus kernel timestamp; CLOCK_MONOTONIC resolution \(resolution.nanosecondsClampedForSleep) ns; "
+            + "mean \(mean.us) (handler entry minus kernel timestamp; CLOCK_MONOTONIC resolution \(resolution.nanosecondsClamped) ns; "
             + "under TCG emulation indicative only)"
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import BoardDaemon
+import BoardSupport
 
 /// Runs the built `boardd` binary. It is found next to the test executable
 /// (`/proc/self/exe`: `swift test` builds every product of the package into
@@ -164,6 +165,38 @@ enum Boardd {
     @Test func forTakesTheConfigsUnits() throws {
         let r = try Boardd.run(["--config", "examples/demo.yaml", "--for", "300ms", "--log-level", "error"])
         #expect(r.status == 0, "\(r.stderr)")
+    }
+
+    /// Every unit of the config's grammar (`DurationText.units`), on both
+    /// duration options: `--for 0<unit>` and the shortest whole stop timeout
+    /// of at least 100ms in that unit.
+    @Test(arguments: DurationText.units)
+    func durationOptionsTakeEveryUnitTheConfigTakes(_ unit: (String, Int64)) throws {
+        let (name, scale) = unit
+        #expect(throws: Never.self) { try DurationText.parse("0\(name)").get() }
+        let least = max(1, (100_000_000 + scale - 1) / scale)
+        let r = try Boardd.run([
+            "--config", "examples/demo.yaml", "--for", "0\(name)", "--stop-timeout", "\(least)\(name)", "--log-level", "error",
+        ])
+        #expect(r.status == 0, "\(name): \(r.stderr)")
+    }
+
+    /// `--stop-timeout` refuses what the config refuses, with the config's
+    /// message, and a timeout below its floor by name.
+    @Test(arguments: [
+        ("1e308s", "expected a duration such as 20ms, found '1e308s'"),
+        ("9223372037s", "'9223372037s' is too long (the limit is about 292 years)"),
+        ("5", "'5' has no unit; write 5s"),
+        ("3 parsecs", "unknown unit 'parsecs'"),
+        ("-1s", "'-1s' is negative; a duration is zero or more"),
+        ("1.0000000001s", "'1.0000000001s' is finer than a nanosecond"),
+        ("50ms", "at least 100ms is needed"),
+    ])
+    func stopTimeoutRefusesWhatTheConfigRefuses(_ arg: (String, String)) throws {
+        // `=` form: a negative value is not taken for an option.
+        let r = try Boardd.run(["--config", "examples/demo.yaml", "--for", "0s", "--stop-timeout=\(arg.0)"])
+        #expect(r.status == 64, "\(r.stderr)")
+        #expect(r.stderr.contains("--stop-timeout \(arg.0): \(arg.1)"), "\(r.stderr)")
     }
 
     @Test func demoWithAConfigIsAnError() throws {

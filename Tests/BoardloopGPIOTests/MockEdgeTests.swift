@@ -46,6 +46,40 @@ final class MockEdgeTests: XCTestCase {
         XCTAssertEqual(poll(&pfd, 1, 0), 0, "reading the events clears it")
     }
 
+    /// `hasPendingEvents` says what a poll of the request's fd says, on the
+    /// mock as on the kernel: false with nothing waiting, true after an
+    /// edge until the loop reads it, false once the request is released.
+    func testHasPendingEventsFollowsTheFdsReadability() throws {
+        let rig = try ManualRig()
+        let button = try rig.gpio.request(17, .input(edges: .both))
+        try button.schedule(on: rig.loop) { _ in }
+        let fd = try XCTUnwrap(button.eventSource?.fd)
+        func readable() -> Bool {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            return poll(&pfd, 1, 0) == 1
+        }
+        XCTAssertFalse(button.hasPendingEvents)
+        XCTAssertFalse(readable())
+        try rig.chip.setLevel(17, true)
+        XCTAssertTrue(button.hasPendingEvents, "an edge waits")
+        XCTAssertTrue(readable())
+        try rig.settle()
+        XCTAssertFalse(button.hasPendingEvents, "read by the loop")
+        XCTAssertFalse(readable())
+        try rig.chip.setLevel(17, false)
+        XCTAssertTrue(button.hasPendingEvents)
+        button.release()
+        XCTAssertFalse(button.hasPendingEvents, "a released request has none")
+    }
+
+    /// A request whose lines detect no edges never has events waiting.
+    func testAnOutputHasNoPendingEvents() throws {
+        let rig = try ManualRig()
+        let led = try rig.gpio.request(27, .output(false))
+        try led.setValue(true)
+        XCTAssertFalse(led.hasPendingEvents)
+    }
+
     func testSeveralLinesInOneRequestKeepTheirOrder() throws {
         let rig = try ManualRig()
         let req = try rig.gpio.request([4, 17, 22], .input(edges: .both))

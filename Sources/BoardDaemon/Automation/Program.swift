@@ -113,8 +113,8 @@ final class Program: Sendable {
                 case let .toggle(l): ops.append(.toggle(line: Int32(l.index)))
                 case let .pulse(l, d):
                     pulsed.insert(l.index)
-                    ops.append(.pulse(line: Int32(l.index), nanoseconds: d.nanosecondsClampedValue))
-                case let .wait(d): ops.append(.wait(nanoseconds: d.nanosecondsClampedValue))
+                    ops.append(.pulse(line: Int32(l.index), nanoseconds: d.nanosecondsClamped))
+                case let .wait(d): ops.append(.wait(nanoseconds: d.nanosecondsClamped))
                 case let .run(c, argv):
                     ops.append(.run(site: Int32(runSites.count)))
                     runSites.append(RunSite(command: c, argv: argv))

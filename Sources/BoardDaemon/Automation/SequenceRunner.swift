@@ -47,8 +47,7 @@ final class SequenceRunner {
 
     func makeTimers() throws {
         for i in runs.indices {
-            let t = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(86_400 * 365)) { [unowned self] timer in
-                timer.fireDate = .distantFuture
+            let t = RunLoopTimer.rearmable { [unowned self] _ in
                 self.step(i)
             }
             try rt.loop.add(t, mode: .common)
@@ -141,7 +140,7 @@ final class SequenceRunner {
         guard runs[slot].active else { return }  // a step stopped this sequence
         if wait >= 0 {
             runs[slot].pc = pc
-            runs[slot].timer?.fireDate = MonotonicInstant(nanoseconds: rt.nowNanoseconds &+ UInt64(wait))
+            runs[slot].timer?.arm(at: MonotonicInstant(nanoseconds: rt.nowNanoseconds &+ UInt64(wait)))
             return
         }
         runs[slot].pc = -1
@@ -172,7 +171,7 @@ final class SequenceRunner {
         let was = isRunning
         for i in runs.indices {
             runs[i].pc = -1
-            runs[i].timer?.fireDate = .distantFuture
+            runs[i].timer?.disarm()
         }
         queued = 0
         if was && exiting { events.sequence(index, .stopped) }
@@ -223,7 +222,7 @@ final class SequenceRunner {
             guard let r else { continue }
             runs[i].pc = range.start + r.offset
             runs[i].ctx = r.ctx
-            runs[i].timer?.fireDate = r.resumeAt
+            runs[i].timer?.arm(at: r.resumeAt)
         }
         for ctx in p.queue.prefix(queue.count) { enqueue(ctx) }
     }

@@ -316,5 +316,5 @@ struct GestureMachine {
 }
 
 extension Duration {
-    var ns: UInt64 { UInt64(Swift.max(0, nanosecondsClampedValue)) }
+    var ns: UInt64 { UInt64(Swift.max(0, nanosecondsClamped)) }
 }

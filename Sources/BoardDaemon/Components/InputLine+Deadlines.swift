@@ -79,13 +79,13 @@ extension InputLine {
         let d = nextDeadline
         if d == armedAt { return }
         armedAt = d
-        timer.fireDate = d == never ? .distantFuture : MonotonicInstant(nanoseconds: d)
+        if d == never { timer.disarm() } else { timer.arm(at: MonotonicInstant(nanoseconds: d)) }
     }
 
     func rearmSoon() {
         guard let timer else { return }
         armedAt = rt.nowNanoseconds &+ 1_000_000
-        timer.fireDate = MonotonicInstant(nanoseconds: armedAt)
+        timer.arm(at: MonotonicInstant(nanoseconds: armedAt))
     }
 
     /// The drain timer. It fires in a pass another timer (a task's) woke the
@@ -118,8 +118,6 @@ extension InputLine {
 
     /// Whether events wait in the kernel for this line (a zero-timeout poll).
     func kernelHasEvents() -> Bool {
-        guard let fd = request.eventSource?.fd else { return false }
-        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        return poll(&p, 1, 0) > 0 && p.revents & Int16(POLLIN) != 0
+        request.eventSource != nil && request.hasPendingEvents
     }
 }

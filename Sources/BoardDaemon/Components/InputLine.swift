@@ -213,7 +213,7 @@ final class InputLine: @unchecked Sendable {
             }
         }
         if needsTimer {
-            let t = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(86_400 * 365)) { [unowned self] _ in self.timerFired() }
+            let t = RunLoopTimer.rearmable { [unowned self] _ in self.timerFired() }
             for m in modes { try rt.loop.add(t, mode: m) }
             timer = t
         }

@@ -27,8 +27,7 @@ final class OutputLine {
     /// A pulse timer, in every mode (a pulse ends whatever the mode).
     func makePulseTimer() throws {
         guard pulseTimer == nil else { return }
-        let t = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(86_400 * 365)) { [unowned self] _ in
-            self.pulseTimer?.fireDate = .distantFuture
+        let t = RunLoopTimer.rearmable { [unowned self] _ in
             self.set(false)
         }
         try loop.add(t, mode: .common)
@@ -50,19 +49,19 @@ final class OutputLine {
 
     func pulse(_ ns: Int64) {
         set(true)
-        pulseTimer?.fireDate = MonotonicInstant(nanoseconds: loop.now.nanoseconds &+ UInt64(max(0, ns)))
+        pulseTimer?.arm(at: MonotonicInstant(nanoseconds: loop.now.nanoseconds &+ UInt64(max(0, ns))))
     }
 
     /// When the pulse in flight ends (nil: none is).
     var pulseEnd: MonotonicInstant? {
-        guard let d = pulseTimer?.fireDate, d != .distantFuture else { return nil }
-        return d
+        guard let t = pulseTimer, t.isArmed else { return nil }
+        return t.fireDate
     }
 
     /// Continues a pulse a previous config started: the line goes off at `end`.
     func resumePulse(until end: MonotonicInstant) throws {
         try makePulseTimer()
-        pulseTimer?.fireDate = end
+        pulseTimer?.arm(at: end)
     }
 
     func detach() {

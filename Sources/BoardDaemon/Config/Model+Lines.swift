@@ -222,7 +222,7 @@ public struct HeldPlan: Sendable, Equatable {
 
     /// `rate` edges a second over `d`, rounded up.
     public static func events(rate: Int, over d: Duration) -> Int {
-        let ns = Double(d.components.seconds) * 1e9 + Double(d.components.attoseconds / 1_000_000_000)
+        let ns = Double(d.nanosecondsClamped)
         let n = (Double(rate) * ns / 1e9).rounded(.up)
         return n >= Double(Int.max / 4) ? Int.max / 4 : Int(n)
     }

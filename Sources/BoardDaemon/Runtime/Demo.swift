@@ -196,12 +196,11 @@ public enum Demo {
 
         public func start() throws {
             guard let first = script.steps.first else { return }
-            let t = RunLoopTimer(fireAt: cycleStart + first.at, interval: .seconds(3600)) { [unowned self] t in
-                self.fire(t)
-            }
+            let t = RunLoopTimer.rearmable { [unowned self] t in self.fire(t) }
             try loop.add(t, mode: .common)
+            t.arm(at: cycleStart + first.at)
             timer = t
-            let f = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(3600)) { [unowned self] _ in self.floodStep() }
+            let f = RunLoopTimer.rearmable { [unowned self] _ in self.floodStep() }
             try loop.add(f, mode: .common)
             floodTimer = f
         }
@@ -223,7 +222,7 @@ public enum Demo {
                 next = 0
                 cycleStart = cycleStart + script.cycle
             }
-            t.fireDate = cycleStart + steps[next].at
+            t.arm(at: cycleStart + steps[next].at)
         }
 
         func perform(_ action: ScriptFile.Action) throws {
@@ -234,7 +233,7 @@ public enum Demo {
             case let .flood(chip, offset, edges):
                 guard let c = gpio.chip(chip) else { return }
                 flood = (c, offset, try c.level(.offset(offset)), edges)
-                floodTimer?.fireDate = loop.now
+                floodTimer?.arm(at: loop.now)
             }
         }
 
@@ -249,7 +248,7 @@ public enum Demo {
                 f.left -= 1
             }
             flood = f.left > 0 ? f : nil
-            floodTimer?.fireDate = f.left > 0 ? loop.now + .milliseconds(1) : .distantFuture
+            if f.left > 0 { floodTimer?.arm(after: .milliseconds(1)) }
         }
     }
 }

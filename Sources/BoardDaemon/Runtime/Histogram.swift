@@ -1,3 +1,5 @@
+import Boardloop
+
 /// A fixed-size latency histogram: log-linear buckets (8 per power of two)
 /// over nanoseconds, so a percentile is within 12.5 % of the true value.
 /// Recording allocates nothing: the counts live in a buffer reserved once.
@@ -30,7 +32,7 @@ public final class LatencyHistogram: @unchecked Sendable {
         return ((8 + sub + 1) << UInt64(exp - 3)) - 1
     }
 
-    public func record(_ d: Duration) { record(nanoseconds: UInt64(Swift.max(0, d.nanosecondsClampedValue))) }
+    public func record(_ d: Duration) { record(nanoseconds: UInt64(Swift.max(0, d.nanosecondsClamped))) }
 
     public func record(nanoseconds ns: UInt64) {
         counts[Self.bucket(ns)] &+= 1
@@ -61,18 +63,9 @@ public final class LatencyHistogram: @unchecked Sendable {
 }
 
 extension Duration {
-    /// Whole nanoseconds, clamped to Int64.
-    var nanosecondsClampedValue: Int64 {
-        let (s, a) = components
-        let (m, o) = s.multipliedReportingOverflow(by: 1_000_000_000)
-        if o { return s < 0 ? .min : .max }
-        let (r, o2) = m.addingReportingOverflow(a / 1_000_000_000)
-        return o2 ? (s < 0 ? .min : .max) : r
-    }
-
     /// A short human form: `850ns`, `12.3µs`, `4.56ms`, `1.2s`.
     var short: String {
-        let ns = nanosecondsClampedValue
+        let ns = nanosecondsClamped
         func f(_ v: Double) -> String {
             let r = (v * 10).rounded() / 10
             return r == r.rounded() ? String(Int(r)) : String(r)

@@ -29,8 +29,7 @@ extension LoopRuntime {
     /// that delivers held events once their mode is back.
     func setUpModeItems() throws {
         driveItem = PerformWorkItem(modes: [.common]) { [unowned self] in self.drive() }
-        let replay = RunLoopTimer(fireAt: .distantFuture, interval: .seconds(86_400 * 365), order: -1) { [unowned self] t in
-            t.fireDate = .distantFuture
+        let replay = RunLoopTimer.rearmable(order: -1) { [unowned self] _ in
             self.replayHeld()
         }
         try loop.add(replay, mode: .common)
@@ -116,7 +115,7 @@ extension LoopRuntime {
             k += 1
         }
         if admitMask[new] & ~oldMask != 0 || new == 0 {
-            replayTimer?.fireDate = loop.now
+            replayTimer?.arm(at: loop.now)
         }
         guard driver == .nestedRuns, !stopping else { return }
         if driving {

@@ -310,7 +310,7 @@ extension LoopRuntime {
         let new = sequenceModes.isEmpty ? baseMode : sequenceModes[sequenceModes.count - 1].mode
         if p.config.modes[new].name == oldMode.name {
             effectiveMode = new
-            replayTimer?.fireDate = loop.now
+            replayTimer?.arm(at: loop.now)
         } else {
             enter(mode: new, from: -1, name: oldMode.name, mask: oldMode.mask, because: nil)
         }
@@ -352,15 +352,4 @@ extension Daemon {
         }
         return (totals, failures)
     }
-}
-
-/// A value behind the package's lock, shared with a loop's thread for the
-/// length of a `performAndWait`.
-final class LockedValue<T>: @unchecked Sendable {
-    private let lock = Lock()
-    private var value: T
-    init(_ v: T) { value = v }
-    func get() -> T { lock.withLock { value } }
-    func set(_ v: T) { lock.withLock { value = v } }
-    func update(_ body: (inout T) -> Void) { lock.withLock { body(&value) } }
 }

@@ -37,7 +37,10 @@ public struct SystemError: Error, Equatable, Sendable, CustomStringConvertible {
 /// - EBADF and EFAULT mean the engine passed a bad fd or pointer: a bug here,
 ///   so they trap with the call's name instead of being thrown at a user;
 /// - anything else is thrown as a `SystemError` naming the call.
-enum Kernel {
+///
+/// Package access for the few calls other layers need (`isReadable`); the
+/// rest stays internal to the engine.
+package enum Kernel {
     @inline(__always)
     static func call(
         _ name: StaticString, fd: Int32 = -1, trapOnBadFD: Bool = true, _ body: () -> Int32
@@ -94,6 +97,19 @@ enum Kernel {
     /// the descriptor is released even when close reports EINTR).
     static func close(_ fd: Int32) {
         if fd >= 0 { _ = Glibc.close(fd) }
+    }
+
+    /// Whether `fd` is readable now, without blocking (`poll` with a zero
+    /// timeout): the GPIO layer's "do edge events wait in the kernel?".
+    /// False for -1 and on any error.
+    package static func isReadable(_ fd: Int32) -> Bool {
+        guard fd >= 0 else { return false }
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while true {
+            let rc = poll(&p, 1, 0)
+            if rc >= 0 { return rc > 0 && p.revents & Int16(POLLIN) != 0 }
+            if Glibc.errno != EINTR { return false }
+        }
     }
 }
 
