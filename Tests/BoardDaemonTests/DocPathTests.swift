@@ -96,4 +96,59 @@ import Testing
         #expect(daemon.contains("Supervisor/Reload.swift") && engine.contains("Callouts.swift"))
         for f in daemon + engine { #expect(text.contains("`\(f)`"), "\(Self.page)'s file maps do not name `\(f)`") }
     }
+    /// README.md and every page of docs/.
+    static func pages() throws -> [(name: String, text: String)] {
+        let docs = try FileManager.default.contentsOfDirectory(atPath: root + "/docs").filter { $0.hasSuffix(".md") }.sorted()
+        return try (["README.md"] + docs.map { "docs/" + $0 }).map { ($0, try String(contentsOfFile: root + "/" + $0, encoding: .utf8)) }
+    }
+
+    /// A path that starts with one of the package's top folders
+    /// (`scripts/`, `Sources/`, `examples/`, …) is the package's, on any page.
+    @Test func everyPackagePathTheDocsNameExists() throws {
+        let tops = try FileManager.default.contentsOfDirectory(atPath: Self.root).filter { name in
+            var isDir: ObjCBool = false
+            return !name.hasPrefix(".") && FileManager.default.fileExists(atPath: Self.root + "/" + name, isDirectory: &isDir) && isDir.boolValue
+        }.map { $0 + "/" }
+        #expect(tops.contains("scripts/") && tops.contains("Sources/"))
+        var checked = 0
+        for (name, text) in try Self.pages() {
+            let spans = text.split(separator: "`", omittingEmptySubsequences: false).enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) }
+            for p in spans where !p.contains(" ") && tops.contains(where: { p.hasPrefix($0) }) {
+                checked += 1
+                #expect(FileManager.default.fileExists(atPath: Self.root + "/" + p), "\(name) names `\(p)`, which is not in the package")
+            }
+        }
+        #expect(checked > 20)
+    }
+
+    /// A link to a section (`[x](engine.md#cf-compared)`, `[x](#gestures)`)
+    /// names a heading the page has.
+    @Test func everySectionLinkHasItsHeading() throws {
+        let pages = try Self.pages()
+        func anchors(_ text: String) -> Set<String> {
+            Set(text.split(separator: "\n").filter { $0.hasPrefix("#") }.map { line in
+                let title = line.drop { $0 == "#" }.trimmingCharacters(in: .whitespaces).lowercased()
+                return String(title.compactMap { c -> Character? in
+                    c == " " ? "-" : (c.isLetter || c.isNumber || c == "-" || c == "_") ? c : nil
+                })
+            })
+        }
+        var checked = 0
+        for (name, text) in pages {
+            var rest = Substring(text)
+            while let open = rest.range(of: "](") {
+                rest = rest[open.upperBound...]
+                guard let close = rest.firstIndex(of: ")") else { break }
+                let target = rest[..<close]
+                guard let hash = target.firstIndex(of: "#"), !target.contains("://") else { continue }
+                let file = String(target[..<hash]), anchor = String(target[target.index(after: hash)...])
+                let dir = (name as NSString).deletingLastPathComponent
+                let page = file.isEmpty ? name : (dir.isEmpty ? file : dir + "/" + file)
+                let text = try #require(pages.first { $0.name == page }?.text, "\(name) links to \(page), not a page")
+                #expect(anchors(text).contains(anchor), "\(name) links to \(page)#\(anchor), which has no such heading")
+                checked += 1
+            }
+        }
+        #expect(checked > 3)
+    }
 }
