@@ -151,4 +151,33 @@ import Testing
         }
         #expect(checked > 3)
     }
+    /// architecture.md's account of what calls the kernel outside the
+    /// engine's `Kernel/` folder names every file that calls the C shim or
+    /// glibc's pthread functions there, and each shim function it calls;
+    /// and no file there reads errno.
+    @Test func theKernelCallsOutsideKernelAreTheOnesThePageNames() throws {
+        let text = try Self.text()
+        let start = try #require(text.range(of: "**What calls the kernel outside `Kernel/`.**"))
+        let end = try #require(text.range(of: "\n\n", range: start.upperBound..<text.endIndex))
+        let paragraph = String(text[start.lowerBound..<end.lowerBound])
+        let dir = Self.root + "/Sources/Boardloop"
+        let calls = try NSRegularExpression(pattern: #"\b(bl_[a-z0-9_]+|pthread_[a-z_]+)\("#)
+        let errnoRead = try NSRegularExpression(pattern: #"\berrno\b(?!:)"#)
+        var found = 0
+        for file in Self.swiftFiles(under: dir, recursive: false) {
+            let code = try String(contentsOfFile: dir + "/" + file, encoding: .utf8).split(separator: "\n")
+                .filter { !$0.trimmingCharacters(in: .whitespaces).hasPrefix("//") }.joined(separator: "\n")
+            let range = NSRange(code.startIndex..., in: code)
+            #expect(errnoRead.firstMatch(in: code, range: range) == nil, "\(file) reads errno outside Kernel/")
+            for m in calls.matches(in: code, range: range) {
+                let name = String(code[Range(m.range(at: 1), in: code)!])
+                found += 1
+                #expect(paragraph.contains("`\(file)`"), "\(file) calls \(name), and the page does not name it")
+                if name.hasPrefix("bl_") {
+                    #expect(paragraph.contains(name), "\(file) calls the shim's \(name), and the page does not name it")
+                }
+            }
+        }
+        #expect(found > 0, "the scan finds the calls the page names")
+    }
 }
