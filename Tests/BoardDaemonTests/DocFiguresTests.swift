@@ -44,6 +44,8 @@ import Testing
             "handles at most \(InputLine.lowPriorityBatch) events per dispatch",
             "at most \(Self.kib(CommandRunner.readBudget)) a stream per pass, and logs the first \(CommandRunner.maxLines) lines of each (cut at \(CommandRunner.maxLineBytes) bytes)",
             "more than \(ConfigParser.maxModes) modes on a loop, or more than \(ConfigParser.maxLinesPerRequest) lines of one chip on one loop",
+            "A run loop has at most \(ConfigParser.maxModes) modes (the default included)",
+            "| `every` | duration, at least `\(ConfigParser.minimumTaskPeriod.components.attoseconds / 1_000_000_000_000)us` |",
         ]
         for p in phrases { #expect(text.contains(p), "docs/config.md lacks: \(p)") }
     }
