@@ -78,7 +78,7 @@ struct Boardd: ParsableCommand {
             guard let v = Logger.Level(rawValue: l) else { throw ValidationError("--log-level \(l): use debug, info, notice, warning or error") }
             return v
         } ?? .info
-        options.mock = mock
+        options.mock = mock && !demo  // the demo board is mock chips already
         if safeOutputs {
             guard let config else { throw ValidationError("--safe-outputs needs --config FILE") }
             let status = Launcher.safeOutputs(configPath: config, logLevel: level, loadOptions: options)
