@@ -99,10 +99,11 @@ public enum Launcher {
     }
 
     /// `boardd --safe-outputs --config FILE`: sets every output that has a
-    /// `safe:` value to it and exits (with `--mock`: on mock chips, which
-    /// changes nothing on this machine but checks that every line is set) (0: all set, 1: the config has errors
+    /// `safe:` value to it and exits (0: all set, 1: the config has errors
     /// or a line could not be set). For systemd's `ExecStopPost=`, which
     /// runs after the daemon ended however it ended (a crash included).
+    /// With `--mock` the values are set on mock chips: nothing on this
+    /// machine changes, and every output is shown to be settable.
     public static func safeOutputs(configPath: String, logLevel: Logger.Level, loadOptions: LoadOptions) -> Int32 {
         var logger = Logger(label: "boardd") { label in BoarddLogHandler(label: label, level: logLevel) }
         logger.logLevel = logLevel
