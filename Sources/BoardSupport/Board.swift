@@ -74,6 +74,10 @@ public struct Board: Sendable, Equatable {
         /// the kernel's line name). Matching is case-insensitive.
         public var aliases: [String]
         public var kind: Kind
+        /// The kernel's name for the line when the board file gives one
+        /// (`line_name:`, also an alias); else the kernel names it as the
+        /// pin (`GPIO17`). Mock chips made from the board carry it.
+        public var lineName: String?
 
         public enum Kind: Sendable, Equatable {
             /// A usable GPIO line.
@@ -85,11 +89,12 @@ public struct Board: Sendable, Equatable {
             case reserved(String)
         }
 
-        public init(physical: Int?, name: String, aliases: [String], kind: Kind) {
+        public init(physical: Int?, name: String, aliases: [String], kind: Kind, lineName: String? = nil) {
             self.physical = physical
             self.name = name
             self.aliases = aliases
             self.kind = kind
+            self.lineName = lineName
         }
 
         /// All names, canonical first.

@@ -138,7 +138,7 @@ public enum BoardFile {
             r.error(node, path, "a pin needs a name")
             return nil
         }
-        return Board.Pin(physical: physical, name: name, aliases: aliases, kind: kind!)
+        return Board.Pin(physical: physical, name: name, aliases: aliases, kind: kind!, lineName: lineName)
     }
 
     /// No physical pin twice, no GPIO name twice, every GPIO on a declared

@@ -5,7 +5,8 @@ import Glibc
 import Logging
 
 /// boardd: the board daemon. Runs a config (`--config FILE`), the built-in
-/// demo (`--demo`), checks a config (`--check`) or detects the board.
+/// demo (`--demo`), checks a config (`--check`) or detects the board;
+/// `--mock` runs a config on mock chips made from its board.
 @main
 struct Boardd: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -16,6 +17,11 @@ struct Boardd: ParsableCommand {
 
     @Option(help: "The config file to run (or check).") var config: String?
     @Flag(help: "Run the built-in demo on the demo board (mock chips, no hardware).") var demo = false
+    @Flag(
+        help:
+            "Run the config on mock chips made from its board (same chip labels, line names and pins; no hardware touched). The board must be named (board: NAME or --board NAME), not auto."
+    )
+    var mock = false
     @Option(name: .customLong("for"), help: "Stop by itself after this long (e.g. 10s).") var runFor: String?
     @Option(help: "Log level: debug, info, notice, warning, error.") var logLevel: String?
     @Flag(help: "Check the config and print a summary of what it resolves to; exit 1 with every error.") var check = false
@@ -50,6 +56,11 @@ struct Boardd: ParsableCommand {
         // Under systemd (it sets INVOCATION_ID for a service) a config that
         // others may change is refused, at start and at every reload.
         options.refuseInsecureConfig = getenv("INVOCATION_ID") != nil && !allowInsecureConfig
+        if mock && config == nil && !demo && !boardDetect {
+            throw ValidationError("--mock runs a config on mock chips made from its board: give --config FILE")
+        }
+        // `--check --mock` checks as `--check` does (the check touches no
+        // GPIO); a run or --safe-outputs gets mock chips.
         if boardDetect || check {
             let output: CommandOutput
             if boardDetect {
@@ -67,6 +78,7 @@ struct Boardd: ParsableCommand {
             guard let v = Logger.Level(rawValue: l) else { throw ValidationError("--log-level \(l): use debug, info, notice, warning or error") }
             return v
         } ?? .info
+        options.mock = mock && !demo  // the demo board is mock chips already
         if safeOutputs {
             guard let config else { throw ValidationError("--safe-outputs needs --config FILE") }
             let status = Launcher.safeOutputs(configPath: config, logLevel: level, loadOptions: options)

@@ -196,7 +196,7 @@ extension ConfigParser {
             file: file,
             board: BoardChoice(
                 name: board?.name ?? "", title: board?.title ?? "", file: board?.file ?? "", backend: board?.backend ?? .kernel,
-                chips: board?.chips ?? [], detected: boardDetected),
+                chips: board?.chips ?? [], detected: boardDetected, pins: board?.pins ?? [], mock: options.mock),
             priorities: priorities, lines: lines, modes: modes, tasks: tasks, reactions: reactions, sequences: sequences,
             commands: commands, loops: loops, warnings: [])
     }

@@ -153,7 +153,13 @@ final class ConfigParser {
         }
         let at = node == root ? Position.none : YAMLReader.position(node)
         if e == nil && options.board == nil { path = "" }
-        if requested == "auto" {
+        if requested == "auto" && options.mock {
+            log.error(
+                at == .none ? Position(line: 1, column: 1) : at, path,
+                (options.board != nil ? "--board auto" : e == nil ? "no board given, so board: auto" : "auto")
+                    + " with --mock: detection reads this machine, not the board the config is for; name the board (board: raspberry-pi-4) or give --board NAME"
+            )
+        } else if requested == "auto" {
             let (boards, _) = options.catalog.loadAll()
             let verdict = BoardDetection.detect(options.machine.facts, boards: boards)
             if case let .found(b, _) = verdict {

@@ -28,6 +28,10 @@ public struct LoadOptions: Sendable {
     /// is an error, not a warning (boardd under systemd, unless
     /// `--allow-insecure-config`): its commands run as boardd's user.
     public var refuseInsecureConfig = false
+    /// `--mock`: the board's chips are served by mock chips made from the
+    /// board file (`MockBoard`), whatever the board's backend; `board: auto`
+    /// is then an error (detection reads this machine, not the config's board).
+    public var mock = false
 
     public init(board: String? = nil, catalog: BoardCatalog = .standard, machine: MachineInfo = .current()) {
         self.board = board

@@ -79,6 +79,10 @@ public struct BoardChoice: Sendable, Equatable {
     public var chips: [Board.Chip]
     /// True when `board: auto` found it on this machine.
     public var detected: Bool
+    /// The board's pins (mock chips name their lines after them).
+    public var pins: [Board.Pin] = []
+    /// `--mock`: mock chips serve the board whatever its backend (`MockBoard`).
+    public var mock = false
 }
 
 public struct ModeConfig: Sendable, Equatable {

@@ -52,6 +52,7 @@ public enum Launcher {
             var options = s.loadOptions
             options.board = nil
             options.catalog = Demo.catalog
+            options.mock = false  // the demo board is mock chips already
             result = ConfigLoader.load(text: Demo.configText, file: Demo.configFile, options: options)
         } else if let path = s.configPath {
             result = ConfigLoader.load(path: path, options: s.loadOptions)
@@ -75,6 +76,11 @@ public enum Launcher {
             o.demo = s.demo
             o.stopTimeout = s.stopTimeout
             let daemon = try Daemon(config: config, options: o)
+            if config.board.mock, let mock = daemon.mock {
+                logger.info(
+                    "mock chips (--mock): \(mock.chips.map { "\($0.name) [\($0.label)] \($0.lineCount) lines" }.joined(separator: ", ")); no GPIO of this machine is touched"
+                )
+            }
             var script: Demo.Script?
             if let steps, let mock = daemon.mock {
                 logger.notice(
@@ -96,6 +102,8 @@ public enum Launcher {
     /// `safe:` value to it and exits (0: all set, 1: the config has errors
     /// or a line could not be set). For systemd's `ExecStopPost=`, which
     /// runs after the daemon ended however it ended (a crash included).
+    /// With `--mock` the values are set on mock chips: nothing on this
+    /// machine changes, and every output is shown to be settable.
     public static func safeOutputs(configPath: String, logLevel: Logger.Level, loadOptions: LoadOptions) -> Int32 {
         var logger = Logger(label: "boardd") { label in BoarddLogHandler(label: label, level: logLevel) }
         logger.logLevel = logLevel
@@ -107,13 +115,14 @@ public enum Launcher {
         }
         let gpio: any GPIOBackend
         do {
-            gpio = try MockBoard.backend(for: config.board).gpio
+            gpio = try MockBoard.backend(for: config).gpio
         } catch {
             logger.critical("boardd: cannot make the mock chips: \(error)")
             return 1
         }
         let (set, failed) = Daemon.setSafeOutputs(config, gpio: gpio, logger: logger)
-        logger.notice("safe outputs: \(set) set, \(failed) failed (\(config.file) on \(config.board.name))")
+        logger.notice(
+            "safe outputs: \(set) set, \(failed) failed (\(config.file) on \(config.board.name)\(config.board.mock ? ", mock chips, --mock: no GPIO of this machine changed" : ""))")
         return failed == 0 ? 0 : 1
     }
 

@@ -82,7 +82,7 @@ public final class Daemon: @unchecked Sendable {
     public init(config: DaemonConfig, options: Options) throws {
         self.config = config
         self.options = options
-        let backend = try MockBoard.backend(for: config.board, given: options.mock, clock: options.clock)
+        let backend = try MockBoard.backend(for: config, given: options.mock, clock: options.clock)
         gpio = backend.gpio
         mock = backend.mock
         let program = Program(config: config, generation: 1)
@@ -131,7 +131,7 @@ public final class Daemon: @unchecked Sendable {
         let inputs = config.lines.filter(\.isInput).count
         let outputs = config.lines.count - inputs
         return
-            "running \(config.file) on \(config.board.name) (\(gpio.backendName)): \(count(inputs, "input")), \(count(outputs, "output")), \(count(config.tasks.count, "task")), \(count(config.reactions.count, "reaction")), \(count(config.sequences.count, "sequence")), loops \(config.loops.map(\.name).joined(separator: ", "))"
+            "running \(config.file) on \(config.board.name) (\(MockBoard.backendName(config.board, gpio))): \(count(inputs, "input")), \(count(outputs, "output")), \(count(config.tasks.count, "task")), \(count(config.reactions.count, "reaction")), \(count(config.sequences.count, "sequence")), loops \(config.loops.map(\.name).joined(separator: ", "))"
     }
 
     private func startWorkers(_ program: Program, memoryLockRefused: String?) throws {
