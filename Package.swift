@@ -8,8 +8,8 @@
 //   2. Engine       Boardloop             (Glibc only, never Foundation)
 //   3. GPIO         BoardloopGPIO, BoardloopGPIOMock
 //   4. Board        BoardSupport
-//   5. Daemon lib   BoardDaemon
-//   6. Executables  boardd (boardctl comes with the control socket)
+//   5. Daemon lib   BoardDaemon; BoardControl (the control socket's client side)
+//   6. Executables  boardd, boardctl
 import PackageDescription
 
 #if canImport(Glibc)
@@ -59,6 +59,7 @@ let package = Package(
         .executable(name: "gpio-sim-guest", targets: ["gpio-sim-guest"]),
         .executable(name: "worker-demo", targets: ["worker-demo"]),
         .executable(name: "boardd", targets: ["boardd"]),
+        .executable(name: "boardctl", targets: ["boardctl"]),
     ],
     dependencies: [
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
@@ -102,6 +103,11 @@ let package = Package(
             ],
             swiftSettings: strict),
 
+        // The control socket's client side (socket path, one request, its reply,
+        // the text a person reads) and the release both executables print.
+        // Glibc only: boardctl starts small.
+        .target(name: "BoardControl", swiftSettings: strict),
+
         // The daemon's bits of libc Swift cannot call directly (variadic syscall, posix_spawn attributes).
         .target(name: "CDaemon"),
 
@@ -109,9 +115,13 @@ let package = Package(
         .executableTarget(
             name: "boardd",
             dependencies: [
-                "BoardDaemon", "BoardSupport", "BoardloopGPIO", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "BoardDaemon", "BoardSupport", "BoardloopGPIO", "BoardControl", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strict, linkerSettings: releaseLink),
+        .executableTarget(
+            name: "boardctl",
+            dependencies: ["BoardControl", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict, linkerSettings: releaseLink),
 
         // Test support: an in-process malloc counter (interposes malloc & co. in the

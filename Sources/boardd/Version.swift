@@ -1,9 +1,11 @@
+import BoardControl
 import BoardloopGPIO
 
-/// What `boardd --version` prints: the release, and the libgpiod it was
-/// built against and runs with (the GPIO layer's two branches differ).
+/// What `boardd --version` prints: the release (shared with boardctl), and
+/// the libgpiod it was built against and runs with (the GPIO layer's two
+/// branches differ).
 enum BoarddVersion {
-    static let release = "0.1.0"
+    static let release = Release.version
 
     static var text: String {
         let gpio = LibgpiodBackend.shared

@@ -1,0 +1,146 @@
+import Glibc
+
+/// One request as it goes on the wire: `{"v":1,"id":N,"cmd":"NAME", ...args}`.
+public struct Request: Equatable, Sendable {
+    public var cmd: String
+    public var args: [(String, JSON)]
+
+    public init(_ cmd: String, _ args: [(String, JSON)] = []) {
+        self.cmd = cmd
+        self.args = args
+    }
+
+    public static func == (a: Request, b: Request) -> Bool { a.json(id: 1) == b.json(id: 1) }
+
+    public func json(id: Int) -> JSON {
+        .object([("v", .int(ControlError.protocolVersion)), ("id", .int(id)), ("cmd", .string(cmd))] + args)
+    }
+
+    /// The request line, newline included.
+    public func line(id: Int) -> String { json(id: id).serialized + "\n" }
+}
+
+/// The client side of the control socket: connect, send one request line,
+/// read the reply line.
+public enum ControlClient {
+    /// How long boardctl waits for a reply (a press with a long hold is
+    /// answered when the hold begins, so this is a generous bound).
+    public static let defaultTimeoutSeconds = 30
+
+    /// Sends `request` to the socket at `path` and returns the reply's
+    /// result: the reply object without "v", "id" and "ok". Throws
+    /// `ControlError` for every failure, an error reply included.
+    public static func send(_ request: Request, to path: String, timeoutSeconds: Int = defaultTimeoutSeconds) throws(ControlError) -> JSON {
+        let fd = try connect(path)
+        defer { close(fd) }
+        var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let id = 1
+        let bytes = Array(request.line(id: id).utf8)
+        var sent = 0
+        var writeError: Int32 = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBufferPointer { Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                writeError = errno
+                break
+            }
+            sent += n
+        }
+        // A daemon that refuses the connection (busy) writes one error line
+        // and closes: read it even when the write failed.
+        let line: [UInt8]
+        switch readLine(fd, timeoutSeconds: timeoutSeconds) {
+        case let .success(l): line = l
+        case let .failure(e):
+            if writeError != 0 { throw .connection(path: path, problem: "sending the request failed: \(describe(writeError))") }
+            throw .connection(path: path, problem: e.description)
+        }
+        return try result(of: String(decoding: line, as: UTF8.self), path: path)
+    }
+
+    /// The result of one reply line, or the error it carries.
+    public static func result(of line: String, path: String) throws(ControlError) -> JSON {
+        guard let reply = JSON.parse(line), let members = reply.members else {
+            throw .connection(path: path, problem: "the reply is not a JSON object: \(line.prefix(200))")
+        }
+        let v = reply["v"]
+        if v?.int != ControlError.protocolVersion || reply["error"]?["code"]?.string == "version" {
+            throw .versionMismatch(daemon: v?.text ?? "?")
+        }
+        guard let ok = reply["ok"]?.bool else { throw .connection(path: path, problem: "the reply has no \"ok\": \(line.prefix(200))") }
+        if !ok {
+            let code = reply["error"]?["code"]?.string ?? "internal"
+            let message = reply["error"]?["message"]?.string ?? "boardd answered an error without a message (\(code))"
+            throw .daemon(code: code, message: message)
+        }
+        return .object(members.filter { !["v", "id", "ok"].contains($0.0) })
+    }
+
+    static func describe(_ e: Int32) -> String { String(cString: strerror(e)) }
+
+    static func connect(_ path: String) throws(ControlError) -> Int32 {
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let capacity = MemoryLayout.size(ofValue: addr.sun_path)
+        let bytes = Array(path.utf8)
+        guard !bytes.isEmpty, bytes.count < capacity else {
+            throw .connection(path: path, problem: "a socket path must be 1 to \(capacity - 1) bytes long")
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .connection(path: path, problem: "socket(): \(describe(errno))") }
+        var r: Int32
+        repeat {
+            r = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+        } while r < 0 && errno == EINTR
+        if r == 0 { return fd }
+        let e = errno
+        close(fd)
+        throw classify(connectErrno: e, path: path)
+    }
+
+    /// What a failed connect() means to a person.
+    public static func classify(connectErrno e: Int32, path: String) -> ControlError {
+        switch e {
+        case ENOENT, ECONNREFUSED, ENOTDIR: return .noDaemon(path: path)
+        case EACCES, EPERM: return .permissionDenied(path: path)
+        default: return .connection(path: path, problem: "connect: \(describe(e))")
+        }
+    }
+
+    /// One line (without its newline); at most 16 MiB.
+    static func readLine(_ fd: Int32, timeoutSeconds: Int) -> Result<[UInt8], ReadProblem> {
+        var line: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { return .failure(ReadProblem("no reply within \(timeoutSeconds)s")) }
+                return .failure(ReadProblem("reading the reply failed: \(describe(errno))"))
+            }
+            if n == 0 {
+                return .failure(ReadProblem(line.isEmpty ? "the daemon closed the connection without a reply" : "the reply ended without a newline"))
+            }
+            if let nl = buffer[0..<n].firstIndex(of: 0x0A) {
+                line += buffer[0..<nl]
+                return .success(line)
+            }
+            line += buffer[0..<n]
+            if line.count > 16 << 20 { return .failure(ReadProblem("the reply is longer than 16 MiB")) }
+        }
+    }
+
+    struct ReadProblem: Error, CustomStringConvertible {
+        let description: String
+        init(_ d: String) { description = d }
+    }
+}

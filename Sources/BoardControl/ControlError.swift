@@ -1,0 +1,57 @@
+/// What can go wrong talking to boardd, each with the one line a person
+/// reads on stderr and boardctl's exit status (docs/boardctl.md lists them).
+public enum ControlError: Error, Equatable, Sendable {
+    /// The socket is missing, or nothing listens on it (ECONNREFUSED).
+    case noDaemon(path: String)
+    /// EACCES on the socket (or a directory on its way).
+    case permissionDenied(path: String)
+    /// The daemon answered in another protocol version.
+    case versionMismatch(daemon: String)
+    /// An error reply: the daemon's code and message.
+    case daemon(code: String, message: String)
+    /// `reload` answered applied: false; the errors exactly as the daemon sent them.
+    case reloadRefused(errors: [String])
+    /// Anything else on the connection: connect or write failed, no reply,
+    /// no reply in time, a reply that is not the protocol's JSON.
+    case connection(path: String, problem: String)
+
+    /// The protocol version this boardctl speaks.
+    public static let protocolVersion = 1
+
+    public var exitStatus: Int32 {
+        switch self {
+        case .daemon, .reloadRefused: return 1
+        case .noDaemon: return 3
+        case .permissionDenied: return 4
+        case .versionMismatch: return 5
+        case .connection: return 6
+        }
+    }
+
+    /// What boardctl writes to stderr: the message, prefixed with
+    /// "boardctl: " (the reload errors go out exactly as the daemon sent them).
+    public var stderrText: String {
+        if case .reloadRefused = self { return message + "\n" }
+        return "boardctl: \(message)\n"
+    }
+
+    /// The text for stderr (one line, or the reload errors one per line).
+    public var message: String {
+        switch self {
+        case let .noDaemon(path):
+            return "no boardd is running at \(path) (start it: systemctl start boardd, or boardd --config FILE --mock; or give --socket)"
+        case let .permissionDenied(path):
+            return "permission denied on \(path): add yourself to the group that owns it (ls -l \(path) shows it) and log in again"
+        case let .versionMismatch(daemon):
+            return "boardd speaks protocol v\(daemon), this boardctl v\(Self.protocolVersion): upgrade boardctl"
+        case let .daemon(_, message):
+            return message
+        case let .reloadRefused(errors):
+            let n = errors.count
+            return (errors + ["boardctl: boardd refused the reload (\(n) error\(n == 1 ? "" : "s")) and keeps running the config it had"])
+                .joined(separator: "\n")
+        case let .connection(path, problem):
+            return "boardd at \(path): \(problem)"
+        }
+    }
+}

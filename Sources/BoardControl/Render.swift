@@ -1,0 +1,113 @@
+/// `status` and `lines` as text a person reads over ssh: a few "key: value"
+/// lines, then aligned tables with upper-case headers.
+public enum Render {
+    /// Columns left-aligned, two spaces apart, no trailing spaces.
+    public static func table(_ header: [String], _ rows: [[String]]) -> String {
+        let all = [header] + rows
+        let widths = header.indices.map { c in all.map { c < $0.count ? $0[c].count : 0 }.max() ?? 0 }
+        return all.map { row in
+            var line = ""
+            for (c, cell) in row.enumerated() {
+                if c > 0 { line += "  " }
+                line += c == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[c] - cell.count)
+            }
+            while line.hasSuffix(" ") { line.removeLast() }
+            return line
+        }.joined(separator: "\n")
+    }
+
+    /// "3d 4h", "2h 05m", "5m 03s", "42s".
+    public static func duration(seconds s: Int) -> String {
+        let d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60, sec = s % 60
+        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        if d > 0 { return "\(d)d \(h)h" }
+        if h > 0 { return "\(h)h \(two(m))m" }
+        if m > 0 { return "\(m)m \(two(sec))s" }
+        return "\(sec)s"
+    }
+
+    /// A list of CPUs as a range list: [0,1,2,3,6] -> "0-3,6".
+    public static func cpus(_ list: [Int]) -> String {
+        var parts: [String] = []
+        var i = 0
+        let l = list.sorted()
+        while i < l.count {
+            var j = i
+            while j + 1 < l.count, l[j + 1] == l[j] + 1 { j += 1 }
+            parts.append(i == j ? "\(l[i])" : "\(l[i])-\(l[j])")
+            i = j + 1
+        }
+        return parts.isEmpty ? "any" : parts.joined(separator: ",")
+    }
+
+    static func keyed(_ pairs: [(String, String)]) -> String {
+        let w = (pairs.map { $0.0.count }.max() ?? 0) + 1
+        return pairs.map { k, v in (k + ":").padding(w) + "  " + v }.joined(separator: "\n")
+    }
+
+    public static func status(_ r: JSON) -> String {
+        var pairs: [(String, String)] = []
+        let board = r["board"]
+        var how: [String] = []
+        if let f = board?["found"]?.string { how.append("found: \(f)") }
+        if let b = board?["backend"]?.string { how.append(b) }
+        pairs.append(("board", (board?["name"]?.text ?? "?") + (how.isEmpty ? "" : " (\(how.joined(separator: ", ")))")))
+        let config = r["config"]
+        pairs.append(("config", (config?["file"]?.text ?? "-") + (config?["generation"].map { " (generation \($0.text))" } ?? "")))
+        var process = "pid \(r["pid"]?.text ?? "?")"
+        if let up = r["uptime_s"]?.double { process += ", up \(duration(seconds: Int(up)))" }
+        if let c = r["children"]?.int { process += ", \(c) child process\(c == 1 ? "" : "es")" }
+        pairs.append(("boardd", process))
+        if let reloads = r["reloads"] {
+            var text = "\(reloads["applied"]?.text ?? "0") applied, \(reloads["refused"]?.text ?? "0") refused"
+            if let last = reloads["last_error"], !last.isNull { text += " (last error: \(last.text))" }
+            pairs.append(("reloads", text))
+        }
+        var out = keyed(pairs)
+
+        let loops = r["loops"]?.array ?? []
+        if !loops.isEmpty {
+            let rows = loops.map { l -> [String] in
+                [
+                    l["name"]?.text ?? "?", l["mode"]?.text ?? "?", l["thread_tid"]?.text ?? "-",
+                    l["cpus"]?.array.map { cpus($0.compactMap(\.int)) } ?? "any", l["priority"]?.text ?? "-",
+                ]
+            }
+            out += "\n\n" + table(["LOOP", "MODE", "TID", "CPUS", "PRIORITY"], rows)
+        }
+        let sequences = r["sequences_running"]?.array ?? []
+        out += "\n\n"
+        if sequences.isEmpty {
+            out += "no sequence running"
+        } else {
+            out += table(
+                ["SEQUENCE", "RUNS", "QUEUED"], sequences.map { [$0["name"]?.text ?? "?", $0["runs"]?.text ?? "-", $0["queued"]?.text ?? "-"] })
+        }
+        // Lines with events held back or lost, one row each.
+        let held = r["lines_held"]?.members ?? [], lost = r["lost"]?.members ?? []
+        let names = Set(held.map(\.0) + lost.map(\.0)).sorted()
+        if !names.isEmpty {
+            let rows = names.map { n in [n, r["lines_held"]?[n]?.text ?? "0", r["lost"]?[n]?.text ?? "0"] }
+            out += "\n\n" + table(["LINE", "HELD", "LOST"], rows)
+        }
+        return out
+    }
+
+    public static func lines(_ r: JSON) -> String {
+        let lines = r["lines"]?.array ?? []
+        if lines.isEmpty { return "no lines" }
+        let rows = lines.map { l -> [String] in
+            [
+                l["name"]?.text ?? "?", l["pin"]?.text ?? "-", l["chip"]?.text ?? "-", l["offset"]?.text ?? "-",
+                l["direction"]?.text ?? "-", l["value"]?.bool.map { $0 ? "on" : "off" } ?? (l["value"]?.text ?? "-"),
+                l["priority"]?.text ?? "-", l["events"]?.text ?? "-", l["held"]?.text ?? "-", l["lost"]?.text ?? "-",
+                l["rate_limited"]?.text ?? "-",
+            ]
+        }
+        return table(["LINE", "PIN", "CHIP", "OFFSET", "DIRECTION", "VALUE", "PRIORITY", "EVENTS", "HELD", "LOST", "RATE-LIMITED"], rows)
+    }
+}
+
+extension String {
+    fileprivate func padding(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+}

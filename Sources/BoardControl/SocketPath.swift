@@ -1,0 +1,44 @@
+import Glibc
+
+/// The release of boardloop's executables: `boardd --version` and
+/// `boardctl --version` both print it.
+public enum Release {
+    public static let version = "0.1.0"
+}
+
+/// Where the control socket is, in the order the control protocol gives
+/// (boardd also reads its config's `control: { path: }` between the first
+/// and the second; boardctl has no config):
+/// `--socket PATH`, `$RUNTIME_DIRECTORY/boardd.sock` (systemd),
+/// `/run/boardd/boardd.sock` when `/run/boardd` is writable,
+/// `$XDG_RUNTIME_DIR/boardd.sock`, else `/tmp/boardd-$UID.sock`.
+public enum SocketPath {
+    public static let systemDirectory = "/run/boardd"
+
+    public static func resolve(
+        explicit: String?, environment: [String: String], uid: UInt32 = getuid(),
+        isWritable: (String) -> Bool = { access($0, W_OK) == 0 }
+    ) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        // systemd sets RUNTIME_DIRECTORY to the service's runtime directories,
+        // colon-separated when there are several: the first is boardd's.
+        if let dir = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first, !dir.isEmpty {
+            return "\(dir)/boardd.sock"
+        }
+        if isWritable(systemDirectory) { return "\(systemDirectory)/boardd.sock" }
+        if let dir = environment["XDG_RUNTIME_DIR"], !dir.isEmpty { return "\(dir)/boardd.sock" }
+        return "/tmp/boardd-\(uid).sock"
+    }
+
+    /// This process's environment as a dictionary.
+    public static func currentEnvironment() -> [String: String] {
+        var env: [String: String] = [:]
+        var p = environ
+        while let entry = p.pointee {
+            let s = String(cString: entry)
+            if let eq = s.firstIndex(of: "=") { env[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
+            p += 1
+        }
+        return env
+    }
+}
