@@ -1,0 +1,336 @@
+import BoardControl
+import Foundation
+import Glibc
+import Testing
+
+/// Each command's request line, exactly as it goes on the wire.
+@Suite struct RequestTests {
+    static let cases: [(Command, String)] = [
+        (.status, #"{"v":1,"id":1,"cmd":"status"}"#),
+        (.lines, #"{"v":1,"id":1,"cmd":"lines"}"#),
+        (.get(line: "led"), #"{"v":1,"id":1,"cmd":"get","line":"led"}"#),
+        (.set(line: "led", value: true), #"{"v":1,"id":1,"cmd":"set","line":"led","value":true}"#),
+        (.set(line: "led", value: false), #"{"v":1,"id":1,"cmd":"set","line":"led","value":false}"#),
+        (.toggle(line: "led"), #"{"v":1,"id":1,"cmd":"toggle","line":"led"}"#),
+        (.pulse(line: "bell", duration: "100ms"), #"{"v":1,"id":1,"cmd":"pulse","line":"bell","duration":"100ms"}"#),
+        (.sequence(start: true, name: "fill"), #"{"v":1,"id":1,"cmd":"sequence","action":"start","name":"fill"}"#),
+        (.sequence(start: false, name: "fill"), #"{"v":1,"id":1,"cmd":"sequence","action":"stop","name":"fill"}"#),
+        (.mode(loop: "main", mode: nil), #"{"v":1,"id":1,"cmd":"mode","loop":"main"}"#),
+        (.mode(loop: "main", mode: "critical"), #"{"v":1,"id":1,"cmd":"mode","loop":"main","mode":"critical"}"#),
+        (.reload, #"{"v":1,"id":1,"cmd":"reload"}"#),
+        (.press(line: "button", hold: nil), #"{"v":1,"id":1,"cmd":"press","line":"button"}"#),
+        (.press(line: "button", hold: "2s"), #"{"v":1,"id":1,"cmd":"press","line":"button","hold":"2s"}"#),
+        (.release(line: "button"), #"{"v":1,"id":1,"cmd":"release","line":"button"}"#),
+        (.click(line: "button", count: nil, hold: nil), #"{"v":1,"id":1,"cmd":"click","line":"button"}"#),
+        (.click(line: "button", count: 2, hold: "80ms"), #"{"v":1,"id":1,"cmd":"click","line":"button","count":2,"hold":"80ms"}"#),
+        (.input(line: "door", value: true), #"{"v":1,"id":1,"cmd":"input","line":"door","value":true}"#),
+        (.ping, #"{"v":1,"id":1,"cmd":"ping"}"#),
+    ]
+
+    @Test(arguments: 0..<cases.count)
+    func eachCommandSendsItsRequest(_ i: Int) throws {
+        let (command, expected) = Self.cases[i]
+        let server = try FakeBoardd(result: "")
+        defer { server.stop() }
+        _ = Boardctl.execute(command, socket: server.path, json: true)
+        #expect(server.requests == [expected])
+    }
+
+    @Test func aLineNameIsEscaped() {
+        #expect(Command.get(line: "a\"b\\c\n").request.line(id: 7) == #"{"v":1,"id":7,"cmd":"get","line":"a\"b\\c\n"}"# + "\n")
+    }
+}
+
+/// What a person reads, and what --json prints.
+@Suite struct OutputTests {
+    func run(_ command: Command, _ result: String, json: Bool = false) throws -> Outcome {
+        let server = try FakeBoardd(result: result)
+        defer { server.stop() }
+        return Boardctl.execute(command, socket: server.path, json: json)
+    }
+
+    @Test func oneLineReplies() throws {
+        #expect(try run(.get(line: "led"), #""line":"led","value":true"#) == Outcome(stdout: "led: on\n", stderr: "", status: 0))
+        #expect(try run(.set(line: "led", value: false), #""line":"led","value":false"#).stdout == "led: off\n")
+        #expect(try run(.toggle(line: "led"), #""line":"led","value":true"#).stdout == "led: on\n")
+        #expect(try run(.pulse(line: "bell", duration: "100ms"), #""line":"bell""#).stdout == "bell: pulse 100ms started\n")
+        #expect(try run(.sequence(start: true, name: "fill"), #""name":"fill""#).stdout == "fill: started\n")
+        #expect(try run(.sequence(start: false, name: "fill"), #""name":"fill""#).stdout == "fill: stopped\n")
+        #expect(try run(.mode(loop: "main", mode: nil), #""loop":"main","mode":"default""#).stdout == "main: default\n")
+        #expect(try run(.reload, #""applied":true,"errors":[]"#) == Outcome(stdout: "reloaded: the new config is running\n", stderr: "", status: 0))
+        #expect(try run(.press(line: "button", hold: "2s"), #""line":"button""#).stdout == "button: pressed for 2s\n")
+        #expect(try run(.release(line: "button"), #""line":"button""#).stdout == "button: released\n")
+        #expect(try run(.click(line: "button", count: 2, hold: nil), #""line":"button""#).stdout == "button: clicked 2 times\n")
+        #expect(try run(.input(line: "door", value: true), #""line":"door""#).stdout == "door: input on\n")
+        #expect(try run(.ping, #""pong":true"#).stdout == "pong\n")
+    }
+
+    @Test func jsonPrintsTheResultOnOneLine() throws {
+        let r = try run(.get(line: "led"), #""line":"led","value":true"#, json: true)
+        #expect(r == Outcome(stdout: #"{"line":"led","value":true}"# + "\n", stderr: "", status: 0))
+        let s = try run(.status, Self.status, json: true)
+        #expect(s.stdout.filter { $0 == "\n" }.count == 1)
+        #expect(JSON.parse(s.stdout)?["loops"]?.array?.count == 2)
+        #expect(JSON.parse(s.stdout)?["v"] == nil && JSON.parse(s.stdout)?["ok"] == nil)
+    }
+
+    static let status = """
+        "board":{"name":"raspberry-pi-4","found":"config","backend":"libgpiod 2.x"},\
+        "config":{"file":"/etc/boardd/boardd.yaml","generation":3},"pid":812,"uptime_s":7384.5,\
+        "loops":[{"name":"main","mode":"default","thread_tid":812,"cpus":[],"priority":null},\
+        {"name":"critical","mode":"fill","thread_tid":815,"cpus":[2,3],"priority":80}],\
+        "sequences_running":[{"name":"fill","runs":4,"queued":1}],\
+        "lines_held":{"door":12},"lost":{"flow":2},"children":1,\
+        "reloads":{"applied":2,"refused":1,"last_error":"boardd.yaml:4:3: error: unknown key"}
+        """
+
+    @Test func statusIsAlignedText() throws {
+        let r = try run(.status, Self.status)
+        #expect(r.status == 0)
+        #expect(
+            r.stdout == """
+                board:    raspberry-pi-4 (found: config, libgpiod 2.x)
+                config:   /etc/boardd/boardd.yaml (generation 3)
+                boardd:   pid 812, up 2h 03m, 1 child process
+                reloads:  2 applied, 1 refused (last error: boardd.yaml:4:3: error: unknown key)
+
+                LOOP      MODE     TID  CPUS  PRIORITY
+                main      default  812  any   -
+                critical  fill     815  2-3   80
+
+                SEQUENCE  RUNS  QUEUED
+                fill      4     1
+
+                LINE  HELD  LOST
+                door  12    0
+                flow  0     2
+
+                """, "\(r.stdout)")
+    }
+
+    @Test func linesIsATable() throws {
+        let r = try run(
+            .lines,
+            """
+            "lines":[{"name":"button","pin":11,"chip":"gpiochip0","offset":17,"direction":"input","value":false,\
+            "priority":"high","events":120,"held":0,"lost":0,"rate_limited":3},\
+            {"name":"led","pin":null,"chip":"gpiochip1","offset":4,"direction":"output","value":true,\
+            "priority":"normal","events":0,"held":0,"lost":0,"rate_limited":0}]
+            """)
+        #expect(
+            r.stdout == """
+                LINE    PIN  CHIP       OFFSET  DIRECTION  VALUE  PRIORITY  EVENTS  HELD  LOST  RATE-LIMITED
+                button  11   gpiochip0  17      input      off    high      120     0     0     3
+                led     -    gpiochip1  4       output     on     normal    0       0     0     0
+
+                """, "\(r.stdout)")
+    }
+}
+
+/// Every way it goes wrong: the line on stderr and the exit status.
+@Suite struct ErrorTests {
+    @Test func aMissingSocketIsNoDaemon() throws {
+        let dir = try TempDir.make()
+        defer { TempDir.remove(dir) }
+        let path = dir + "/boardd.sock"
+        let r = Boardctl.execute(.status, socket: path, json: false)
+        #expect(r.status == 3)
+        #expect(
+            r.stderr
+                == "boardctl: no boardd is running at \(path) (start it: systemctl start boardd, or boardd --config FILE --mock; or give --socket)\n")
+        #expect(r.stdout == "")
+    }
+
+    @Test func aStaleSocketIsNoDaemon() throws {
+        let (dir, path) = try FakeBoardd.staleSocket()
+        defer { TempDir.remove(dir) }
+        var st = stat()
+        #expect(stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFSOCK, "the stale socket file exists")
+        let r = Boardctl.execute(.ping, socket: path, json: false)
+        #expect(r.status == 3)
+        #expect(r.stderr.hasPrefix("boardctl: no boardd is running at \(path) "))
+    }
+
+    @Test(.enabled(if: getuid() != 0, "skipped when running as root: root is never refused a socket (the setpriv test covers it)"))
+    func aSocketWithoutPermissionIsPermissionDenied() throws {
+        let server = try FakeBoardd(result: #""pong":true"#)
+        defer { server.stop() }
+        #expect(chmod(server.path, 0) == 0)
+        let r = Boardctl.execute(.ping, socket: server.path, json: false)
+        #expect(r.status == 4)
+        #expect(
+            r.stderr
+                == "boardctl: permission denied on \(server.path): add yourself to the group that owns it (ls -l \(server.path) shows it) and log in again\n"
+        )
+        #expect(server.requests.isEmpty)
+    }
+
+    /// As root, the binary runs as nobody (setpriv) against a socket only root may use.
+    @Test(.enabled(if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"), "runs only as root with setpriv"))
+    func aSocketWithoutPermissionIsPermissionDeniedForNobody() throws {
+        let server = try FakeBoardd(result: #""pong":true"#)
+        defer { server.stop() }
+        #expect(chmod(server.directory, 0o755) == 0)
+        #expect(chmod(server.path, 0o600) == 0)
+        let binary = BoardctlBinary.path
+        #expect(chmod(binary, 0o755) == 0 || access(binary, X_OK) == 0)
+        let r = try BoardctlBinary.run(
+            ["ping", "--socket", server.path], prefix: ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+        // The build tree may be closed to nobody; then this test proves nothing.
+        try #require(!r.stderr.contains("Permission denied") || r.stderr.hasPrefix("boardctl:"), "nobody cannot run \(binary): \(r.stderr)")
+        #expect(r.status == 4, "\(r.stderr)")
+        #expect(r.stderr.hasPrefix("boardctl: permission denied on \(server.path): add yourself to the group"))
+        #expect(server.requests.isEmpty)
+    }
+
+    @Test func anotherProtocolVersionSaysUpgrade() throws {
+        let server = try FakeBoardd { _ in
+            #"{"v":2,"id":1,"ok":false,"error":{"code":"version","message":"boardd speaks protocol v2"}}"#
+        }
+        defer { server.stop() }
+        let r = Boardctl.execute(.status, socket: server.path, json: false)
+        #expect(r == Outcome(stdout: "", stderr: "boardctl: boardd speaks protocol v2, this boardctl v1: upgrade boardctl\n", status: 5))
+    }
+
+    @Test func anErrorReplyPrintsItsMessage() throws {
+        let server = try FakeBoardd { _ in
+            #"{"v":1,"id":1,"ok":false,"error":{"code":"unknown-line","message":"no line named lde (lines: button, led)"}}"#
+        }
+        defer { server.stop() }
+        let r = Boardctl.execute(.get(line: "lde"), socket: server.path, json: true)
+        #expect(r == Outcome(stdout: "", stderr: "boardctl: no line named lde (lines: button, led)\n", status: 1))
+    }
+
+    @Test func aRefusedReloadPrintsTheErrorsExactly() throws {
+        let errors = [
+            "/etc/boardd/boardd.yaml:12:5: error: unknown key 'edg' (did you mean 'edge'?)",
+            "/etc/boardd/boardd.yaml:20:11: error: \"fill\" is not a sequence",
+        ]
+        let result = #""applied":false,"errors":"# + JSON.array(errors.map(JSON.string)).serialized
+        let server = try FakeBoardd(result: result)
+        defer { server.stop() }
+        let r = Boardctl.execute(.reload, socket: server.path, json: false)
+        #expect(r.status == 1)
+        #expect(r.stdout == "")
+        #expect(r.stderr.hasPrefix(errors.joined(separator: "\n") + "\n"), "\(r.stderr)")
+        #expect(r.stderr.hasSuffix("boardctl: boardd refused the reload (2 errors) and keeps running the config it had\n"))
+    }
+
+    @Test func noReplyIsAConnectionError() throws {
+        let server = try FakeBoardd { _ in nil }
+        defer { server.stop() }
+        let r = Boardctl.execute(.ping, socket: server.path, json: false)
+        #expect(r == Outcome(stdout: "", stderr: "boardctl: boardd at \(server.path): the daemon closed the connection without a reply\n", status: 6))
+    }
+
+    @Test func aReplyThatIsNotJSONIsAConnectionError() throws {
+        let server = try FakeBoardd { _ in "hello" }
+        defer { server.stop() }
+        let r = Boardctl.execute(.ping, socket: server.path, json: false)
+        #expect(r.status == 6)
+        #expect(r.stderr == "boardctl: boardd at \(server.path): the reply is not a JSON object: hello\n")
+    }
+
+    @Test func connectErrnosMeanWhatAPersonReads() {
+        #expect(ControlClient.classify(connectErrno: ENOENT, path: "/p") == .noDaemon(path: "/p"))
+        #expect(ControlClient.classify(connectErrno: ECONNREFUSED, path: "/p") == .noDaemon(path: "/p"))
+        #expect(ControlClient.classify(connectErrno: EACCES, path: "/p") == .permissionDenied(path: "/p"))
+        #expect(ControlClient.classify(connectErrno: EACCES, path: "/p").exitStatus == 4)
+    }
+}
+
+/// The socket path, in the contract's order (boardctl has no config).
+@Suite struct SocketPathTests {
+    @Test func theOrder() {
+        let all = ["RUNTIME_DIRECTORY": "/run/boardd-svc", "XDG_RUNTIME_DIR": "/run/user/1000"]
+        #expect(SocketPath.resolve(explicit: "/x.sock", environment: all, uid: 1000, isWritable: { _ in true }) == "/x.sock")
+        #expect(SocketPath.resolve(explicit: nil, environment: all, uid: 1000, isWritable: { _ in true }) == "/run/boardd-svc/boardd.sock")
+        #expect(
+            SocketPath.resolve(explicit: nil, environment: ["RUNTIME_DIRECTORY": "/a:/b"], uid: 1000, isWritable: { _ in false })
+                == "/a/boardd.sock")
+        var seen: [String] = []
+        let xdg = ["XDG_RUNTIME_DIR": "/run/user/1000"]
+        #expect(
+            SocketPath.resolve(explicit: nil, environment: xdg, uid: 1000, isWritable: { seen.append($0); return true })
+                == "/run/boardd/boardd.sock")
+        #expect(seen == ["/run/boardd"])
+        #expect(SocketPath.resolve(explicit: nil, environment: xdg, uid: 1000, isWritable: { _ in false }) == "/run/user/1000/boardd.sock")
+        #expect(SocketPath.resolve(explicit: nil, environment: [:], uid: 1000, isWritable: { _ in false }) == "/tmp/boardd-1000.sock")
+    }
+}
+
+@Suite struct JSONTests {
+    @Test func roundTrips() {
+        let text = #"{"a":[1,-2.5e3,true,false,null],"b":{"c":"x\"y\\z\n\u0001é"},"d":[]}"#
+        let v = JSON.parse(text)
+        #expect(v != nil)
+        #expect(v?.serialized == text)
+        #expect(JSON.parse(#""\ud83d\ude00""#) == .string("😀"))
+        #expect(JSON.parse("{\"a\":1,}") == nil)
+        #expect(JSON.parse("[1] x") == nil)
+        #expect(JSON.parse("\"a\nb\"") == nil)
+    }
+}
+
+/// The built binary: version, help, completions, a request through it.
+@Suite struct BinaryTests {
+    @Test func versionMatchesBoarddsFormat() throws {
+        let r = try BoardctlBinary.run(["--version"])
+        #expect(r == Outcome(stdout: "boardctl 0.1.0 (control protocol v1)\n", stderr: "", status: 0))
+    }
+
+    static let subcommands = [
+        "status", "lines", "get", "set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input", "ping",
+    ]
+
+    @Test(arguments: subcommands)
+    func everySubcommandHasHelpJsonAndSocket(_ name: String) throws {
+        let r = try BoardctlBinary.run([name, "--help"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("USAGE: boardctl \(name)"), "\(r.stdout)")
+        #expect(r.stdout.contains("--json"))
+        #expect(r.stdout.contains("--socket <path>"))
+    }
+
+    @Test(arguments: ["bash", "zsh", "fish"])
+    func completionScriptsGenerate(_ shell: String) throws {
+        let r = try BoardctlBinary.run(["--generate-completion-script", shell])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("boardctl"))
+        for name in Self.subcommands { #expect(r.stdout.contains(name), "\(shell) completion lacks \(name)") }
+    }
+
+    @Test func aRequestThroughTheBinary() throws {
+        let server = try FakeBoardd(result: #""line":"led","value":true"#)
+        defer { server.stop() }
+        let r = try BoardctlBinary.run(["set", "led", "on", "--socket", server.path])
+        #expect(r == Outcome(stdout: "led: on\n", stderr: "", status: 0))
+        #expect(server.requests == [#"{"v":1,"id":1,"cmd":"set","line":"led","value":true}"#])
+        let j = try BoardctlBinary.run(["get", "led", "--json", "--socket", server.path])
+        #expect(j == Outcome(stdout: #"{"line":"led","value":true}"# + "\n", stderr: "", status: 0))
+    }
+
+    @Test func theBinaryFindsTheSocketThroughRuntimeDirectory() throws {
+        let server = try FakeBoardd(result: #""pong":true"#)
+        defer { server.stop() }
+        let r = try BoardctlBinary.run(["ping"], environment: ["RUNTIME_DIRECTORY": server.directory, "PATH": "/usr/bin:/bin"])
+        #expect(r == Outcome(stdout: "pong\n", stderr: "", status: 0))
+    }
+
+    @Test func theBinaryExitCodes() throws {
+        let dir = try TempDir.make()
+        defer { TempDir.remove(dir) }
+        let missing = try BoardctlBinary.run(["status", "--socket", dir + "/none.sock"])
+        #expect(missing.status == 3)
+        #expect(missing.stderr.hasPrefix("boardctl: no boardd is running at \(dir)/none.sock (start it:"))
+        let server = try FakeBoardd { _ in #"{"v":3,"id":1,"ok":false,"error":{"code":"version","message":"v3 only"}}"# }
+        defer { server.stop() }
+        let old = try BoardctlBinary.run(["ping", "--socket", server.path])
+        #expect(old == Outcome(stdout: "", stderr: "boardctl: boardd speaks protocol v3, this boardctl v1: upgrade boardctl\n", status: 5))
+        let usage = try BoardctlBinary.run(["set", "led", "maybe"])
+        #expect(usage.status == 64, "\(usage.stderr)")
+        #expect(usage.stdout == "")
+        let noCount = try BoardctlBinary.run(["click", "button", "--count", "0"])
+        #expect(noCount.status == 64)
+    }
+}
