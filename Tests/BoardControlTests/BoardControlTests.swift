@@ -334,3 +334,25 @@ import Testing
         #expect(noCount.status == 64)
     }
 }
+
+/// docs/boardctl.md's exit status table states the code's statuses and messages.
+@Suite struct DocTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+
+    @Test func theExitStatusTableIsTheCodes() throws {
+        let page = try String(contentsOfFile: Self.root + "/docs/boardctl.md", encoding: .utf8)
+        let rows = page.split(separator: "\n").filter { $0.hasPrefix("| ") }
+        func row(_ status: Int32, containing text: String) -> Bool {
+            rows.contains { $0.hasPrefix("| \(status) |") && $0.contains(text) }
+        }
+        let errors: [ControlError] = [
+            .noDaemon(path: "PATH"), .permissionDenied(path: "PATH"), .versionMismatch(daemon: "N"), .daemon(code: "x", message: "its message"),
+        ]
+        for e in errors { #expect(row(e.exitStatus, containing: "`\(e.message)`") || row(e.exitStatus, containing: e.message), "\(e)") }
+        #expect(row(ControlError.reloadRefused(errors: []).exitStatus, containing: "`reload`"))
+        #expect(row(ControlError.connection(path: "PATH", problem: "").exitStatus, containing: "`boardd at PATH: `"))
+        #expect(row(ControlError.connection(path: "PATH", problem: "").exitStatus, containing: "within \(ControlClient.defaultTimeoutSeconds) s"))
+        #expect(page.contains("`boardctl \(Release.version) (control protocol v\(ControlError.protocolVersion))`"))
+        #expect(!row(2, containing: ""), "no status 2")
+    }
+}
