@@ -68,7 +68,7 @@ public enum ControlClient {
         }
         let v = reply["v"]
         if v?.int != ControlError.protocolVersion || reply["error"]?["code"]?.string == "version" {
-            throw .versionMismatch(daemon: v?.text ?? "?")
+            throw .versionMismatch(daemon: v?.text ?? "?", detail: reply["error"]?["message"]?.string)
         }
         guard let ok = reply["ok"]?.bool else { throw .connection(path: path, problem: "the reply has no \"ok\": \(line.prefix(200))") }
         if !ok {

@@ -5,8 +5,9 @@ public enum ControlError: Error, Equatable, Sendable {
     case noDaemon(path: String)
     /// EACCES on the socket (or a directory on its way).
     case permissionDenied(path: String)
-    /// The daemon answered in another protocol version.
-    case versionMismatch(daemon: String)
+    /// The daemon answered in another protocol version (`daemon`: the
+    /// version its reply carries), or refused this one (`detail`: its message).
+    case versionMismatch(daemon: String, detail: String? = nil)
     /// An error reply: the daemon's code and message.
     case daemon(code: String, message: String)
     /// `reload` answered applied: false; the errors exactly as the daemon sent them.
@@ -42,7 +43,11 @@ public enum ControlError: Error, Equatable, Sendable {
             return "no boardd is running at \(path) (start it: systemctl start boardd, or boardd --config FILE --mock; or give --socket)"
         case let .permissionDenied(path):
             return "permission denied on \(path): add yourself to the group that owns it (ls -l \(path) shows it) and log in again"
-        case let .versionMismatch(daemon):
+        case let .versionMismatch(daemon, detail):
+            if daemon == String(Self.protocolVersion) || daemon == "?" {
+                // A reply in this version that refuses it: the message says which versions the daemon speaks.
+                return "boardd does not speak protocol v\(Self.protocolVersion) (\(detail ?? "its reply has no protocol version")): upgrade boardctl"
+            }
             return "boardd speaks protocol v\(daemon), this boardctl v\(Self.protocolVersion): upgrade boardctl"
         case let .daemon(_, message):
             return message

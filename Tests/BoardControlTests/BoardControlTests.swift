@@ -192,6 +192,29 @@ import Testing
         #expect(r == Outcome(stdout: "", stderr: "boardctl: boardd speaks protocol v2, this boardctl v1: upgrade boardctl\n", status: 5))
     }
 
+    @Test func aRefusalInThisVersionSaysUpgradeWithTheDaemonsMessage() throws {
+        let server = try FakeBoardd { _ in
+            #"{"v":1,"id":1,"ok":false,"error":{"code":"version","message":"this boardd speaks protocol v2 and v3"}}"#
+        }
+        defer { server.stop() }
+        let r = Boardctl.execute(.ping, socket: server.path, json: false)
+        #expect(
+            r == Outcome(
+                stdout: "", stderr: "boardctl: boardd does not speak protocol v1 (this boardd speaks protocol v2 and v3): upgrade boardctl\n",
+                status: 5))
+    }
+
+    /// A busy daemon writes one error line and closes without reading the request.
+    @Test func aBusyDaemonsErrorIsRead() throws {
+        let server = try FakeBoardd(
+            greeting: #"{"v":1,"id":null,"ok":false,"error":{"code":"busy","message":"boardd has 16 clients already; try again"}}"#)
+        defer { server.stop() }
+        for _ in 0..<20 {
+            let r = Boardctl.execute(.status, socket: server.path, json: false)
+            #expect(r == Outcome(stdout: "", stderr: "boardctl: boardd has 16 clients already; try again\n", status: 1))
+        }
+    }
+
     @Test func anErrorReplyPrintsItsMessage() throws {
         let server = try FakeBoardd { _ in
             #"{"v":1,"id":1,"ok":false,"error":{"code":"unknown-line","message":"no line named lde (lines: button, led)"}}"#

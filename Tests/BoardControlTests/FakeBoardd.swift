@@ -14,8 +14,10 @@ final class FakeBoardd: @unchecked Sendable {
     private var thread: Thread?
     private let done = DispatchSemaphore(value: 0)
 
-    /// `reply` gets the request line (no newline) and returns the reply line (no newline).
-    init(reply: @escaping @Sendable (String) -> String?) throws {
+    /// `reply` gets the request line (no newline) and returns the reply line
+    /// (no newline). `greeting`: written at once on accept, before reading
+    /// anything, and the connection closed (what a busy daemon does).
+    init(greeting: String? = nil, reply: @escaping @Sendable (String) -> String? = { _ in nil }) throws {
         directory = try TempDir.make()
         path = directory + "/boardd.sock"
         listener = try FakeBoardd.listen(at: path)
@@ -26,6 +28,12 @@ final class FakeBoardd: @unchecked Sendable {
                 if c < 0 {
                     if errno == EINTR { continue }
                     break  // the listener was shut down
+                }
+                if let greeting {
+                    let bytes = Array((greeting + "\n").utf8)
+                    _ = bytes.withUnsafeBytes { Glibc.send(c, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    close(c)
+                    continue
                 }
                 var line: [UInt8] = []
                 var byte: UInt8 = 0
