@@ -72,8 +72,6 @@ final class FakeBoardd: @unchecked Sendable {
         TempDir.remove(directory)
     }
 
-    deinit { }
-
     static func listen(at path: String) throws -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.init(rawValue: errno)!) }
