@@ -78,7 +78,11 @@ public struct Outcome: Equatable, Sendable {
 public enum Boardctl {
     /// Sends `command` to the socket at `socket`, and says what boardctl
     /// prints and how it exits. `json`: the reply's result as one JSON line.
-    public static func execute(_ command: Command, socket: String, json: Bool, timeoutSeconds: Int = ControlClient.defaultTimeoutSeconds) -> Outcome {
+    /// `alternative`: a socket to name when none answers at `socket` (the
+    /// system socket, when boardctl chose `socket` by itself).
+    public static func execute(
+        _ command: Command, socket: String, json: Bool, timeoutSeconds: Int = ControlClient.defaultTimeoutSeconds, alternative: String? = nil
+    ) -> Outcome {
         do {
             let result = try ControlClient.send(command.request, to: socket, timeoutSeconds: timeoutSeconds)
             if case .reload = command, result["applied"]?.bool == false {
@@ -88,6 +92,10 @@ public enum Boardctl {
             }
             return Outcome(stdout: (json ? result.serialized : command.human(result)) + "\n", stderr: "", status: 0)
         } catch {
+            if case .noDaemon = error, let alternative {
+                return Outcome(
+                    stdout: "", stderr: "boardctl: \(error.message); \(alternative) exists: try --socket \(alternative)\n", status: error.exitStatus)
+            }
             return Outcome(stdout: "", stderr: error.stderrText, status: error.exitStatus)
         }
     }

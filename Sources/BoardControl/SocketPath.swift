@@ -30,6 +30,15 @@ public enum SocketPath {
         return "/tmp/boardd-\(uid).sock"
     }
 
+    /// The system socket, when boardctl resolved another path on its own
+    /// and the system socket exists: a person outside boardd's service
+    /// (no `$RUNTIME_DIRECTORY`) who may not write `/run/boardd` resolves
+    /// to `$XDG_RUNTIME_DIR`, while a boardd run by systemd listens here.
+    public static func systemSocket(insteadOf path: String, exists: (String) -> Bool = { access($0, F_OK) == 0 }) -> String? {
+        let system = "\(systemDirectory)/boardd.sock"
+        return path != system && exists(system) ? system : nil
+    }
+
     /// This process's environment as a dictionary.
     public static func currentEnvironment() -> [String: String] {
         var env: [String: String] = [:]

@@ -33,7 +33,8 @@ struct Common: ParsableArguments {
     /// Runs `command` and exits as BoardControl says.
     func perform(_ command: Command) throws {
         let path = SocketPath.resolve(explicit: socket, environment: SocketPath.currentEnvironment())
-        let outcome = Boardctl.execute(command, socket: path, json: json)
+        let alternative = socket == nil ? SocketPath.systemSocket(insteadOf: path) : nil
+        let outcome = Boardctl.execute(command, socket: path, json: json, alternative: alternative)
         if !outcome.stdout.isEmpty { print(outcome.stdout, terminator: "") }
         if !outcome.stderr.isEmpty {
             let bytes = Array(outcome.stderr.utf8)

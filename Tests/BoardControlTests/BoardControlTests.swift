@@ -141,6 +141,22 @@ import Testing
         #expect(r.stdout == "")
     }
 
+    /// When boardctl chose the path itself and the system socket exists, the line names it.
+    @Test func noDaemonNamesTheSystemSocketWhenItExists() throws {
+        let dir = try TempDir.make()
+        defer { TempDir.remove(dir) }
+        let path = dir + "/boardd.sock"
+        #expect(SocketPath.systemSocket(insteadOf: path, exists: { $0 == "/run/boardd/boardd.sock" }) == "/run/boardd/boardd.sock")
+        #expect(SocketPath.systemSocket(insteadOf: path, exists: { _ in false }) == nil)
+        #expect(SocketPath.systemSocket(insteadOf: "/run/boardd/boardd.sock", exists: { _ in true }) == nil)
+        let r = Boardctl.execute(.status, socket: path, json: false, alternative: "/run/boardd/boardd.sock")
+        #expect(r.status == 3)
+        #expect(
+            r.stderr
+                == "boardctl: no boardd is running at \(path) (start it: systemctl start boardd, or boardd --config FILE --mock; or give --socket); /run/boardd/boardd.sock exists: try --socket /run/boardd/boardd.sock\n"
+        )
+    }
+
     @Test func aStaleSocketIsNoDaemon() throws {
         let (dir, path) = try FakeBoardd.staleSocket()
         defer { TempDir.remove(dir) }
