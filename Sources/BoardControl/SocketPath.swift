@@ -30,6 +30,26 @@ public enum SocketPath {
         return "/tmp/boardd-\(uid).sock"
     }
 
+    /// The socket a client should try: `--socket PATH`; else the first of
+    /// the places a boardd listens (in the order above) where a socket file
+    /// exists — so a person outside boardd's service, who may not write
+    /// `/run/boardd`, still finds the system daemon's socket there; else
+    /// where a boardd started now would listen (`resolve`), for the error.
+    public static func find(
+        explicit: String?, environment: [String: String], uid: UInt32 = getuid(),
+        exists: (String) -> Bool = { access($0, F_OK) == 0 }, isWritable: (String) -> Bool = { access($0, W_OK) == 0 }
+    ) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        var candidates: [String] = []
+        if let dir = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first, !dir.isEmpty {
+            candidates.append("\(dir)/boardd.sock")
+        }
+        candidates.append("\(systemDirectory)/boardd.sock")
+        if let dir = environment["XDG_RUNTIME_DIR"], !dir.isEmpty { candidates.append("\(dir)/boardd.sock") }
+        candidates.append("/tmp/boardd-\(uid).sock")
+        return candidates.first(where: exists) ?? resolve(explicit: nil, environment: environment, uid: uid, isWritable: isWritable)
+    }
+
     /// The system socket, when boardctl resolved another path on its own
     /// and the system socket exists: a person outside boardd's service
     /// (no `$RUNTIME_DIRECTORY`) who may not write `/run/boardd` resolves

@@ -32,7 +32,7 @@ struct Common: ParsableArguments {
 
     /// Runs `command` and exits as BoardControl says.
     func perform(_ command: Command) throws {
-        let path = SocketPath.resolve(explicit: socket, environment: SocketPath.currentEnvironment())
+        let path = SocketPath.find(explicit: socket, environment: SocketPath.currentEnvironment())
         let alternative = socket == nil ? SocketPath.systemSocket(insteadOf: path) : nil
         let outcome = Boardctl.execute(command, socket: path, json: json, alternative: alternative)
         if !outcome.stdout.isEmpty { print(outcome.stdout, terminator: "") }

@@ -295,6 +295,23 @@ import Testing
         #expect(SocketPath.resolve(explicit: nil, environment: xdg, uid: 1000, isWritable: { _ in false }) == "/run/user/1000/boardd.sock")
         #expect(SocketPath.resolve(explicit: nil, environment: [:], uid: 1000, isWritable: { _ in false }) == "/tmp/boardd-1000.sock")
     }
+
+    /// A client takes the first place where a socket exists: a person
+    /// outside the service (no RUNTIME_DIRECTORY, /run/boardd not theirs)
+    /// still reaches the system daemon; with none, the server's rule.
+    @Test func aClientFindsTheSocketThatExists() {
+        let xdg = ["XDG_RUNTIME_DIR": "/run/user/1000"]
+        #expect(
+            SocketPath.find(explicit: nil, environment: xdg, uid: 1000, exists: { $0 == "/run/boardd/boardd.sock" }, isWritable: { _ in false })
+                == "/run/boardd/boardd.sock")
+        #expect(
+            SocketPath.find(explicit: nil, environment: xdg, uid: 1000, exists: { $0 == "/run/user/1000/boardd.sock" }, isWritable: { _ in true })
+                == "/run/user/1000/boardd.sock")
+        #expect(
+            SocketPath.find(explicit: nil, environment: xdg, uid: 1000, exists: { _ in false }, isWritable: { _ in false })
+                == "/run/user/1000/boardd.sock")
+        #expect(SocketPath.find(explicit: "/x.sock", environment: xdg, uid: 1000, exists: { _ in true }) == "/x.sock")
+    }
 }
 
 @Suite struct JSONTests {
