@@ -249,12 +249,3 @@ extension Program {
         }
     }
 }
-
-extension Daemon {
-    /// The end of a stop: a last drain of the loops' trace rings, and the
-    /// log writer writes what is queued (at most 2 s: a stderr nobody reads
-    /// does not hold the exit).
-    func detachLogWriter() {
-        traceLog.writer.detach(traceLog, timeout: .seconds(2))
-    }
-}

@@ -176,3 +176,12 @@ extension LoopRuntime {
         if driving { loop.stop() }
     }
 }
+
+extension Daemon {
+    /// The end of a stop: a last drain of the loops' trace rings, and the
+    /// log writer writes what is queued (at most 2 s: a stderr nobody reads
+    /// does not hold the exit).
+    func detachLogWriter() {
+        traceLog.writer.detach(traceLog, timeout: .seconds(2))
+    }
+}
