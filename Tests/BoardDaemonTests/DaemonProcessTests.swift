@@ -15,7 +15,7 @@ final class Spawned: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = args
         process.currentDirectoryURL = URL(fileURLWithPath: Fixtures.packageRoot)
-        var e = ProcessInfo.processInfo.environment
+        var e = Boardd.environment()
         e.removeValue(forKey: "NOTIFY_SOCKET")
         e.removeValue(forKey: "JOURNAL_STREAM")
         for (k, v) in env { e[k] = v }
