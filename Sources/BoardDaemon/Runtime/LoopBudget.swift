@@ -101,7 +101,8 @@ struct LoopBudget: Sendable, Equatable {
             for c in config.commands { out.append(Part(name: "command \(c.name)", budget: CommandRunner.budget(c), atStart: false)) }
             out.append(Part(name: "the daemon", budget: Daemon.budget(extras)))
             if extras.control && config.control.enabled {
-                out.append(Part(name: "the control socket", budget: ControlServer.budget(config.control)))
+                out.append(Part(name: "the control socket", budget: ControlServer.budget))
+                out.append(Part(name: "control clients", budget: ControlServer.clientBudget(config.control), atStart: false))
             }
             out.append(Part(name: "run(for:)'s limit", budget: Daemon.runLimitBudget, atStart: false))
         } else {
@@ -219,10 +220,14 @@ extension LoopRuntime {
 }
 
 extension ControlServer {
-    /// The control socket, on the main loop: its listening socket, a
-    /// source per client it may have at once (`max_clients`), the idle
-    /// timer and the timer of the mock-chip drives and pulses it schedules.
-    static func budget(_ c: ControlConfig) -> LoopBudget { LoopBudget(sources: 1 + c.maxClients, timers: 2) }
+    /// The control socket, on the main loop: its listening socket, the
+    /// idle timer and the timer of the mock-chip drives and pulse ends it
+    /// schedules.
+    static let budget = LoopBudget(sources: 1, timers: 2)
+
+    /// Its clients, made as they connect: a source per client it may have
+    /// at once (`max_clients`).
+    static func clientBudget(_ c: ControlConfig) -> LoopBudget { LoopBudget(sources: c.maxClients) }
 }
 
 extension Demo.Script {
