@@ -27,11 +27,17 @@ enum Boardd {
         return e
     }
 
+    /// Removes the directory `environment()` made (once the daemon has exited).
+    static func removeRuntimeDirectory(_ env: [String: String]?) {
+        if let d = env?["RUNTIME_DIRECTORY"], d.hasPrefix("/tmp/boardd-test-") { try? FileManager.default.removeItem(atPath: d) }
+    }
+
     static func run(_ arguments: [String], cwd: String = Fixtures.packageRoot) throws -> (status: Int32, stdout: String, stderr: String) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
         p.arguments = arguments
         p.environment = environment()
+        defer { removeRuntimeDirectory(p.environment) }
         p.currentDirectoryURL = URL(fileURLWithPath: cwd)
         let out = Pipe()
         let err = Pipe()

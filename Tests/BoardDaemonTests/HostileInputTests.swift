@@ -19,6 +19,7 @@ enum BoundedBoardd {
         p.executableURL = URL(fileURLWithPath: Boardd.path)
         p.arguments = arguments
         p.environment = Boardd.environment()
+        defer { Boardd.removeRuntimeDirectory(p.environment) }
         p.currentDirectoryURL = URL(fileURLWithPath: Fixtures.packageRoot)
         let err = Pipe()
         p.standardOutput = FileHandle.nullDevice

@@ -246,7 +246,7 @@ public final class ControlServer {
                 append(
                     error(id: .null, "busy", "boardd serves at most \(config.maxClients) control clients at once (control: { max_clients }); try again later"),
                     to: &out)
-                _ = out.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                _ = out.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                 Glibc.close(fd)
                 continue
             }
@@ -281,7 +281,10 @@ public final class ControlServer {
                 return
             }
         }
-        if events.contains(.hangup) || events.contains(.error) {
+        if events.contains(.error) && !events.contains(.readable) {
+            counters.hungUp += 1
+            close(c)
+        } else if events.contains(.hangup) || events.contains(.error) {
             // Level-triggered: what is left is read in the next dispatches;
             // the read that returns 0 closes the client.
             if !c.closed { src.rearm() }
