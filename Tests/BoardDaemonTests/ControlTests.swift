@@ -474,6 +474,17 @@ final class ControlTests: XCTestCase {
         h = nil
     }
 
+    /// `boardd` on a path where a daemon answers: refused before it
+    /// requests a line, naming the path and the daemon; the socket is left.
+    func testBoarddRefusesToStartOnALiveSocket() throws {
+        let h = try harness()
+        let r = try Boardd.run(["--demo", "--socket", socketPath, "--for", "1s"])
+        XCTAssertEqual(r.status, 1)
+        XCTAssertTrue((r.stdout + r.stderr).contains("the control socket \(socketPath) is in use: another boardd (pid \(getpid()))"), r.stderr)
+        let c = try ControlClient(socketPath)
+        XCTAssertEqual(try c.request(#"{"v":1,"cmd":"ping"}"#, h)["pong"] as? Bool, true)
+    }
+
     func testEnabledFalseListensNowhere() throws {
         let h = try harness(Self.yaml + "\ncontrol: { enabled: false }\n")
         XCTAssertNil(h.daemon.control)

@@ -161,6 +161,22 @@ public final class ControlServer {
         startedAt = daemon.loop.now
     }
 
+    /// Fails when a daemon answers on the path `config` and `options`
+    /// resolve to: the launcher asks before it requests any line, so a
+    /// second boardd is refused for its socket, not for a busy line.
+    public static func refuseLive(_ options: Options, _ config: ControlConfig) throws {
+        guard config.enabled else { return }
+        let path = resolvePath(flag: options.path, config: config.path, name: options.defaultName)
+        var st = stat()
+        guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK else { return }
+        let probe = bd_unix_connect(path)
+        guard probe >= 0 else { return }
+        var p: pid_t = 0, u: uid_t = 0, g: gid_t = 0
+        _ = bd_peer_credentials(probe, &p, &u, &g)
+        Glibc.close(probe)
+        throw StartError.live(path: path, pid: p)
+    }
+
     /// Binds `path`: a stale socket file (nothing answers) is replaced; a
     /// live one (a daemon answers) is an error naming it.
     static func listen(_ path: String, mode: UInt32, group: String?) throws -> Int32 {

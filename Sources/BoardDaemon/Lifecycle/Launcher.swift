@@ -80,6 +80,7 @@ public enum Launcher {
             var control = ControlServer.Options(path: s.socket)
             if s.demo { control.defaultName = "boardd-demo.sock" }
             o.control = control
+            try ControlServer.refuseLive(control, config.control)
             let daemon = try Daemon(config: config, options: o)
             if config.board.mock, let mock = daemon.mock {
                 logger.info(
