@@ -38,6 +38,7 @@ final class Spawned: @unchecked Sendable {
 
     deinit {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        Boardd.removeRuntimeDirectory(process.environment)
     }
 
     var log: String { text.withLock { $0 } }

@@ -33,6 +33,7 @@ final class LogWriterTests: XCTestCase {
         env.removeValue(forKey: "NOTIFY_SOCKET")
         env.removeValue(forKey: "JOURNAL_STREAM")
         p.environment = env
+        defer { Boardd.removeRuntimeDirectory(env) }
         let unread = Pipe()  // never read
         p.standardError = unread
         p.standardOutput = FileHandle.nullDevice

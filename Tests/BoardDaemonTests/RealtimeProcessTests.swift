@@ -31,6 +31,7 @@ final class RealtimeProcessTests: XCTestCase {
         p.executableURL = URL(fileURLWithPath: args[0])
         p.arguments = Array(args.dropFirst())
         p.environment = Boardd.environment()
+        defer { Boardd.removeRuntimeDirectory(p.environment) }
         let err = Pipe()
         p.standardError = err
         p.standardOutput = FileHandle.nullDevice
