@@ -211,6 +211,15 @@ final class ControlTests: XCTestCase {
         XCTAssertEqual(h.daemon.mainMode, "quiet")
         XCTAssertEqual(try c.request(#"{"v":1,"cmd":"mode","loop":"main"}"#, h)["mode"] as? String, "quiet")
         XCTAssertEqual(try c.request(#"{"v":1,"cmd":"mode","loop":"w"}"#, h)["mode"] as? String, "default")
+        // A worker's mode: posted to its loop, set there.
+        XCTAssertEqual(try c.request(#"{"v":1,"cmd":"mode","loop":"w","mode":"quiet"}"#, h)["mode"] as? String, "quiet")
+        var mode = ""
+        let end = Date().addingTimeInterval(20)
+        while mode != "quiet" && Date() < end {
+            mode = try c.request(#"{"v":1,"cmd":"mode","loop":"w"}"#, h)["mode"] as? String ?? ""
+            usleep(1000)
+        }
+        XCTAssertEqual(mode, "quiet")
         XCTAssertTrue(h.log.contains("control: mode main quiet ("), h.log)
     }
 

@@ -58,6 +58,8 @@ public final class ControlServer {
     var driveTimer: RunLoopTimer?
     var nextScheduleOrder: UInt64 = 0
     let startedAt: MonotonicInstant
+    /// The socket file made (device, inode): the stop removes only it.
+    var file: (dev: UInt64, ino: UInt64)?
     var stopped = false
     var loop: BoardRunLoop { daemon.loop }
     var logger: Logger { daemon.logger }
@@ -159,6 +161,8 @@ public final class ControlServer {
         self.path = path
         listenFD = fd
         startedAt = daemon.loop.now
+        var st = stat()
+        if lstat(path, &st) == 0 { file = (UInt64(st.st_dev), UInt64(st.st_ino)) }
     }
 
     /// Fails when a daemon answers on the path `config` and `options`
@@ -245,7 +249,8 @@ public final class ControlServer {
         scheduled = []
         Glibc.close(listenFD)
         // Only our own socket file: one that replaced it is left alone.
-        unlink(path)
+        var st = stat()
+        if let file, lstat(path, &st) == 0, UInt64(st.st_dev) == file.dev, UInt64(st.st_ino) == file.ino { unlink(path) }
     }
 
     // MARK: Clients
