@@ -38,6 +38,8 @@ struct Boardd: ParsableCommand {
     var safeOutputs = false
     @Option(help: "How long a stop may take in all (default 10s; keep it below systemd's TimeoutStopSec=).")
     var stopTimeout: String?
+    @Option(help: "The control socket's path (default: the config's control: { path }, else as docs/control.md says).")
+    var socket: String?
 
     /// A duration option, in the config's grammar and with its messages.
     static func duration(_ text: String, option: String, atLeast least: Duration) throws -> Duration {
@@ -93,6 +95,7 @@ struct Boardd: ParsableCommand {
         let duration = try runFor.map { t in try Self.duration(t, option: "--for", atLeast: .zero) }
         var settings = Launcher.Settings(
             configPath: config, demo: demo, runFor: duration, logLevel: level, loadOptions: options, summaryInterval: nil)
+        settings.socket = socket
         if let t = stopTimeout { settings.stopTimeout = try Self.duration(t, option: "--stop-timeout", atLeast: .milliseconds(100)) }
         let status = Launcher.run(settings)
         if status != 0 { throw ExitCode(status) }

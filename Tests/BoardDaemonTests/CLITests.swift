@@ -13,10 +13,31 @@ enum Boardd {
         return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("boardd").path
     }
 
+    /// The environment a spawned boardd runs with: its control socket in a
+    /// directory of its own (`RUNTIME_DIRECTORY`, which anyone may write:
+    /// some tests run boardd as another user), so daemons the tests start
+    /// at once never share a socket, nor take a running daemon's.
+    static func environment(_ base: [String: String] = ProcessInfo.processInfo.environment) -> [String: String] {
+        var e = base
+        var template = Array("/tmp/boardd-test-XXXXXX".utf8CString)
+        if let p = mkdtemp(&template) {
+            chmod(p, 0o777)
+            e["RUNTIME_DIRECTORY"] = String(cString: p)
+        }
+        return e
+    }
+
+    /// Removes the directory `environment()` made (once the daemon has exited).
+    static func removeRuntimeDirectory(_ env: [String: String]?) {
+        if let d = env?["RUNTIME_DIRECTORY"], d.hasPrefix("/tmp/boardd-test-") { try? FileManager.default.removeItem(atPath: d) }
+    }
+
     static func run(_ arguments: [String], cwd: String = Fixtures.packageRoot) throws -> (status: Int32, stdout: String, stderr: String) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
         p.arguments = arguments
+        p.environment = environment()
+        defer { removeRuntimeDirectory(p.environment) }
         p.currentDirectoryURL = URL(fileURLWithPath: cwd)
         let out = Pipe()
         let err = Pipe()

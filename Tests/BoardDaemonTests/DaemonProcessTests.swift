@@ -15,7 +15,7 @@ final class Spawned: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = args
         process.currentDirectoryURL = URL(fileURLWithPath: Fixtures.packageRoot)
-        var e = ProcessInfo.processInfo.environment
+        var e = Boardd.environment()
         e.removeValue(forKey: "NOTIFY_SOCKET")
         e.removeValue(forKey: "JOURNAL_STREAM")
         for (k, v) in env { e[k] = v }
@@ -38,6 +38,7 @@ final class Spawned: @unchecked Sendable {
 
     deinit {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        Boardd.removeRuntimeDirectory(process.environment)
     }
 
     var log: String { text.withLock { $0 } }

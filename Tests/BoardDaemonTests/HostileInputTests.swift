@@ -18,6 +18,8 @@ enum BoundedBoardd {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Boardd.path)
         p.arguments = arguments
+        p.environment = Boardd.environment()
+        defer { Boardd.removeRuntimeDirectory(p.environment) }
         p.currentDirectoryURL = URL(fileURLWithPath: Fixtures.packageRoot)
         let err = Pipe()
         p.standardOutput = FileHandle.nullDevice

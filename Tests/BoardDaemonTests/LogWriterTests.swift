@@ -29,10 +29,11 @@ final class LogWriterTests: XCTestCase {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Boardd.path)
         p.arguments = ["--config", file.path, "--for", "2s"]
-        var env = ProcessInfo.processInfo.environment
+        var env = Boardd.environment()
         env.removeValue(forKey: "NOTIFY_SOCKET")
         env.removeValue(forKey: "JOURNAL_STREAM")
         p.environment = env
+        defer { Boardd.removeRuntimeDirectory(env) }
         let unread = Pipe()  // never read
         p.standardError = unread
         p.standardOutput = FileHandle.nullDevice

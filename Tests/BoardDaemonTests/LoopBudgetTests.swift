@@ -158,6 +158,7 @@ final class LoopBudgetTests: XCTestCase {
             "| every loop's runtime | \(runtime.sources) (its message port) | \(runtime.timers) (the held-event replay) + \(summary) (the summary, unless summaries are off) | \(runtime.performs) (control requests: the nested mode run, the start, the stop, a reload's swap; with headroom) |",
             "| the main loop's daemon | \(signals.sources) (the signals) | \(watchdog.timers) (the systemd watchdog, when systemd asks for one) + \(Daemon.runLimitBudget.timers) (a run-time limit) + \(demo.timers) (`--demo`'s script) | \(signals.performs) |",
             "| a worker's thread | \(worker.sources) (its exit source) | \(worker.timers) | \(worker.performs) |",
+            "| the control socket (main loop, unless `control: { enabled: false }`) | \(ControlServer.budget.sources) (the listening socket) + \(ControlServer.clientBudget(ControlConfig()).sources / ControlConfig().maxClients) per `max_clients` (a client each, as they connect) | \(ControlServer.budget.timers) (the idle timeout; the scheduled mock-chip drives and pulse ends) | \(ControlServer.budget.performs) |",
         ]
         let docs = try String(contentsOfFile: Fixtures.packageRoot + "/docs/config.md", encoding: .utf8)
         for row in rows { XCTAssertTrue(docs.contains(row + "\n"), "docs/config.md lacks: \(row)") }

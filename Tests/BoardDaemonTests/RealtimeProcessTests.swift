@@ -30,6 +30,8 @@ final class RealtimeProcessTests: XCTestCase {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: args[0])
         p.arguments = Array(args.dropFirst())
+        p.environment = Boardd.environment()
+        defer { Boardd.removeRuntimeDirectory(p.environment) }
         let err = Pipe()
         p.standardError = err
         p.standardOutput = FileHandle.nullDevice

@@ -27,12 +27,12 @@ final class Harness {
     /// (default: kept in `log`, at `level` or `notice`, whichever says more).
     convenience init(
         _ yaml: String, level: Logger.Level = .critical, eventModel: MockChip.EventModel = .v2, load: LoadOptions = LoadOptions(),
-        logger given: Logger? = nil, stopTimeout: Duration = .seconds(10), levels: [String: Bool] = [:], file: StaticString = #filePath,
-        line: UInt = #line
+        logger given: Logger? = nil, stopTimeout: Duration = .seconds(10), levels: [String: Bool] = [:],
+        control: ControlServer.Options? = nil, file: StaticString = #filePath, line: UInt = #line
     ) throws {
         try self.init(
             result: ConfigLoader.load(text: yaml, file: "test.yaml", options: load), level: level, eventModel: eventModel,
-            logger: given, stopTimeout: stopTimeout, levels: levels, file: file, line: line)
+            logger: given, stopTimeout: stopTimeout, levels: levels, control: control, file: file, line: line)
     }
 
     /// A daemon on a config file (a reload reads it again).
@@ -46,7 +46,7 @@ final class Harness {
 
     init(
         result: LoadResult, level: Logger.Level, eventModel: MockChip.EventModel, logger given: Logger?, stopTimeout: Duration,
-        levels: [String: Bool] = [:], file: StaticString, line: UInt
+        levels: [String: Bool] = [:], control: ControlServer.Options? = nil, file: StaticString, line: UInt
     ) throws {
         guard let config = result.config else {
             XCTFail("config errors: \(result.errors.map(\.description))", file: file, line: line)
@@ -61,6 +61,8 @@ final class Harness {
         if given == nil { logger.logLevel = captured }
         var options = Daemon.Options(logger: logger, clock: .manual(clock), modeDriver: .external, summaryInterval: nil, mock: mock)
         options.stopTimeout = stopTimeout
+        // No control socket unless the test asks for one (then in the path it gives).
+        options.control = control
         daemon = try Daemon(config: config, options: options)
         // Every test's config: each loop holds what its plan counts.
         try daemon.checkLoopBudgets("test.yaml", file: file, line: line)

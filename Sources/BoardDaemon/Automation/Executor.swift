@@ -30,6 +30,8 @@ struct Post: BitwiseCopyable, Sendable {
 /// Where an action list comes from.
 enum Origin: UInt8, BitwiseCopyable, Sendable {
     case reaction, task
+    /// A request on the control socket (`ControlServer`).
+    case control
 }
 
 /// Message ids on a loop's port.

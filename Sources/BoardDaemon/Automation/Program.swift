@@ -77,6 +77,8 @@ final class Program: Sendable {
     let cells: [LineCell]
     /// Lines some `pulse` targets (they get a pulse timer).
     let pulsedLines: Set<Int>
+    /// Where the control socket's ops start (`ControlOps`).
+    let control: ControlOps
 
     init(config: DaemonConfig, generation: Int32) {
         self.config = config
@@ -85,6 +87,7 @@ final class Program: Sendable {
         reactions = config.reactions.map { b.compile($0.actions) }
         tasks = config.tasks.map { b.compile($0.actions) }
         sequences = config.sequences.map { b.compile($0.steps) }
+        control = b.compileControl(config)
         ops = b.ops
         conditions = b.conditions
         runSites = b.runSites

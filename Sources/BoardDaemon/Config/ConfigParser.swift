@@ -5,7 +5,7 @@ import Yams
 /// Walks a config's node tree, resolves names and reports every problem
 /// with its position and key path. One parser per load.
 final class ConfigParser {
-    static let topKeys = ["board", "priorities", "lines", "modes", "tasks", "reactions", "sequences", "commands", "workers"]
+    static let topKeys = ["board", "priorities", "lines", "modes", "tasks", "reactions", "sequences", "commands", "workers", "control"]
     static let lineKeys = ["pin", "chip", "offset", "line_name", "input", "output", "priority", "rate_limit", "gestures", "description"]
     static let inputKeys = [
         "edge", "bias", "active_low", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain", "drain_every", "max_rate",
@@ -64,6 +64,8 @@ final class ConfigParser {
     /// config's size: a lookup that scans a list per reference makes
     /// checking quadratic).
     var lookupSteps = 0
+    /// The `control:` block.
+    var control = ControlConfig()
     /// Names to indexes: lines (parsed), declared sequences, commands (the
     /// first of a name) and declared commands.
     var lineIndex: [String: Int] = [:]
@@ -127,6 +129,7 @@ final class ConfigParser {
         if let e = entry("sequences") { parseSequences(e) }
         if let e = entry("tasks") { parseTasks(e) }
         if let e = entry("reactions") { parseReactions(e) }
+        if let e = entry("control") { control = parseControl(e) }
         planHeldEvents()  // before the capacities: a chosen drain_every is a timer
         computeCapacities(root: root)
         guard board != nil else { return nil }

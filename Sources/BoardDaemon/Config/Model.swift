@@ -26,6 +26,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var loops: [LoopPlan]
     /// Warnings found while loading (a config with warnings still loads).
     public var warnings: [Diagnostic]
+    /// The control socket (`control:`).
+    public var control = ControlConfig()
 
     public func line(named name: String) -> LineID? { lines.firstIndex { $0.name == name }.map(LineID.init) }
     public func mode(named name: String) -> ModeID? { modes.firstIndex { $0.name == name }.map(ModeID.init) }

@@ -18,6 +18,8 @@ public enum Launcher {
         public var summaryInterval: Duration?
         /// The stop's budget (`Daemon.Options.stopTimeout`).
         public var stopTimeout: Duration = .seconds(10)
+        /// `--socket PATH`: the control socket's path (docs/control.md).
+        public var socket: String?
 
         public init(
             configPath: String?, demo: Bool, runFor: Duration?, logLevel: Logger.Level, loadOptions: LoadOptions,
@@ -75,6 +77,10 @@ public enum Launcher {
             var o = options
             o.demo = s.demo
             o.stopTimeout = s.stopTimeout
+            var control = ControlServer.Options(path: s.socket)
+            if s.demo { control.defaultName = "boardd-demo.sock" }
+            o.control = control
+            try ControlServer.refuseLive(control, config.control)
             let daemon = try Daemon(config: config, options: o)
             if config.board.mock, let mock = daemon.mock {
                 logger.info(

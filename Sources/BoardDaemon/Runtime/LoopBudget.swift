@@ -39,6 +39,8 @@ struct LoopBudget: Sendable, Equatable {
         var summary: Bool
         /// The demo's scripted person (`boardd --demo`).
         var demo: Bool
+        /// The control socket's server, when the config enables it (`Daemon.Options.control`).
+        var control = false
 
         init(signals: Bool, watchdog: Bool, summary: Bool, demo: Bool) {
             self.signals = signals
@@ -50,11 +52,16 @@ struct LoopBudget: Sendable, Equatable {
         init(_ o: Daemon.Options) {
             self.init(
                 signals: o.handleSignals, watchdog: o.watchdog != nil, summary: (o.summaryInterval ?? .zero) > .zero, demo: o.demo)
+            control = o.control != nil
         }
 
         /// The most `boardd --config FILE` makes: signals, a summary, and a
         /// watchdog when systemd asks for one.
-        static let configStart = Extras(signals: true, watchdog: true, summary: true, demo: false)
+        static let configStart: Extras = {
+            var e = Extras(signals: true, watchdog: true, summary: true, demo: false)
+            e.control = true
+            return e
+        }()
     }
 
     /// The backend capabilities a plan is made for, before a backend is
@@ -93,6 +100,10 @@ struct LoopBudget: Sendable, Equatable {
         if loop == .main {
             for c in config.commands { out.append(Part(name: "command \(c.name)", budget: CommandRunner.budget(c), atStart: false)) }
             out.append(Part(name: "the daemon", budget: Daemon.budget(extras)))
+            if extras.control && config.control.enabled {
+                out.append(Part(name: "the control socket", budget: ControlServer.budget))
+                out.append(Part(name: "control clients", budget: ControlServer.clientBudget(config.control), atStart: false))
+            }
             out.append(Part(name: "run(for:)'s limit", budget: Daemon.runLimitBudget, atStart: false))
         } else {
             out.append(Part(name: "the worker's thread", budget: Daemon.workerBudget))
@@ -206,6 +217,17 @@ extension LoopRuntime {
     static func budget(summary: Bool) -> LoopBudget {
         LoopBudget(sources: 1, timers: 1 + (summary ? 1 : 0), performs: controlPerforms)
     }
+}
+
+extension ControlServer {
+    /// The control socket, on the main loop: its listening socket, the
+    /// idle timer and the timer of the mock-chip drives and pulse ends it
+    /// schedules.
+    static let budget = LoopBudget(sources: 1, timers: 2)
+
+    /// Its clients, made as they connect: a source per client it may have
+    /// at once (`max_clients`).
+    static func clientBudget(_ c: ControlConfig) -> LoopBudget { LoopBudget(sources: c.maxClients) }
 }
 
 extension Demo.Script {

@@ -32,6 +32,9 @@ public final class Daemon: @unchecked Sendable {
         public var handleSignals: Bool
         /// The caller runs the demo's script on the main loop (its timers are counted there).
         public var demo = false
+        /// Where the control socket listens, when the config's `control:` is
+        /// enabled (nil: no control socket; tests leave it off).
+        public var control: ControlServer.Options?
         /// How long a stop may take in all (keep it below systemd's
         /// `TimeoutStopSec=`): half of it for the loops to set their outputs
         /// safe, the rest for child processes and the loops' ends. Past it,
@@ -78,6 +81,10 @@ public final class Daemon: @unchecked Sendable {
     public internal(set) var stopRequested = false
     var stopResult: Bool?
     public internal(set) var reloads = (applied: 0, refused: 0)
+    /// Why the last refused reload was refused.
+    public internal(set) var lastReloadError: String?
+    /// The control socket's server (`Options.control`).
+    public internal(set) var control: ControlServer?
 
     public init(config: DaemonConfig, options: Options) throws {
         self.config = config
@@ -123,6 +130,7 @@ public final class Daemon: @unchecked Sendable {
             try loop.add(t, mode: .common)
             watchdogTimer = t
         }
+        if let c = options.control, config.control.enabled { control = try ControlServer.start(self, c) }
         logger.info("\(startLine)")
         traceLog.writer.attach(traceLog)
     }

@@ -24,9 +24,17 @@ struct SwapResult {
 }
 
 extension Daemon {
+    /// What a reload did: applied, or refused with the errors it logged
+    /// (a control `reload` returns them).
+    public struct ReloadOutcome: Sendable, Equatable {
+        public var applied: Bool
+        public var errors: [String]
+    }
+
     /// Loads the config file again and swaps it in, or keeps the running
     /// one when the new one has errors (each is logged with line:column).
-    public func reload() {
+    @discardableResult
+    public func reload() -> ReloadOutcome {
         options.notifier?.send("RELOADING=1\nSTATUS=reloading \(config.file)\nMONOTONIC_USEC=\(MonotonicInstant.now.nanoseconds / 1000)")
         defer { options.notifier?.send("READY=1\nSTATUS=\(status)") }
         logger.notice("reload: reading \(config.file)")
@@ -34,18 +42,22 @@ extension Daemon {
         guard let new = result.config else {
             for d in result.errors { logger.error("\(d.description)") }
             reloads.refused += 1
-            logger.error("reload refused: \(result.errors.count) error(s) in \(config.file); the running config stays as it was")
-            return
+            let why = "reload refused: \(result.errors.count) error(s) in \(config.file); the running config stays as it was"
+            logger.error("\(why)")
+            lastReloadError = why
+            return ReloadOutcome(applied: false, errors: result.errors.map(\.description))
         }
         if new == config {
             logger.notice("reload: the config did not change")
             reloads.applied += 1
-            return
+            return ReloadOutcome(applied: true, errors: [])
         }
         if let why = incompatibility(new) {
             reloads.refused += 1
-            logger.error("reload refused: \(why); restart boardd to apply this config (the running config stays)")
-            return
+            let text = "reload refused: \(why); restart boardd to apply this config (the running config stays)"
+            logger.error("\(text)")
+            lastReloadError = text
+            return ReloadOutcome(applied: false, errors: [text])
         }
         generation += 1
         let program = Program(config: new, generation: generation)
@@ -64,6 +76,7 @@ extension Daemon {
         logger.notice(
             "reloaded \(new.file): \(totals.kept) lines kept as they were, \(totals.requested) requested, \(totals.released) released\(failures > 0 ? " (with errors, see above)" : "")"
         )
+        return ReloadOutcome(applied: true, errors: [])
     }
 
     /// Why `new` cannot be swapped in place, if it cannot.

@@ -44,6 +44,7 @@ extension Daemon {
         stopRequested = true
         watchdogTimer?.invalidate()
         signalSource?.invalidate()
+        control?.stop()
         let start = MonotonicInstant.now.nanoseconds
         let budget = UInt64(max(options.stopTimeout.nanosecondsClamped, 1_000_000))
         let deadline = start &+ budget

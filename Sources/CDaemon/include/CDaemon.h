@@ -19,4 +19,17 @@ int bd_notify(const char *socket_path, const char *text, unsigned long length);
 /// the write end fds[1] is the child's stdout or stderr and stays blocking.
 /// Returns 0 or -1 with errno set (no fd left open).
 int bd_pipe(int fds[2]);
+
+/// A listening AF_UNIX stream socket bound to `path` (non-blocking,
+/// close-on-exec). Returns the fd, or -errno (no fd left open).
+int bd_unix_listen(const char *path, int backlog);
+/// Connects to the AF_UNIX stream socket at `path` without blocking, to
+/// see whether a daemon answers there. Returns the connected fd (the
+/// caller closes it), or -errno (ECONNREFUSED: nothing listens; ENOENT:
+/// no such file).
+int bd_unix_connect(const char *path);
+/// accept4(fd) non-blocking and close-on-exec. Returns the fd or -errno.
+int bd_unix_accept(int fd);
+/// The peer's pid, uid and gid (SO_PEERCRED). Returns 0 or an errno.
+int bd_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 #endif

@@ -1,0 +1,370 @@
+import Boardloop
+import BoardSupport
+import BoardloopGPIO
+import BoardloopGPIOMock
+import Glibc
+import Logging
+
+/// The control protocol's commands (docs/control.md). Mutations go
+/// through the executor with `Origin.control`, as a reaction's actions do.
+extension ControlServer {
+    /// An error reply's code and message.
+    struct Failure: Error {
+        var code: String
+        var message: String
+        init(_ code: String, _ message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+
+    static let version: Int64 = 1
+    static let mutating: Set<String> = ["set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input"]
+
+    func error(id: JSON, _ code: String, _ message: String) -> JSON {
+        .object([
+            ("v", .int(Self.version)), ("id", id), ("ok", .bool(false)),
+            ("error", .object([("code", .string(code)), ("message", .string(message))])),
+        ])
+    }
+
+    /// One request line to its reply.
+    func handle(_ line: ArraySlice<UInt8>, from c: Client) -> JSON {
+        let req: JSON
+        do { req = try JSON.parse(line) } catch { return self.error(id: .null, "bad-json", "the request is not JSON: \(error.message)") }
+        guard case .object = req else { return error(id: .null, "bad-json", "a request is a JSON object, not \(req.kind)") }
+        let id = req["id"] ?? .null
+        switch id {
+        case .null, .int: break
+        default: return error(id: .null, "bad-argument", "id: expected a whole number, found \(id.kind)")
+        }
+        guard req["v"] == .int(Self.version) else {
+            let found = req["v"].map { "\"v\":\($0.text)" } ?? "no \"v\""
+            return error(id: id, "version", "this boardd speaks control protocol version 1 (\"v\":1); the request has \(found)")
+        }
+        guard case let .string(cmd)? = req["cmd"] else {
+            return error(id: id, "bad-argument", "cmd: expected the command's name as a string, found \(req["cmd"]?.kind ?? "nothing")")
+        }
+        do {
+            let fields = try run(cmd, req, from: c)
+            return .object([("v", .int(Self.version)), ("id", id), ("ok", .bool(true))] + fields)
+        } catch let f as Failure {
+            return error(id: id, f.code, f.message)
+        } catch {
+            return self.error(id: id, "internal", "\(error)")
+        }
+    }
+
+    static let commands = [
+        "status", "lines", "get", "set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input", "ping",
+    ]
+
+    private func run(_ cmd: String, _ r: JSON, from c: Client) throws -> [(String, JSON)] {
+        let config = daemon.config
+        switch cmd {
+        case "ping": return [("pong", .bool(true))]
+        case "status": return status()
+        case "lines": return [("lines", .array(lineList()))]
+        case "get":
+            let (i, l) = try line(r)
+            return [("line", .string(l.name)), ("value", .bool(value(i)))]
+        case "set":
+            let (i, l) = try output(r)
+            let v = try bool(r, "value")
+            mutation(c, "set \(l.name) \(v ? "on" : "off")")
+            perform(daemon.main.program.control.set(line: i, v))
+            return [("line", .string(l.name)), ("value", .bool(v))]
+        case "toggle":
+            let (i, l) = try output(r)
+            let v = !value(i)
+            mutation(c, "toggle \(l.name) (to \(v ? "on" : "off"))")
+            perform(daemon.main.program.control.toggle(line: i))
+            return [("line", .string(l.name)), ("value", .bool(v))]
+        case "pulse":
+            let (i, l) = try output(r)
+            let d = try duration(r, "duration", required: true)!
+            mutation(c, "pulse \(l.name) for \(DurationText.format(d))")
+            perform(daemon.main.program.control.set(line: i, true))
+            schedule(.off(line: l.name), at: loop.now.nanoseconds &+ UInt64(d.nanosecondsClamped))
+            return [("line", .string(l.name))]
+        case "sequence":
+            let action = try string(r, "action")
+            guard action == "start" || action == "stop" else { throw Failure("bad-argument", "action: expected \"start\" or \"stop\", found \"\(action)\"") }
+            let name = try string(r, "name")
+            guard let s = config.sequence(named: name) else {
+                throw Failure(
+                    "unknown-sequence",
+                    "no sequence named '\(name)'\(DidYouMean.hint(name, in: config.sequences.map(\.name))) (sequences: \(list(config.sequences.map(\.name))))")
+            }
+            mutation(c, "sequence \(action) \(name)")
+            let p = daemon.main.program.control
+            perform(action == "start" ? p.start(sequence: s.index) : p.stop(sequence: s.index))
+            return [("name", .string(name))]
+        case "mode": return try mode(r, from: c)
+        case "reload":
+            mutation(c, "reload")
+            let o = daemon.reload()
+            return [("applied", .bool(o.applied)), ("errors", .array(o.errors.map(JSON.string)))]
+        case "press", "release", "click", "input": return try drive(cmd, r, from: c)
+        default:
+            throw Failure("unknown-command", "no command '\(cmd)'\(DidYouMean.hint(cmd, in: Self.commands)) (commands: \(list(Self.commands)))")
+        }
+    }
+
+    func list(_ names: [String]) -> String { names.isEmpty ? "none" : names.joined(separator: ", ") }
+
+    /// Logged at notice for every mutating request, with the peer's credentials.
+    func mutation(_ c: Client, _ what: String) {
+        logger.notice("control: \(what) (\(c.peer), origin control)")
+    }
+
+    /// Performs a control op on the main loop's executor (a line or
+    /// sequence another loop owns is posted to it).
+    func perform(_ pc: Int32) {
+        daemon.main.perform(pc, Context(origin: .control))
+    }
+
+    func value(_ i: Int) -> Bool { daemon.main.program.cells[i].value.load(ordering: .relaxed) }
+
+    // MARK: Arguments
+
+    func field(_ r: JSON, _ name: String) throws -> JSON {
+        guard let v = r[name], v != .null else { throw Failure("bad-argument", "\(name): missing") }
+        return v
+    }
+
+    func string(_ r: JSON, _ name: String) throws -> String {
+        let v = try field(r, name)
+        guard case let .string(s) = v else { throw Failure("bad-argument", "\(name): expected a string, found \(v.kind)") }
+        return s
+    }
+
+    func bool(_ r: JSON, _ name: String) throws -> Bool {
+        let v = try field(r, name)
+        guard case let .bool(b) = v else { throw Failure("bad-argument", "\(name): expected true or false, found \(v.kind)") }
+        return b
+    }
+
+    /// A duration in the config's grammar ("100ms", "2s"), more than zero.
+    func duration(_ r: JSON, _ name: String, required: Bool) throws -> Duration? {
+        guard r[name] != nil || required else { return nil }
+        let text = try string(r, name)
+        switch Launcher.parseDuration(text) {
+        case let .success(d):
+            guard d > .zero, d <= .seconds(86400) else { throw Failure("bad-argument", "\(name): must be more than zero and at most 24h") }
+            return d
+        case let .failure(p): throw Failure("bad-argument", "\(name): \(p.message(text, suggest: "ms"))")
+        }
+    }
+
+    func line(_ r: JSON) throws -> (Int, LineConfig) {
+        let name = try string(r, "line")
+        let config = daemon.config
+        guard let id = config.line(named: name) else {
+            let names = config.lines.map(\.name)
+            throw Failure("unknown-line", "no line named '\(name)'\(DidYouMean.hint(name, in: names)) (lines: \(list(names)))")
+        }
+        return (id.index, config[id])
+    }
+
+    func output(_ r: JSON) throws -> (Int, LineConfig) {
+        let (i, l) = try line(r)
+        guard l.isOutput else { throw Failure("not-output", "line '\(l.name)' is an input; set, toggle and pulse drive outputs") }
+        return (i, l)
+    }
+
+    // MARK: Modes
+
+    private func mode(_ r: JSON, from c: Client) throws -> [(String, JSON)] {
+        let config = daemon.config
+        let name = try string(r, "loop")
+        guard let i = config.loops.firstIndex(where: { $0.name == name }) else {
+            let names = config.loops.map(\.name)
+            throw Failure("unknown-loop", "no loop named '\(name)'\(DidYouMean.hint(name, in: names)) (loops: \(list(names)))")
+        }
+        guard r["mode"] != nil else {
+            guard let m = loopMode(i) else { throw Failure("internal", "loop '\(name)' did not answer within a second") }
+            return [("loop", .string(name)), ("mode", .string(m))]
+        }
+        let modeName = try string(r, "mode")
+        guard let m = config.mode(named: modeName) else {
+            let names = config.modes.map(\.name)
+            throw Failure("unknown-mode", "no mode named '\(modeName)'\(DidYouMean.hint(modeName, in: names)) (modes: \(list(names)))")
+        }
+        mutation(c, "mode \(name) \(modeName)")
+        let program = daemon.main.program
+        let pc = program.control.mode(m.index)
+        if i == 0 {
+            perform(pc)
+        } else {
+            do {
+                try daemon.ports[i].send(
+                    id: PortMessage.action.rawValue, value: Post(generation: program.generation, op: pc, ctx: Context(origin: .control)),
+                    timeout: .zero)
+            } catch {
+                throw Failure("internal", "could not post the mode to loop '\(name)': \(error)")
+            }
+        }
+        return [("loop", .string(name)), ("mode", .string(modeName))]
+    }
+
+    /// Loop `i`'s effective mode (a worker is asked, for at most a second).
+    func loopMode(_ i: Int) -> String? {
+        if i == 0 { return daemon.mainMode }
+        if case let .success(m) = daemon.onWorker(i - 1, timeout: .seconds(1), { $0.config.modes[$0.effectiveMode].name }) { return m }
+        return nil
+    }
+
+    /// Every loop's counters (a worker is asked, for at most a second; one that does not answer is left out).
+    func allCounters() -> [Daemon.Counters] {
+        var out = [daemon.counters]
+        for i in daemon.workers.indices {
+            if case let .success(c) = daemon.onWorker(i, timeout: .seconds(1), { $0.counters(nil) }) { out.append(c) }
+        }
+        return out
+    }
+
+    // MARK: Status and lines
+
+    private func status() -> [(String, JSON)] {
+        let d = daemon
+        let config = d.config
+        let found = config.board.detected ? "detected" : (d.options.loadOptions.board != nil ? "--board" : "config")
+        let backend = d.mock != nil ? "mock" : d.gpio.backendName
+        let counters = allCounters()
+        var loops: [JSON] = []
+        for (i, plan) in config.loops.enumerated() {
+            var f: [(String, JSON)] = [("name", .string(plan.name)), ("mode", loopMode(i).map(JSON.string) ?? .null)]
+            if i > 0, i - 1 < d.workers.count { f.append(("thread_tid", .int(Int64(d.workers[i - 1].threadID)))) }
+            f.append(("cpus", .array(plan.cpus.map { .int(Int64($0)) })))
+            f.append(("priority", plan.realtimePriority.map { .int(Int64($0)) } ?? .null))
+            loops.append(.object(f))
+        }
+        var running: [JSON] = []
+        var held: [(String, JSON)] = []
+        var lost: [(String, JSON)] = []
+        for s in config.sequences {
+            guard let sc = counters.lazy.compactMap({ $0.sequence[s.name] }).first, sc.running > 0 || sc.queued > 0 else { continue }
+            running.append(.object([("name", .string(s.name)), ("runs", .int(Int64(sc.running))), ("queued", .int(Int64(sc.queued)))]))
+        }
+        for l in config.lines {
+            guard let lc = counters.lazy.compactMap({ $0.lines[l.name] }).first else { continue }
+            if lc.heldInRing > 0 { held.append((l.name, .int(Int64(lc.heldInRing)))) }
+            if lc.lost > 0 { lost.append((l.name, .int(Int64(lc.lost)))) }
+        }
+        let uptime = (loop.now.nanoseconds &- startedAt.nanoseconds) / 1_000_000_000
+        return [
+            ("board", .object([("name", .string(config.board.name)), ("found", .string(found)), ("backend", .string(backend))])),
+            ("config", .object([("file", .string(config.file)), ("generation", .int(Int64(d.generation)))])),
+            ("pid", .int(Int64(getpid()))), ("uptime_s", .int(Int64(uptime))), ("loops", .array(loops)),
+            ("sequences_running", .array(running)), ("lines_held", .object(held)), ("lost", .object(lost)),
+            ("children", .int(Int64(counters[0].commandsRunning))),
+            ("reloads", .object([
+                ("applied", .int(Int64(d.reloads.applied))), ("refused", .int(Int64(d.reloads.refused))),
+                ("last_error", d.lastReloadError.map(JSON.string) ?? .null),
+            ])),
+        ]
+    }
+
+    private func lineList() -> [JSON] {
+        let config = daemon.config
+        let counters = allCounters()
+        return config.lines.enumerated().map { i, l in
+            let lc = counters.lazy.compactMap { $0.lines[l.name] }.first
+            var chip: JSON = .null, offset: JSON = .null
+            switch l.address {
+            case let .offset(ref, o):
+                chip = .string(ref.text)
+                offset = .int(Int64(o))
+            case let .named(ref, n):
+                if let found = try? GPIOChip.findLine(named: n, backend: daemon.gpio) {
+                    chip = .string(ref?.text ?? found.chip.name)
+                    offset = .int(Int64(found.offset))
+                } else if let ref {
+                    chip = .string(ref.text)
+                }
+            }
+            let n = { (v: UInt64?) in JSON.int(Int64(v ?? 0)) }
+            return .object([
+                ("name", .string(l.name)), ("pin", l.pin.map(JSON.string) ?? .null), ("chip", chip), ("offset", offset),
+                ("direction", .string(l.isInput ? "input" : "output")), ("value", .bool(value(i))),
+                ("priority", .string(config.priorities[l.priority.index])), ("events", n(lc?.events)), ("held", n(lc?.heldInRing)),
+                ("lost", n(lc?.lost)), ("rate_limited", n(lc?.rateLimitHolds)),
+            ])
+        }
+    }
+
+    // MARK: Mock chips
+
+    private func drive(_ cmd: String, _ r: JSON, from c: Client) throws -> [(String, JSON)] {
+        let (_, l) = try line(r)
+        guard daemon.mock != nil else {
+            throw Failure("not-mock", "\(cmd) drives mock chips; this board's lines are real (\(daemon.gpio.backendName))")
+        }
+        guard l.isInput else { throw Failure("not-input", "line '\(l.name)' is an output; \(cmd) drives inputs as a person would") }
+        let active = !l.settings.activeLow
+        let now = loop.now.nanoseconds
+        switch cmd {
+        case "press":
+            let hold = try duration(r, "hold", required: false)
+            mutation(c, "press \(l.name)\(hold.map { " for \(DurationText.format($0))" } ?? "")")
+            try level(l.name, active)
+            if let hold { schedule(.level(line: l.name, high: !active), at: now &+ UInt64(hold.nanosecondsClamped)) }
+        case "release":
+            mutation(c, "release \(l.name)")
+            try level(l.name, !active)
+        case "click":
+            var count = 1
+            if let v = r["count"] {
+                guard case let .int(n) = v, (1...100).contains(n) else { throw Failure("bad-argument", "count: expected a whole number from 1 to 100") }
+                count = Int(n)
+            }
+            let hold = try duration(r, "hold", required: false) ?? .milliseconds(100)
+            let h = UInt64(hold.nanosecondsClamped)
+            mutation(c, "click \(l.name) \(count) time(s), held \(DurationText.format(hold)) each")
+            // Pressed for `hold`, released for as long between clicks.
+            try level(l.name, active)
+            for k in 0..<UInt64(count) {
+                if k > 0 { schedule(.level(line: l.name, high: active), at: now &+ 2 * k * h) }
+                schedule(.level(line: l.name, high: !active), at: now &+ (2 * k + 1) * h)
+            }
+        default:  // input
+            let v = try bool(r, "value")
+            mutation(c, "input \(l.name) \(v ? "active" : "inactive")")
+            try level(l.name, v ? active : !active)
+        }
+        return [("line", .string(l.name))]
+    }
+
+    /// Sets a mock pin's physical level (the line by name, in the config running then).
+    func level(_ name: String, _ high: Bool) throws {
+        guard let mock = daemon.mock, let id = daemon.config.line(named: name) else {
+            throw Failure("unknown-line", "no line named '\(name)'")
+        }
+        let l = daemon.config[id]
+        var chip: MockChip?
+        var selector: GPIOLineSelector
+        switch l.address {
+        case let .offset(ref, o):
+            chip = mock.chip(ref.text)
+            selector = .offset(o)
+        case let .named(ref, n):
+            selector = .name(n)
+            if let ref { chip = mock.chip(ref.text) } else { chip = mock.chips.first { (try? $0.level(.name(n))) != nil } }
+        }
+        guard let chip else { throw Failure("internal", "line '\(name)': no mock chip serves it") }
+        do { try chip.setLevel(selector, high) } catch { throw Failure("internal", "line '\(name)': \(error)") }
+    }
+
+    func perform(_ a: ScheduledAction) {
+        switch a {
+        case let .off(name):
+            guard let id = daemon.config.line(named: name), daemon.config[id].isOutput else { return }
+            perform(daemon.main.program.control.set(line: id.index, false))
+        case let .level(name, high):
+            do { try level(name, high) } catch let f as Failure {
+                logger.warning("control: \(f.message)")
+            } catch {}
+        }
+    }
+}

@@ -1,0 +1,451 @@
+import Boardloop
+import BoardSupport
+import CDaemon
+import Glibc
+import Logging
+
+/// boardd's control socket (docs/control.md): a Unix stream socket on the
+/// main loop, in every mode, that takes one JSON request per line and
+/// answers each with one JSON line. Everything is bounded: the request
+/// line (`Options.maxLine`), what waits to be written to a client
+/// (`Options.maxOutput`: a client that stops reading is dropped), the time
+/// a client may go without a complete request (`Options.idleTimeout`) and
+/// the clients at once (`max_clients`). Reads and writes never block: a
+/// slow client holds up nothing. Main loop only.
+public final class ControlServer {
+    public struct Options: Sendable {
+        /// `boardd --socket PATH` (nil: the config's `control: { path }`, else the default).
+        public var path: String?
+        /// The socket file's name in the default directories (`--demo`:
+        /// `boardd-demo.sock`, so the demo never takes a daemon's socket).
+        public var defaultName = "boardd.sock"
+        public var idleTimeout: Duration = .seconds(60)
+        /// The longest request line, in bytes (without its newline).
+        public var maxLine = 64 * 1024
+        /// The most bytes of replies that may wait for a client to read them.
+        public var maxOutput = 1 << 20
+
+        public init(path: String? = nil) { self.path = path }
+    }
+
+    /// What the server has done since it started.
+    public struct Counters: Sendable, Equatable {
+        public var accepted: UInt64 = 0
+        /// Clients told "busy" (max_clients reached) and closed.
+        public var busy: UInt64 = 0
+        /// Clients closed at the idle timeout.
+        public var idle: UInt64 = 0
+        /// Clients dropped because their replies piled up unread.
+        public var slow: UInt64 = 0
+        /// Clients that hung up (with or without a request in progress).
+        public var hungUp: UInt64 = 0
+        public var requests: UInt64 = 0
+        /// Error replies, by code.
+        public var errors: [String: UInt64] = [:]
+    }
+
+    public let path: String
+    public private(set) var counters = Counters()
+    unowned let daemon: Daemon
+    let options: Options
+    let config: ControlConfig
+    let listenFD: Int32
+    var listener: PortSource?
+    var clients: [Client] = []
+    var idleTimer: RunLoopTimer?
+    /// Mock-chip drives and pulse ends to do later, soonest first (`driveTimer`).
+    var scheduled: [Scheduled] = []
+    var driveTimer: RunLoopTimer?
+    var nextScheduleOrder: UInt64 = 0
+    let startedAt: MonotonicInstant
+    /// The socket file made (device, inode): the stop removes only it.
+    var file: (dev: UInt64, ino: UInt64)?
+    var stopped = false
+    var loop: BoardRunLoop { daemon.loop }
+    var logger: Logger { daemon.logger }
+
+    final class Client {
+        let fd: Int32
+        var source: PortSource?
+        var input: [UInt8] = []
+        /// Discarding the rest of a line that was too long.
+        var discarding = false
+        var output: [UInt8] = []
+        /// When the client is closed unless a complete request comes first.
+        var idleAt: UInt64
+        let pid: Int32, uid: UInt32, gid: UInt32
+        var closed = false
+
+        init(fd: Int32, idleAt: UInt64) {
+            self.fd = fd
+            self.idleAt = idleAt
+            var p: pid_t = 0, u: uid_t = 0, g: gid_t = 0
+            if bd_peer_credentials(fd, &p, &u, &g) == 0 {
+                (pid, uid, gid) = (p, u, g)
+            } else {
+                (pid, uid, gid) = (-1, UInt32.max, UInt32.max)
+            }
+        }
+
+        var peer: String { "uid \(uid) gid \(gid) pid \(pid)" }
+    }
+
+    struct Scheduled {
+        var at: UInt64
+        var order: UInt64
+        var action: ScheduledAction
+    }
+
+    enum ScheduledAction {
+        /// A pulse's end: the output (by name, in the config running then) off.
+        case off(line: String)
+        /// A mock pin to a physical level.
+        case level(line: String, high: Bool)
+    }
+
+    public enum StartError: Error, CustomStringConvertible {
+        case live(path: String, pid: Int32)
+        case notSocket(String)
+        case system(path: String, what: String, errno: Int32)
+
+        public var description: String {
+            switch self {
+            case let .live(path, pid):
+                "the control socket \(path) is in use: another boardd (pid \(pid)) answers on it; stop it, or give this one another path (--socket PATH or control: { path: ... })"
+            case let .notSocket(path): "the control socket path \(path) exists and is not a socket; remove it or choose another path"
+            case let .system(path, what, e): "the control socket \(path): \(what): \(String(cString: strerror(e)))"
+            }
+        }
+    }
+
+    // MARK: Path
+
+    /// The socket's path: `--socket PATH`, the config's `control: { path }`,
+    /// `$RUNTIME_DIRECTORY/boardd.sock` (systemd), `/run/boardd/boardd.sock`
+    /// when `/run/boardd` is writable, `$XDG_RUNTIME_DIR/boardd.sock`, else
+    /// `/tmp/boardd-$UID.sock` (`name`: the file name in those directories).
+    public static func resolvePath(
+        flag: String?, config: String?, name: String = "boardd.sock", environment: (String) -> String? = { getenv($0).map { String(cString: $0) } },
+        writable: (String) -> Bool = { access($0, W_OK) == 0 }, uid: UInt32 = getuid()
+    ) -> String {
+        if let flag, !flag.isEmpty { return flag }
+        if let config, !config.isEmpty { return config }
+        if let r = environment("RUNTIME_DIRECTORY"), let first = r.split(separator: ":").first, !first.isEmpty {
+            return "\(first)/\(name)"
+        }
+        if writable("/run/boardd") { return "/run/boardd/\(name)" }
+        if let x = environment("XDG_RUNTIME_DIR"), !x.isEmpty { return "\(x)/\(name)" }
+        let base = name.hasSuffix(".sock") ? String(name.dropLast(5)) : name
+        return "/tmp/\(base)-\(uid).sock"
+    }
+
+    // MARK: Start and stop
+
+    static func start(_ daemon: Daemon, _ options: Options) throws -> ControlServer {
+        let c = daemon.config.control
+        let path = resolvePath(flag: options.path, config: c.path, name: options.defaultName)
+        let fd = try listen(path, mode: c.mode, group: c.group)
+        let s = ControlServer(daemon: daemon, options: options, config: c, path: path, fd: fd)
+        do { try s.schedule() } catch {
+            s.stop()
+            throw error
+        }
+        daemon.logger.info("control socket: \(path) (mode \(String(c.mode, radix: 8)), at most \(c.maxClients) clients)")
+        return s
+    }
+
+    private init(daemon: Daemon, options: Options, config: ControlConfig, path: String, fd: Int32) {
+        self.daemon = daemon
+        self.options = options
+        self.config = config
+        self.path = path
+        listenFD = fd
+        startedAt = daemon.loop.now
+        var st = stat()
+        if lstat(path, &st) == 0 { file = (UInt64(st.st_dev), UInt64(st.st_ino)) }
+    }
+
+    /// Fails when a daemon answers on the path `config` and `options`
+    /// resolve to: the launcher asks before it requests any line, so a
+    /// second boardd is refused for its socket, not for a busy line.
+    public static func refuseLive(_ options: Options, _ config: ControlConfig) throws {
+        guard config.enabled else { return }
+        let path = resolvePath(flag: options.path, config: config.path, name: options.defaultName)
+        var st = stat()
+        guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK else { return }
+        let probe = bd_unix_connect(path)
+        guard probe >= 0 else { return }
+        var p: pid_t = 0, u: uid_t = 0, g: gid_t = 0
+        _ = bd_peer_credentials(probe, &p, &u, &g)
+        Glibc.close(probe)
+        throw StartError.live(path: path, pid: p)
+    }
+
+    /// Binds `path`: a stale socket file (nothing answers) is replaced; a
+    /// live one (a daemon answers) is an error naming it.
+    static func listen(_ path: String, mode: UInt32, group: String?) throws -> Int32 {
+        guard path.utf8.count <= ControlConfig.maxPathBytes else {
+            throw StartError.system(path: path, what: "the path is longer than a Unix socket path may be", errno: ENAMETOOLONG)
+        }
+        var st = stat()
+        if lstat(path, &st) == 0 {
+            guard st.st_mode & S_IFMT == S_IFSOCK else { throw StartError.notSocket(path) }
+            let probe = bd_unix_connect(path)
+            if probe >= 0 {
+                var p: pid_t = 0, u: uid_t = 0, g: gid_t = 0
+                _ = bd_peer_credentials(probe, &p, &u, &g)
+                Glibc.close(probe)
+                throw StartError.live(path: path, pid: p)
+            }
+            guard -probe == ECONNREFUSED else { throw StartError.system(path: path, what: "cannot tell whether it is in use", errno: -probe) }
+            // Stale: left by a daemon that did not remove it.
+            guard unlink(path) == 0 || errno == ENOENT else { throw StartError.system(path: path, what: "cannot remove the stale socket", errno: errno) }
+        }
+        // Made without permissions, then given `mode`: no moment where
+        // others may connect.
+        let old = umask(0o777)
+        let fd = bd_unix_listen(path, 16)
+        umask(old)
+        guard fd >= 0 else { throw StartError.system(path: path, what: "cannot listen", errno: -fd) }
+        var gid: gid_t = gid_t.max
+        if let group {
+            guard let gr = getgrnam(group) else {
+                Glibc.close(fd)
+                unlink(path)
+                throw StartError.system(path: path, what: "no group named '\(group)'", errno: ENOENT)
+            }
+            gid = gr.pointee.gr_gid
+        }
+        if (group != nil && chown(path, uid_t.max, gid) != 0) || chmod(path, mode_t(mode)) != 0 {
+            let e = errno
+            Glibc.close(fd)
+            unlink(path)
+            throw StartError.system(path: path, what: "cannot set its group or mode", errno: e)
+        }
+        return fd
+    }
+
+    private func schedule() throws {
+        let l = PortSource(fd: listenFD, interest: .readable) { [unowned self] _, _ in self.acceptClients() }
+        try loop.add(l, mode: .common)
+        listener = l
+        let idle = RunLoopTimer.rearmable { [unowned self] _ in self.idleTick() }
+        try loop.add(idle, mode: .common)
+        idleTimer = idle
+        let drive = RunLoopTimer.rearmable { [unowned self] _ in self.driveTick() }
+        try loop.add(drive, mode: .common)
+        driveTimer = drive
+    }
+
+    /// Closes every client and the listening socket and removes the socket file.
+    func stop() {
+        guard !stopped else { return }
+        stopped = true
+        for c in clients { close(c, counted: false) }
+        clients = []
+        listener?.invalidate()
+        idleTimer?.invalidate()
+        driveTimer?.invalidate()
+        scheduled = []
+        Glibc.close(listenFD)
+        // Only our own socket file: one that replaced it is left alone.
+        var st = stat()
+        if let file, lstat(path, &st) == 0, UInt64(st.st_dev) == file.dev, UInt64(st.st_ino) == file.ino { unlink(path) }
+    }
+
+    // MARK: Clients
+
+    private func acceptClients() {
+        // A bounded number per dispatch (the source is level-triggered: the rest wait for the next pass).
+        for _ in 0..<8 {
+            let fd = bd_unix_accept(listenFD)
+            guard fd >= 0 else { return }
+            counters.accepted += 1
+            guard clients.count < config.maxClients else {
+                counters.busy += 1
+                var out: [UInt8] = []
+                append(
+                    error(id: .null, "busy", "boardd serves at most \(config.maxClients) control clients at once (control: { max_clients }); try again later"),
+                    to: &out)
+                _ = out.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                Glibc.close(fd)
+                continue
+            }
+            let c = Client(fd: fd, idleAt: deadline())
+            let s = PortSource(fd: fd, interest: .readable) { [unowned self, unowned c] src, events in self.dispatch(c, src, events) }
+            do { try loop.add(s, mode: .common) } catch {
+                logger.error("control: cannot watch a new client: \(error)")
+                Glibc.close(fd)
+                continue
+            }
+            c.source = s
+            clients.append(c)
+            armIdle()
+        }
+    }
+
+    func deadline() -> UInt64 { loop.now.nanoseconds &+ UInt64(max(options.idleTimeout.nanosecondsClamped, 0)) }
+
+    private func dispatch(_ c: Client, _ src: PortSource, _ events: PortSource.Events) {
+        guard !c.closed else { return }
+        if events.contains(.writable) { flush(c) }
+        guard !c.closed else { return }
+        if events.contains(.readable) || events.contains(.hangup) {
+            var buf = [UInt8](repeating: 0, count: 16 * 1024)
+            let n = buf.withUnsafeMutableBytes { read(c.fd, $0.baseAddress, $0.count) }
+            if n > 0 {
+                take(buf[0..<n], from: c)
+            } else if n == 0 || (errno != EAGAIN && errno != EINTR) {
+                // Hung up (a request in progress is dropped unanswered).
+                counters.hungUp += 1
+                close(c)
+                return
+            }
+        }
+        if events.contains(.error) && !events.contains(.readable) {
+            counters.hungUp += 1
+            close(c)
+        } else if events.contains(.hangup) || events.contains(.error) {
+            // Level-triggered: what is left is read in the next dispatches;
+            // the read that returns 0 closes the client.
+            if !c.closed { src.rearm() }
+        }
+    }
+
+    /// Bytes read from a client: each complete line is a request.
+    private func take(_ bytes: ArraySlice<UInt8>, from c: Client) {
+        var rest = bytes
+        while !rest.isEmpty, !c.closed {
+            if let nl = rest.firstIndex(of: 0x0a) {
+                let piece = rest[rest.startIndex..<nl]
+                rest = rest[(nl + 1)...]
+                if c.discarding {
+                    c.discarding = false
+                    continue
+                }
+                if c.input.count + piece.count > options.maxLine {
+                    c.input = []
+                    tooLong(c)
+                    continue
+                }
+                c.input += piece
+                let line = c.input
+                c.input = []
+                c.idleAt = deadline()
+                armIdle()
+                handleLine(line[...], from: c)
+            } else {
+                if !c.discarding {
+                    if c.input.count + rest.count > options.maxLine {
+                        c.input = []
+                        c.discarding = true
+                        tooLong(c)
+                    } else {
+                        c.input += rest
+                    }
+                }
+                rest = []
+            }
+        }
+    }
+
+    private func tooLong(_ c: Client) {
+        reply(
+            error(id: .null, "too-long", "a request line has at most \(options.maxLine) bytes; the rest of this line is discarded"), to: c)
+    }
+
+    private func handleLine(_ line: ArraySlice<UInt8>, from c: Client) {
+        var trimmed = line
+        if trimmed.last == 0x0d { trimmed = trimmed.dropLast() }
+        if trimmed.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }  // an empty line asks nothing
+        counters.requests += 1
+        reply(handle(trimmed, from: c), to: c)
+    }
+
+    /// Queues `reply` for `c` and writes what the socket takes now.
+    func reply(_ reply: JSON, to c: Client) {
+        guard !c.closed else { return }
+        if case .object = reply, reply["ok"] == .bool(false), case let .string(code)? = reply["error"]?["code"] {
+            counters.errors[code, default: 0] += 1
+        }
+        append(reply, to: &c.output)
+        guard c.output.count <= options.maxOutput else {
+            counters.slow += 1
+            logger.warning("control: dropped a client (\(c.peer)) that does not read its replies (\(c.output.count) bytes waiting)")
+            close(c)
+            return
+        }
+        flush(c)
+    }
+
+    func append(_ j: JSON, to out: inout [UInt8]) {
+        out += Array(j.text.utf8)
+        out.append(0x0a)
+    }
+
+    private func flush(_ c: Client) {
+        while !c.output.isEmpty {
+            let n = c.output.withUnsafeBytes { send(c.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n > 0 {
+                c.output.removeFirst(n)
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else if n < 0 && errno == EAGAIN {
+                break
+            } else {
+                counters.hungUp += 1
+                close(c)
+                return
+            }
+        }
+        let want: PortSource.Interest = c.output.isEmpty ? .readable : [.readable, .writable]
+        if let s = c.source, s.interest != want { s.interest = want }
+    }
+
+    func close(_ c: Client, counted: Bool = true) {
+        guard !c.closed else { return }
+        c.closed = true
+        c.source?.invalidate()
+        c.source = nil
+        Glibc.close(c.fd)
+        if counted { clients.removeAll { $0 === c } }
+    }
+
+    // MARK: Idle
+
+    private func armIdle() {
+        guard let t = idleTimer else { return }
+        if let first = clients.lazy.map(\.idleAt).min() { t.arm(at: MonotonicInstant(nanoseconds: first)) } else { t.disarm() }
+    }
+
+    private func idleTick() {
+        let now = loop.now.nanoseconds
+        for c in clients where c.idleAt <= now {
+            counters.idle += 1
+            reply(
+                error(
+                    id: .null, "idle",
+                    "no complete request for \(DurationText.format(options.idleTimeout)); closing the connection"), to: c)
+            close(c)
+        }
+        armIdle()
+    }
+
+    // MARK: Scheduled drives
+
+    func schedule(_ a: ScheduledAction, at: UInt64) {
+        nextScheduleOrder += 1
+        scheduled.append(Scheduled(at: at, order: nextScheduleOrder, action: a))
+        scheduled.sort { ($0.at, $0.order) < ($1.at, $1.order) }
+        driveTimer?.arm(at: MonotonicInstant(nanoseconds: scheduled[0].at))
+    }
+
+    private func driveTick() {
+        let now = loop.now.nanoseconds
+        while let first = scheduled.first, first.at <= now {
+            scheduled.removeFirst()
+            perform(first.action)
+        }
+        if let first = scheduled.first { driveTimer?.arm(at: MonotonicInstant(nanoseconds: first.at)) } else { driveTimer?.disarm() }
+    }
+}
