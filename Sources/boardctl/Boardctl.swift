@@ -6,13 +6,20 @@ import Glibc
 /// subcommand sends one request (BoardControl does the talking and the
 /// printing) and exits with the status docs/boardctl.md lists.
 @main
+enum BoardctlMain {
+    static func main() {
+        BoardctlCommand.main(Common.movingLeadingOptions(Array(CommandLine.arguments.dropFirst())))
+    }
+}
+
 struct BoardctlCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "boardctl",
         abstract: "Ask a running boardd how the board is, and drive its lines, sequences and modes.",
         discussion: """
-            Talks to boardd's control socket: --socket PATH, else $RUNTIME_DIRECTORY/boardd.sock, \
-            /run/boardd/boardd.sock (when /run/boardd is writable), $XDG_RUNTIME_DIR/boardd.sock, /tmp/boardd-$UID.sock.
+            Talks to boardd's control socket: --socket PATH (before or after the subcommand), else the first \
+            that exists of $RUNTIME_DIRECTORY/boardd.sock, /run/boardd/boardd.sock, $XDG_RUNTIME_DIR/boardd.sock, \
+            /tmp/boardd-$UID.sock.
             Exit status: 0 done, 1 boardd answered an error (or refused a reload), 3 no boardd at the socket, \
             4 permission denied on the socket, 5 protocol version mismatch, 6 the connection failed otherwise, 64 usage. \
             See docs/boardctl.md.
@@ -26,6 +33,28 @@ struct BoardctlCommand: ParsableCommand {
 
 /// The options every subcommand takes.
 struct Common: ParsableArguments {
+    /// `boardctl --socket PATH status` as `boardctl status --socket PATH`
+    /// (and `--json`): the options every subcommand takes may come before
+    /// the subcommand too, as `systemctl -H HOST status` reads.
+    static func movingLeadingOptions(_ args: [String]) -> [String] {
+        var leading: [String] = []
+        var i = 0
+        while i < args.count {
+            let a = args[i]
+            if a == "--json" || a.hasPrefix("--socket=") {
+                leading.append(a)
+                i += 1
+            } else if a == "--socket", i + 1 < args.count {
+                leading += [a, args[i + 1]]
+                i += 2
+            } else {
+                break
+            }
+        }
+        guard !leading.isEmpty, i < args.count else { return args }
+        return [args[i]] + leading + args[(i + 1)...]
+    }
+
     @Flag(help: "Print the reply's result as JSON on one line.") var json = false
     @Option(help: ArgumentHelp("The control socket (default: see boardctl --help).", valueName: "path"), completion: .file())
     var socket: String?

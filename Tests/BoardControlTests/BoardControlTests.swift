@@ -363,6 +363,11 @@ import Testing
         #expect(server.requests == [#"{"v":1,"id":1,"cmd":"set","line":"led","value":true}"#])
         let j = try BoardctlBinary.run(["get", "led", "--json", "--socket", server.path])
         #expect(j == Outcome(stdout: #"{"line":"led","value":true}"# + "\n", stderr: "", status: 0))
+        // The common options before the subcommand, as `systemctl -H HOST status` reads.
+        let before = try BoardctlBinary.run(["--socket", server.path, "--json", "get", "led"])
+        #expect(before == j)
+        let equals = try BoardctlBinary.run(["--socket=\(server.path)", "get", "led"])
+        #expect(equals == Outcome(stdout: "led: on\n", stderr: "", status: 0))
     }
 
     @Test func theBinaryFindsTheSocketThroughRuntimeDirectory() throws {
