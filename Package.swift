@@ -92,7 +92,7 @@ let package = Package(
         .target(
             name: "BoardDaemon",
             dependencies: [
-                "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "CDaemon",
+                "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "CDaemon", "BoardControl",
                 .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
             ],
             // `boardd --demo`: the demo config, its scripted person and the
@@ -104,8 +104,9 @@ let package = Package(
             swiftSettings: strict),
 
         // The control socket's client side (socket path, one request, its reply,
-        // the text a person reads) and the release both executables print.
-        // Glibc only: boardctl starts small.
+        // the text a person reads), the rule both sides place the socket by,
+        // and the release both executables print. Glibc only: boardctl
+        // starts small.
         .target(name: "BoardControl", swiftSettings: strict),
 
         // The daemon's bits of libc Swift cannot call directly (variadic syscall, posix_spawn attributes).

@@ -15,19 +15,23 @@ public enum Release {
 public enum SocketPath {
     public static let systemDirectory = "/run/boardd"
 
+    /// Where a boardd started now listens (boardd's rule, after its
+    /// `--socket` and config): `name` in the first of those directories it
+    /// may write; in /tmp with the user's id (`boardd-$UID.sock`).
     public static func resolve(
-        explicit: String?, environment: [String: String], uid: UInt32 = getuid(),
+        explicit: String?, environment: [String: String], name: String = "boardd.sock", uid: UInt32 = getuid(),
         isWritable: (String) -> Bool = { access($0, W_OK) == 0 }
     ) -> String {
         if let explicit, !explicit.isEmpty { return explicit }
         // systemd sets RUNTIME_DIRECTORY to the service's runtime directories,
         // colon-separated when there are several: the first is boardd's.
         if let dir = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first, !dir.isEmpty {
-            return "\(dir)/boardd.sock"
+            return "\(dir)/\(name)"
         }
-        if isWritable(systemDirectory) { return "\(systemDirectory)/boardd.sock" }
-        if let dir = environment["XDG_RUNTIME_DIR"], !dir.isEmpty { return "\(dir)/boardd.sock" }
-        return "/tmp/boardd-\(uid).sock"
+        if isWritable(systemDirectory) { return "\(systemDirectory)/\(name)" }
+        if let dir = environment["XDG_RUNTIME_DIR"], !dir.isEmpty { return "\(dir)/\(name)" }
+        let base = name.hasSuffix(".sock") ? String(name.dropLast(5)) : name
+        return "/tmp/\(base)-\(uid).sock"
     }
 
     /// The socket a client should try: `--socket PATH`; else the first of
@@ -40,13 +44,15 @@ public enum SocketPath {
         exists: (String) -> Bool = { access($0, F_OK) == 0 }, isWritable: (String) -> Bool = { access($0, W_OK) == 0 }
     ) -> String {
         if let explicit, !explicit.isEmpty { return explicit }
-        var candidates: [String] = []
-        if let dir = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first, !dir.isEmpty {
-            candidates.append("\(dir)/boardd.sock")
-        }
-        candidates.append("\(systemDirectory)/boardd.sock")
-        if let dir = environment["XDG_RUNTIME_DIR"], !dir.isEmpty { candidates.append("\(dir)/boardd.sock") }
-        candidates.append("/tmp/boardd-\(uid).sock")
+        var dirs: [String] = []
+        if let dir = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first, !dir.isEmpty { dirs.append(String(dir)) }
+        dirs.append(systemDirectory)
+        if let dir = environment["XDG_RUNTIME_DIR"], !dir.isEmpty { dirs.append(dir) }
+        // `boardd --demo` listens as boardd-demo.sock in the same places (it
+        // never takes a daemon's socket): found when no daemon's is there.
+        let candidates =
+            dirs.map { "\($0)/boardd.sock" } + ["/tmp/boardd-\(uid).sock"] + dirs.map { "\($0)/boardd-demo.sock" }
+            + ["/tmp/boardd-demo-\(uid).sock"]
         return candidates.first(where: exists) ?? resolve(explicit: nil, environment: environment, uid: uid, isWritable: isWritable)
     }
 

@@ -523,7 +523,7 @@ final class ControlTests: XCTestCase {
 
     func testThePathIsResolvedInTheContractsOrder() {
         func path(_ flag: String?, _ config: String?, _ env: [String: String], runWritable: Bool) -> String {
-            ControlServer.resolvePath(flag: flag, config: config, environment: { env[$0] }, writable: { _ in runWritable }, uid: 1000)
+            ControlServer.resolvePath(flag: flag, config: config, environment: env, writable: { _ in runWritable }, uid: 1000)
         }
         XCTAssertEqual(path("/a.sock", "/b.sock", ["RUNTIME_DIRECTORY": "/r"], runWritable: true), "/a.sock")
         XCTAssertEqual(path(nil, "/b.sock", ["RUNTIME_DIRECTORY": "/r"], runWritable: true), "/b.sock")

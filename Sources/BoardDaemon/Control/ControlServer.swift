@@ -1,3 +1,4 @@
+import BoardControl
 import Boardloop
 import BoardSupport
 import CDaemon
@@ -125,18 +126,13 @@ public final class ControlServer {
     /// when `/run/boardd` is writable, `$XDG_RUNTIME_DIR/boardd.sock`, else
     /// `/tmp/boardd-$UID.sock` (`name`: the file name in those directories).
     public static func resolvePath(
-        flag: String?, config: String?, name: String = "boardd.sock", environment: (String) -> String? = { getenv($0).map { String(cString: $0) } },
+        flag: String?, config: String?, name: String = "boardd.sock",
+        environment: [String: String] = SocketPath.currentEnvironment(),
         writable: (String) -> Bool = { access($0, W_OK) == 0 }, uid: UInt32 = getuid()
     ) -> String {
         if let flag, !flag.isEmpty { return flag }
         if let config, !config.isEmpty { return config }
-        if let r = environment("RUNTIME_DIRECTORY"), let first = r.split(separator: ":").first, !first.isEmpty {
-            return "\(first)/\(name)"
-        }
-        if writable("/run/boardd") { return "/run/boardd/\(name)" }
-        if let x = environment("XDG_RUNTIME_DIR"), !x.isEmpty { return "\(x)/\(name)" }
-        let base = name.hasSuffix(".sock") ? String(name.dropLast(5)) : name
-        return "/tmp/\(base)-\(uid).sock"
+        return SocketPath.resolve(explicit: nil, environment: environment, name: name, uid: uid, isWritable: writable)
     }
 
     // MARK: Start and stop
