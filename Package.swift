@@ -157,7 +157,7 @@ let package = Package(
             name: "BoardDaemonTests",
             dependencies: ["BoardDaemon", "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "BoardloopTestSupport", "boardd"], exclude: ["Fixtures"],
             swiftSettings: strict),
-        // A fake boardd in each test; depends on `boardctl` so the binary its CLI tests run is built first.
-        .testTarget(name: "BoardControlTests", dependencies: ["BoardControl", "boardctl"], swiftSettings: strict),
+        // A fake boardd in each test, and the built boardctl against the built boardd (--mock): it depends on both so they are built first.
+        .testTarget(name: "BoardControlTests", dependencies: ["BoardControl", "boardctl", "boardd"], swiftSettings: strict),
     ]
 )
