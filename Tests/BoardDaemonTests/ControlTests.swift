@@ -289,6 +289,24 @@ final class ControlTests: XCTestCase {
         XCTAssertEqual(Self.code(try c.request(#"{"v":1,"cmd":"press","line":"led"}"#, h)), "not-input")
     }
 
+    /// Timed drives in flight are bounded: five 100-click requests hold 995
+    /// of the 1024; the sixth is refused `busy` (the connection stays
+    /// usable), and once they ran out the room is back.
+    func testPulsesAndClicksInFlightAreBounded() throws {
+        let h = try harness()
+        let c = try ControlClient(socketPath)
+        let click = #"{"v":1,"cmd":"click","line":"button","count":100,"hold":"1s"}"#
+        for _ in 0..<5 { XCTAssertEqual(try c.request(click, h)["ok"] as? Bool, true) }
+        let refused = try c.request(click, h)
+        XCTAssertEqual(Self.code(refused), "busy", "\(refused)")
+        XCTAssertEqual(try c.request(#"{"v":1,"cmd":"pulse","line":"led","duration":"1ms"}"#, h)["ok"] as? Bool, true, "29 left")
+        XCTAssertEqual(try c.request(#"{"v":1,"cmd":"ping"}"#, h)["pong"] as? Bool, true, "still usable")
+        try h.daemon.advance(by: .seconds(201), step: .milliseconds(100))
+        // (The first client went idle meanwhile and was closed.)
+        let again = try ControlClient(socketPath)
+        XCTAssertEqual(try again.request(click, h)["ok"] as? Bool, true, "room again once the clicks ran out")
+    }
+
     /// A control set and a reaction's set write through the same executor
     /// and output: one history, and the control one logged with its origin.
     func testAControlSetAndAReactionsSetTakeTheSamePath() throws {

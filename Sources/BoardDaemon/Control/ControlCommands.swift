@@ -83,6 +83,7 @@ extension ControlServer {
         case "pulse":
             let (i, l) = try output(r)
             let d = try duration(r, "duration", required: true)!
+            try roomToSchedule(1)
             mutation(c, "pulse \(l.name) for \(DurationText.format(d))")
             perform(daemon.main.program.control.set(line: i, true))
             schedule(.off(line: l.name), at: loop.now.nanoseconds &+ UInt64(d.nanosecondsClamped))
@@ -307,6 +308,7 @@ extension ControlServer {
         switch cmd {
         case "press":
             let hold = try duration(r, "hold", required: false)
+            if hold != nil { try roomToSchedule(1) }
             mutation(c, "press \(l.name)\(hold.map { " for \(DurationText.format($0))" } ?? "")")
             try level(l.name, active)
             if let hold { schedule(.level(line: l.name, high: !active), at: now &+ UInt64(hold.nanosecondsClamped)) }
@@ -321,6 +323,7 @@ extension ControlServer {
             }
             let hold = try duration(r, "hold", required: false) ?? .milliseconds(100)
             let h = UInt64(hold.nanosecondsClamped)
+            try roomToSchedule(2 * count - 1)
             mutation(c, "click \(l.name) \(count) time(s), held \(DurationText.format(hold)) each")
             // Pressed for `hold`, released for as long between clicks.
             try level(l.name, active)

@@ -10,8 +10,9 @@ import Logging
 /// answers each with one JSON line. Everything is bounded: the request
 /// line (`Options.maxLine`), what waits to be written to a client
 /// (`Options.maxOutput`: a client that stops reading is dropped), the time
-/// a client may go without a complete request (`Options.idleTimeout`) and
-/// the clients at once (`max_clients`). Reads and writes never block: a
+/// a client may go without a complete request (`Options.idleTimeout`),
+/// the clients at once (`max_clients`) and the pulses and presses in
+/// flight (`maxScheduled`). Reads and writes never block: a
 /// slow client holds up nothing. Main loop only.
 public final class ControlServer {
     public struct Options: Sendable {
@@ -429,10 +430,29 @@ public final class ControlServer {
 
     // MARK: Scheduled drives
 
+    /// Drives in flight at most (pulse ends, a press's or a click's
+    /// releases): a request that would pass it is refused with `busy`.
+    static let maxScheduled = 1024
+
+    /// Refuses a request that would schedule `n` more drives than there is
+    /// room for.
+    func roomToSchedule(_ n: Int) throws {
+        guard scheduled.count + n <= Self.maxScheduled else {
+            throw Failure(
+                "busy", "\(scheduled.count) pulses and presses are in flight (at most \(Self.maxScheduled)); try again when they end")
+        }
+    }
+
     func schedule(_ a: ScheduledAction, at: UInt64) {
         nextScheduleOrder += 1
-        scheduled.append(Scheduled(at: at, order: nextScheduleOrder, action: a))
-        scheduled.sort { ($0.at, $0.order) < ($1.at, $1.order) }
+        let s = Scheduled(at: at, order: nextScheduleOrder, action: a)
+        // In order of time, then of scheduling (a binary search: no sort).
+        var lo = 0, hi = scheduled.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if (scheduled[mid].at, scheduled[mid].order) <= (s.at, s.order) { lo = mid + 1 } else { hi = mid }
+        }
+        scheduled.insert(s, at: lo)
         driveTimer?.arm(at: MonotonicInstant(nanoseconds: scheduled[0].at))
     }
 

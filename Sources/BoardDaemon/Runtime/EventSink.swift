@@ -4,24 +4,25 @@ import Logging
 
 /// Where a loop's components report what happened: an edge, an output
 /// write, a reaction fired or skipped, a gesture decided, events held or
-/// lost, a sequence's step. One sink per loop, used on its thread; the
-/// components neither format nor log.
+/// lost, a sequence's step, a mode switch. One sink per loop, used on its
+/// thread; the components neither format nor log.
 ///
-/// The sink hands each event to its consumers:
-/// - the loop's trace ring, for the per-event lines (an edge, a write, a
-///   reaction, a gesture): a fixed-size record of indices, no allocation,
-///   formatted on the log writer's thread (`TraceLog`), and only when the
-///   log level shows them;
-/// - the log, for the rarer events a person wants to read as they happen
-///   (a sequence started or refused, events lost): formatted here.
+/// Each event the log level shows becomes a fixed-size record of indices
+/// in the loop's trace ring (no allocation), formatted on the log writer's
+/// thread (`TraceLog`); one ring per loop keeps a loop's lines in order.
+/// Debug records leave a quarter of the ring free for the rest, so a flood
+/// of edge lines cannot crowd out a loss or a sequence's refusal. Only a
+/// failed write is logged here directly (its error carries text).
 ///
 /// A new consumer (a stream of events to a client, a recording) reads the
 /// same calls; no component changes for it.
 final class EventSink: @unchecked Sendable {
     let ring: TraceRing
     let logger: Logger
-    /// The loop's clock, for how late an edge is handled.
-    private unowned let loop: BoardRunLoop
+    /// The loop's clock, for how late an edge is handled (strong: an
+    /// unowned load checks and retains on every use; the loop does not own
+    /// the sink, so there is no cycle).
+    private let loop: BoardRunLoop
     /// `logger`'s level, read once: reading a swift-log level costs an
     /// exclusivity check and an existential copy (about 110 instructions),
     /// which the event path would ask up to three times per edge.
@@ -52,19 +53,19 @@ final class EventSink: @unchecked Sendable {
     @inline(__always) func edge(line: Int, rising: Bool, at t: UInt64) {
         guard level <= .debug else { return }
         let now = loop.now.nanoseconds
-        ring.push(TraceRecord(kind: .edge, flag: rising, line: Int32(line), generation: generation, nanoseconds: now > t ? now - t : 0))
+        ring.push(debug: TraceRecord(kind: .edge, flag: rising, line: Int32(line), generation: generation, nanoseconds: now > t ? now - t : 0))
     }
 
     /// An output was written.
     @inline(__always) func output(line: Int, value: Bool) {
         guard level <= .debug else { return }
-        ring.push(TraceRecord(kind: .output, flag: value, line: Int32(line), generation: generation))
+        ring.push(debug: TraceRecord(kind: .output, flag: value, line: Int32(line), generation: generation))
     }
 
     /// A line's gesture group decided an interaction (before its reactions fire).
     @inline(__always) func gesture(line: Int, _ kind: GestureKind) {
         guard level <= .debug else { return }
-        ring.push(TraceRecord(kind: .gesture, line: Int32(line), index: kind.code, generation: generation))
+        ring.push(debug: TraceRecord(kind: .gesture, line: Int32(line), index: kind.code, generation: generation))
     }
 
     func writeFailed(_ name: String, _ e: GPIOError) {
@@ -132,7 +133,7 @@ final class EventSink: @unchecked Sendable {
     /// A reaction's condition did not hold.
     @inline(__always) func skipped(reaction r: Int, line: Int) {
         guard level <= .debug else { return }
-        ring.push(TraceRecord(kind: .skipped, line: Int32(line), index: Int32(r), generation: generation))
+        ring.push(debug: TraceRecord(kind: .skipped, line: Int32(line), index: Int32(r), generation: generation))
     }
 
     // MARK: Sequences and modes

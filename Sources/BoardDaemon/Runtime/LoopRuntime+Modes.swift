@@ -23,6 +23,8 @@ extension LoopRuntime {
         admitMask = config.modes.map { m in m.admits.reduce(0) { $0 | (UInt64(1) << UInt64($1.index)) } }
         admitMask[0] = ~0
         for m in runModes.dropFirst() where !loop.commonModes.contains(m) { try loop.addCommonMode(m) }
+        // Room for every sequence's mode, so a start does not allocate.
+        sequenceModes.reserveCapacity(config.sequences.count)
     }
 
     /// Once per loop: the nested run that enters a mode, and the timer

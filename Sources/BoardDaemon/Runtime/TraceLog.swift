@@ -84,9 +84,16 @@ final class TraceRing: @unchecked Sendable {
 
     /// On the loop's thread: no allocation, no system call unless the
     /// writer sleeps (then a one-byte write wakes it).
-    @inline(__always) func push(_ r: TraceRecord) {
+    @inline(__always) func push(_ r: TraceRecord) { push(r, room: capacity) }
+
+    /// A debug record (an edge, a write): dropped once the ring is three
+    /// quarters full, so the last quarter stays for the lines that matter
+    /// (a loss, a refusal, a reaction).
+    @inline(__always) func push(debug r: TraceRecord) { push(r, room: capacity - capacity / 4) }
+
+    @inline(__always) private func push(_ r: TraceRecord, room: Int) {
         let t = tail.load(ordering: .relaxed)
-        if t &- head.load(ordering: .acquiring) >= capacity {
+        if t &- head.load(ordering: .acquiring) >= room {
             dropped.add(1, ordering: .relaxed)
             return
         }

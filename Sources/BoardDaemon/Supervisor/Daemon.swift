@@ -106,6 +106,22 @@ public final class Daemon: @unchecked Sendable {
         boxes[0].rt = main
         boxes[0].loop = loop
         try main.setUpLoop(summaryInterval: options.summaryInterval)
+        // The control socket before any line is requested or worker runs: a
+        // socket that cannot be made stops the start with nothing driven.
+        if let c = options.control, config.control.enabled { control = try ControlServer.start(self, c) }
+        do {
+            try startLinesAndLoops()
+        } catch {
+            control?.stop()
+            throw error
+        }
+        logger.info("\(startLine)")
+        traceLog.writer.attach(traceLog)
+    }
+
+    /// The rest of the start: commands, lines, automation, workers, signals,
+    /// the watchdog.
+    private func startLinesAndLoops() throws {
         if !config.commands.isEmpty {
             let c = CommandRunner(runtime: main, logger: options.logger)
             commands = c
@@ -115,7 +131,7 @@ public final class Daemon: @unchecked Sendable {
         try main.attachLines(gpio: gpio, kept: [:])
         try main.setUpAutomation()
         main.startInputs()
-        try startWorkers(program, memoryLockRefused: memoryLockRefused)
+        try startWorkers(main.program, memoryLockRefused: memoryLockRefused)
         if options.handleSignals {
             let s = try SignalSource(signals: Self.handledSignals) { [unowned self] info in
                 self.signal(info)
@@ -130,9 +146,6 @@ public final class Daemon: @unchecked Sendable {
             try loop.add(t, mode: .common)
             watchdogTimer = t
         }
-        if let c = options.control, config.control.enabled { control = try ControlServer.start(self, c) }
-        logger.info("\(startLine)")
-        traceLog.writer.attach(traceLog)
     }
 
     private var startLine: String {

@@ -83,6 +83,9 @@ extension Daemon {
     func incompatibility(_ new: DaemonConfig) -> String? {
         guard new.board.name == config.board.name else { return "the board changed (\(config.board.name) -> \(new.board.name))" }
         guard new.loops.map(\.name) == config.loops.map(\.name) else { return "the workers changed" }
+        // The control socket is made once, at the start (its path, mode,
+        // group and client limit).
+        guard new.control == config.control else { return "the control: block changed" }
         // A moved line first: it also changes both loops' capacities, and
         // the line is what the user changed.
         for l in new.lines {
@@ -312,7 +315,7 @@ extension LoopRuntime {
 
         // The modes: sequences that go on keep theirs, a `mode:` action's
         // mode stays if the new config has it.
-        sequenceModes = []
+        sequenceModes.removeAll(keepingCapacity: true)
         for (i, progress) in carried {
             guard let r = sequences[i] else { continue }
             r.resume(progress)
