@@ -61,8 +61,9 @@ struct Boardd: ParsableCommand {
         if mock && config == nil && !demo && !boardDetect {
             throw ValidationError("--mock runs a config on mock chips made from its board: give --config FILE")
         }
-        // `--check --mock` checks as `--check` does (the check touches no
-        // GPIO); a run or --safe-outputs gets mock chips.
+        // `--check --mock` checks what `--mock` runs (the board must be
+        // named: detection reads this machine); the check touches no GPIO.
+        options.mock = mock && !demo  // the demo board is mock chips already
         if boardDetect || check {
             let output: CommandOutput
             if boardDetect {
@@ -80,7 +81,6 @@ struct Boardd: ParsableCommand {
             guard let v = Logger.Level(rawValue: l) else { throw ValidationError("--log-level \(l): use debug, info, notice, warning or error") }
             return v
         } ?? .info
-        options.mock = mock && !demo  // the demo board is mock chips already
         if safeOutputs {
             guard let config else { throw ValidationError("--safe-outputs needs --config FILE") }
             let status = Launcher.safeOutputs(configPath: config, logLevel: level, loadOptions: options)

@@ -94,6 +94,7 @@ final class CrossLoopAndCommandTests: XCTestCase {
         let boardd = env.filter { $0.hasPrefix("BOARDD_") }.sorted()
         XCTAssertTrue(boardd.contains("BOARDD_LINE=button"), "\(boardd)")
         XCTAssertTrue(boardd.contains("BOARDD_REACTION=door opened"), "\(boardd)")
+        XCTAssertTrue(boardd.contains("BOARDD_ORIGIN=reaction"), "\(boardd)")
         let edge = boardd.first { $0.hasPrefix("BOARDD_EDGE=") }
         XCTAssertEqual(edge, "BOARDD_EDGE=falling", "a release of an active-low button is the logical falling edge: \(boardd)")
         let ts = try XCTUnwrap(boardd.first { $0.hasPrefix("BOARDD_TIMESTAMP_NS=") }.flatMap { UInt64($0.dropFirst(20)) }, "\(boardd)")

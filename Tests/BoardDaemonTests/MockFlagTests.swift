@@ -210,6 +210,15 @@ final class MockFlagCLITests: XCTestCase {
         XCTAssertEqual(mocked.stderr, plain.stderr)
     }
 
+    /// `--check --mock` checks what a `--mock` run would refuse: a config
+    /// whose board is detected.
+    func testCheckWithMockRefusesWhatAMockRunRefuses() throws {
+        let dir = try ConfigFile("board: auto\nlines:\n  led: { line_name: X, output: {} }\n")
+        let r = try Boardd.run(["--check", "--mock", "--config", dir.path])
+        XCTAssertEqual(r.status, 1, r.stdout + r.stderr)
+        XCTAssertTrue(r.stderr.contains("board: auto with --mock"), r.stderr)
+    }
+
     /// `--safe-outputs --mock` sets the safe values on mock chips and says so.
     func testSafeOutputsWithMockSetsTheMock() throws {
         let r = try Boardd.run(["--safe-outputs", "--mock", "--config", "examples/doorbell.yaml"])

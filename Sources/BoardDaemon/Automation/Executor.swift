@@ -32,6 +32,15 @@ enum Origin: UInt8, BitwiseCopyable, Sendable {
     case reaction, task
     /// A request on the control socket (`ControlServer`).
     case control
+
+    /// As a command sees it (`BOARDD_ORIGIN`).
+    var name: String {
+        switch self {
+        case .reaction: "reaction"
+        case .task: "task"
+        case .control: "control"
+        }
+    }
 }
 
 /// Message ids on a loop's port.

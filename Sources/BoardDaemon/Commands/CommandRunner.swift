@@ -143,6 +143,7 @@ final class CommandRunner {
         if ctx.reaction >= 0 { env.append("BOARDD_REACTION=\(config.reactions[Int(ctx.reaction)].name)") }
         if ctx.task >= 0 { env.append("BOARDD_TASK=\(config.tasks[Int(ctx.task)].name)") }
         if ctx.repeatCount >= 0 { env.append("BOARDD_REPEAT=\(ctx.repeatCount)") }
+        env.append("BOARDD_ORIGIN=\(ctx.origin.name)")
 
         var outPipe: [Int32] = [-1, -1]
         var errPipe: [Int32] = [-1, -1]
