@@ -36,12 +36,16 @@ public enum SocketPath {
 
     /// The socket a client should try: `--socket PATH`; else the first of
     /// the places a boardd listens (in the order above) where a socket file
-    /// exists — so a person outside boardd's service, who may not write
-    /// `/run/boardd`, still finds the system daemon's socket there; else
-    /// where a boardd started now would listen (`resolve`), for the error.
+    /// exists and is not stale (nobody listening: a crashed daemon's file)
+    /// — so a person outside boardd's service, who may not write
+    /// `/run/boardd`, still finds the system daemon's socket there, and a
+    /// crashed daemon's file does not hide a live one further on; else the
+    /// first that exists; else where a boardd started now would listen
+    /// (`resolve`), for the error.
     public static func find(
         explicit: String?, environment: [String: String], uid: UInt32 = getuid(),
-        exists: (String) -> Bool = { access($0, F_OK) == 0 }, isWritable: (String) -> Bool = { access($0, W_OK) == 0 }
+        exists: (String) -> Bool = { access($0, F_OK) == 0 }, isWritable: (String) -> Bool = { access($0, W_OK) == 0 },
+        isStale: (String) -> Bool = SocketPath.isStale
     ) -> String {
         if let explicit, !explicit.isEmpty { return explicit }
         var dirs: [String] = []
@@ -53,13 +57,27 @@ public enum SocketPath {
         let candidates =
             dirs.map { "\($0)/boardd.sock" } + ["/tmp/boardd-\(uid).sock"] + dirs.map { "\($0)/boardd-demo.sock" }
             + ["/tmp/boardd-demo-\(uid).sock"]
-        return candidates.first(where: exists) ?? resolve(explicit: nil, environment: environment, uid: uid, isWritable: isWritable)
+        let present = candidates.filter(exists)
+        return present.first { !isStale($0) } ?? present.first
+            ?? resolve(explicit: nil, environment: environment, uid: uid, isWritable: isWritable)
     }
 
-    /// The system socket, when boardctl resolved another path on its own
-    /// and the system socket exists: a person outside boardd's service
-    /// (no `$RUNTIME_DIRECTORY`) who may not write `/run/boardd` resolves
-    /// to `$XDG_RUNTIME_DIR`, while a boardd run by systemd listens here.
+    /// Whether nobody listens on the socket file at `path` (connect is
+    /// refused). A socket a daemon listens on but this user may not use is
+    /// not stale: the person is told about the permission.
+    public static func isStale(_ path: String) -> Bool {
+        do {
+            close(try ControlClient.connect(path))
+            return false
+        } catch {
+            if case .noDaemon = error { return true }
+            return false
+        }
+    }
+
+    /// The system socket, when boardctl chose another path on its own and a
+    /// socket file exists there too: named in the error as a hint (`find`
+    /// passes over it only when nobody listened on it at that moment).
     public static func systemSocket(insteadOf path: String, exists: (String) -> Bool = { access($0, F_OK) == 0 }) -> String? {
         let system = "\(systemDirectory)/boardd.sock"
         return path != system && exists(system) ? system : nil

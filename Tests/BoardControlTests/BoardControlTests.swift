@@ -311,6 +311,12 @@ import Testing
             SocketPath.find(explicit: nil, environment: xdg, uid: 1000, exists: { _ in false }, isWritable: { _ in false })
                 == "/run/user/1000/boardd.sock")
         #expect(SocketPath.find(explicit: "/x.sock", environment: xdg, uid: 1000, exists: { _ in true }) == "/x.sock")
+        // A crashed daemon's file (nobody listening) does not hide a live one.
+        #expect(
+            SocketPath.find(
+                explicit: nil, environment: xdg, uid: 1000,
+                exists: { $0 == "/run/boardd/boardd.sock" || $0 == "/run/user/1000/boardd.sock" }, isWritable: { _ in false },
+                isStale: { $0 == "/run/boardd/boardd.sock" }) == "/run/user/1000/boardd.sock")
         // `boardd --demo`'s socket, when no daemon's exists.
         #expect(
             SocketPath.find(explicit: nil, environment: xdg, uid: 1000, exists: { $0 == "/run/user/1000/boardd-demo.sock" }, isWritable: { _ in false })
