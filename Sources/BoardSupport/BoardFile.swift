@@ -41,13 +41,18 @@ public enum BoardFile {
                 for (i, c) in (r.list(e.value, e.path) ?? []).enumerated() {
                     let p = YAMLReader.index(e.path, i)
                     var chip = Board.Chip(label: "")
+                    var idleHighNodes: [(UInt32, Node, String)] = []
                     for ce in r.mapping(c, p, allowed: ["label", "lines", "names", "idle_high"]) ?? [] {
                         switch ce.key {
                         case "label": chip.label = r.string(ce.value, ce.path) ?? ""
                         case "lines": chip.lines = r.int(ce.value, ce.path, in: 1...1024)
                         case "idle_high":
                             for (j, o) in (r.list(ce.value, ce.path) ?? []).enumerated() {
-                                if let n = r.int(o, YAMLReader.index(ce.path, j), in: 0...1023) { chip.idleHigh.append(UInt32(n)) }
+                                let op = YAMLReader.index(ce.path, j)
+                                if let n = r.int(o, op, in: 0...1023) {
+                                    chip.idleHigh.append(UInt32(n))
+                                    idleHighNodes.append((UInt32(n), o, op))
+                                }
                             }
                         default:
                             for ne in r.mapping(ce.value, ce.path) ?? [] {
@@ -59,6 +64,12 @@ public enum BoardFile {
                             }
                         }
                     }
+                    // A line that rests high must be one of the chip's lines.
+                    let count = chip.lines ?? 32
+                    for (o, node, op) in idleHighNodes where o >= count {
+                        r.error(node, op, "line \(o) is not on this chip (it has \(count) lines: 0...\(count - 1))")
+                    }
+                    chip.idleHigh.removeAll { $0 >= count }
                     if chip.label.isEmpty { r.error(c, p, "a chip needs a label") } else { chips.append(chip) }
                 }
             default:  // header, pins

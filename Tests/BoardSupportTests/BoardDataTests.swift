@@ -151,6 +151,19 @@ let piBoards: [(String, String, Int)] = [
         return log.items.map(\.description)
     }
 
+    /// A line that rests high must be on its chip (mock chips are made
+    /// from the file: a line past the end cannot be set high).
+    @Test func anIdleHighLinePastTheChipIsReported() {
+        let text = """
+            name: x
+            chips: [ { label: c0, lines: 8, idle_high: [3, 8] } ]
+            header: [ { pin: 1, gpio: 1 } ]
+            """
+        let e = errors(text)
+        #expect(e.count == 1, "\(e)")
+        #expect(e.first?.contains("b.yaml:2:") == true && e.first?.contains("line 8 is not on this chip (it has 8 lines: 0...7)") == true, "\(e)")
+    }
+
     @Test func aPinTwiceAndAnUnknownChipAreReported() {
         let text = """
             name: x

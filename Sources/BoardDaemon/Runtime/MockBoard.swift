@@ -157,7 +157,8 @@ public enum MockBoard {
                     }
                 }
             }
-            guard let (i, o) = at, !(i < boardChips && board.chips[i].idleHigh.contains(o)) else { continue }
+            // (An offset past a board chip's lines is the config's error, reported where the line is requested.)
+            guard let (i, o) = at, Int(o) < chips[i].lines, !(i < boardChips && board.chips[i].idleHigh.contains(o)) else { continue }
             chips[i].high.removeAll { $0 == o }
             if l.settings.activeLow { chips[i].high.append(o) }
         }
