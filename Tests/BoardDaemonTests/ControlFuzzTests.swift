@@ -17,6 +17,19 @@ final class ControlFuzzTests: XCTestCase {
         "unknown-loop", "not-output", "not-input", "not-mock", "busy", "idle", "reload-failed", "internal",
     ]
 
+    /// The list above is docs/control.md's "Error codes" table, no more, no less.
+    func testTheCodesAreTheDocumentedOnes() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let page = try String(contentsOf: root.appendingPathComponent("docs/control.md"), encoding: .utf8)
+        let start = try XCTUnwrap(page.range(of: "### Error codes")), end = try XCTUnwrap(page.range(of: "## Commands"))
+        var codes: Set<String> = []
+        for row in page[start.upperBound..<end.lowerBound].split(separator: "\n") where row.hasPrefix("| `") {
+            let first = row.dropFirst(2).prefix { $0 != "|" }
+            for part in first.split(separator: ",") { codes.insert(part.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`"))) }
+        }
+        XCTAssertEqual(codes, Self.documentedCodes)
+    }
+
     /// Valid requests, as key/value texts, the mutations start from.
     static let seeds: [[(String, String)]] = [
         [("cmd", #""ping""#)], [("cmd", #""status""#)], [("cmd", #""lines""#)], [("cmd", #""stats""#)],
