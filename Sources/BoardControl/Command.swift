@@ -14,6 +14,8 @@ public enum Command: Equatable, Sendable {
     case click(line: String, count: Int?, hold: String?)
     case input(line: String, value: Bool)
     case ping
+    /// Every loop's counters; `prometheus`: printed in the text exposition format.
+    case stats(prometheus: Bool)
 
     public var request: Request {
         switch self {
@@ -34,6 +36,7 @@ public enum Command: Equatable, Sendable {
                 [("line", .string(line))] + (count.map { [("count", JSON.int($0))] } ?? []) + (hold.map { [("hold", JSON.string($0))] } ?? []))
         case let .input(line, value): return Request("input", [("line", .string(line)), ("value", .bool(value))])
         case .ping: return Request("ping")
+        case .stats: return Request("stats")
         }
     }
 
@@ -57,6 +60,7 @@ public enum Command: Equatable, Sendable {
             return "\(name("line", line)): clicked" + (n == 1 ? "" : " \(n) times") + (hold.map { " (held \($0) each)" } ?? "")
         case let .input(line, value): return "\(name("line", line)): input \(value ? "on" : "off")"
         case .ping: return r["pong"]?.bool == true ? "pong" : "pong? \(r.serialized)"
+        case let .stats(prometheus): return prometheus ? String(Stats.prometheus(r).dropLast()) : Stats.human(r)
         }
     }
 }

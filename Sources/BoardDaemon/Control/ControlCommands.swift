@@ -56,7 +56,7 @@ extension ControlServer {
     }
 
     static let commands = [
-        "status", "lines", "get", "set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input", "ping",
+        "status", "lines", "get", "set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input", "ping", "stats",
     ]
 
     private func run(_ cmd: String, _ r: JSON, from c: Client) throws -> [(String, JSON)] {
@@ -65,6 +65,7 @@ extension ControlServer {
         case "ping": return [("pong", .bool(true))]
         case "status": return status()
         case "lines": return [("lines", .array(lineList()))]
+        case "stats": return stats()
         case "get":
             let (i, l) = try line(r)
             return [("line", .string(l.name)), ("value", .bool(value(i)))]
