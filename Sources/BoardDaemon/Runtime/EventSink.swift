@@ -1,6 +1,7 @@
 import Boardloop
 import BoardloopGPIO
 import Logging
+import Synchronization
 
 /// Where a loop's components report what happened: an edge, an output
 /// write, a reaction fired or skipped, a gesture decided, events held or
@@ -32,13 +33,23 @@ final class EventSink: @unchecked Sendable {
     @exclusivity(unchecked) private(set) var generation: Int32 = 0
     /// The level each reaction's firing is traced at (`Program.traceLevels`).
     @exclusivity(unchecked) private var traceLevels: [Logger.Level] = []
+    /// Whether edges and output writes are recorded: at debug, or while a
+    /// control client follows the events (`TraceLog.watch`). Read relaxed:
+    /// one byte's load, as the level's check it replaces; a record made or
+    /// missed around the moment a follower comes or goes is all it decides.
+    let recordsLines: Atomic<Bool>
 
     init(ring: TraceRing, logger: Logger, loop: BoardRunLoop) {
         self.ring = ring
         self.loop = loop
         self.logger = logger
         level = logger.logLevel
+        recordsLines = Atomic(logger.logLevel <= .debug)
+        ring.attach(self)
     }
+
+    /// A follower came or the last one went.
+    func watch(_ on: Bool) { recordsLines.store(on || level <= .debug, ordering: .relaxed) }
 
     /// The program whose reactions and lines the events name from now on.
     func use(_ program: Program) {
@@ -51,14 +62,14 @@ final class EventSink: @unchecked Sendable {
     /// A line's filtered level changed at `t` (its kernel timestamp);
     /// traced with how late it is handled.
     @inline(__always) func edge(line: Int, rising: Bool, at t: UInt64) {
-        guard level <= .debug else { return }
+        guard recordsLines.load(ordering: .relaxed) else { return }
         let now = loop.now.nanoseconds
         ring.push(debug: TraceRecord(kind: .edge, flag: rising, line: Int32(line), generation: generation, nanoseconds: now > t ? now - t : 0))
     }
 
     /// An output was written.
     @inline(__always) func output(line: Int, value: Bool) {
-        guard level <= .debug else { return }
+        guard recordsLines.load(ordering: .relaxed) else { return }
         ring.push(debug: TraceRecord(kind: .output, flag: value, line: Int32(line), generation: generation))
     }
 
