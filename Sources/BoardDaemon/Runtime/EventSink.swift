@@ -15,8 +15,10 @@ import Synchronization
 /// of edge lines cannot crowd out a loss or a sequence's refusal. Only a
 /// failed write is logged here directly (its error carries text).
 ///
-/// A new consumer (a stream of events to a client, a recording) reads the
-/// same calls; no component changes for it.
+/// The control socket's `events` reads the same records (the log writer
+/// hands what it formats to `TraceLog.feed`); while a client follows,
+/// edges and writes are recorded at every level (`recordsLines`), and
+/// printed only at debug. No component changes for it.
 final class EventSink: @unchecked Sendable {
     let ring: TraceRing
     let logger: Logger
@@ -31,8 +33,9 @@ final class EventSink: @unchecked Sendable {
     /// The program the records' indices belong to (set at start and at a
     /// reload, before the first event of the new program).
     @exclusivity(unchecked) private(set) var generation: Int32 = 0
-    /// The level each reaction's firing is traced at (`Program.traceLevels`).
-    @exclusivity(unchecked) private var traceLevels: [Logger.Level] = []
+    /// Whether each reaction's firing is traced at `level`
+    /// (`Program.traceLevels`), decided once per program.
+    @exclusivity(unchecked) private var traced: [Bool] = []
     /// Whether edges and output writes are recorded: at debug, or while a
     /// control client follows the events (`TraceLog.watch`). Read relaxed:
     /// one byte's load, as the level's check it replaces; a record made or
@@ -54,7 +57,8 @@ final class EventSink: @unchecked Sendable {
     /// The program whose reactions and lines the events name from now on.
     func use(_ program: Program) {
         generation = program.generation
-        traceLevels = program.traceLevels()
+        let level = level
+        traced = program.traceLevels().map { level <= $0 }
     }
 
     // MARK: Lines
@@ -136,7 +140,8 @@ final class EventSink: @unchecked Sendable {
 
     /// A reaction's actions ran (`took`: from its trigger to their synchronous end).
     @inline(__always) func fired(reaction r: Int, line: Int, repeat count: Int32, took: UInt64) {
-        guard level <= traceLevels[r] else { return }
+        // Unchecked: `r` is a reaction of the program in use.
+        guard traced.withUnsafeBufferPointer({ $0[r] }) else { return }
         ring.push(
             TraceRecord(kind: .reaction, line: Int32(line), index: Int32(r), repeatCount: count, generation: generation, nanoseconds: took))
     }
