@@ -14,7 +14,8 @@ struct TraceEvent: Sendable {
     }
 
     /// When the log writer read the record (CLOCK_REALTIME, nanoseconds
-    /// since the epoch).
+    /// since the epoch): a record carries no time of its own, so this is
+    /// up to the writer's nap (`LogWriter.napMilliseconds`) after the event.
     var nanoseconds: UInt64
     var loop: String
     /// edge, output, reaction, skipped, gesture, sequence, mode, held,
