@@ -27,7 +27,7 @@ struct BoardctlCommand: ParsableCommand {
         version: "boardctl \(Release.version) (control protocol v\(ControlError.protocolVersion))",
         subcommands: [
             Status.self, Lines.self, Get.self, Set.self, Toggle.self, Pulse.self, Sequence.self, Mode.self, Reload.self,
-            Press.self, ReleaseButton.self, Click.self, Input.self, Ping.self, StatsCommand.self,
+            Press.self, ReleaseButton.self, Click.self, Input.self, Ping.self, StatsCommand.self, EventsCommand.self,
         ])
 }
 

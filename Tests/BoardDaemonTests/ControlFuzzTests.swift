@@ -14,7 +14,7 @@ final class ControlFuzzTests: XCTestCase {
     /// The error codes docs/control.md lists.
     static let documentedCodes: Set<String> = [
         "bad-json", "too-long", "version", "unknown-command", "bad-argument", "unknown-line", "unknown-sequence", "unknown-mode",
-        "unknown-loop", "not-output", "not-input", "not-mock", "busy", "idle", "reload-failed", "internal",
+        "unknown-loop", "not-output", "not-input", "not-mock", "busy", "idle", "too-slow", "not-following", "reload-failed", "internal",
     ]
 
     /// The list above is docs/control.md's "Error codes" table, no more, no less.

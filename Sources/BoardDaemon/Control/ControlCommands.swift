@@ -56,7 +56,8 @@ extension ControlServer {
     }
 
     static let commands = [
-        "status", "lines", "get", "set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input", "ping", "stats",
+        "status", "lines", "get", "set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input", "ping",
+        "stats", "events",
     ]
 
     private func run(_ cmd: String, _ r: JSON, from c: Client) throws -> [(String, JSON)] {
@@ -108,6 +109,7 @@ extension ControlServer {
             let o = daemon.reload()
             return [("applied", .bool(o.applied)), ("errors", .array(o.errors.map(JSON.string)))]
         case "press", "release", "click", "input": return try drive(cmd, r, from: c)
+        case "events", "cancel": return try events(cmd, r, from: c)
         default:
             throw Failure("unknown-command", "no command '\(cmd)'\(DidYouMean.hint(cmd, in: Self.commands)) (commands: \(list(Self.commands)))")
         }

@@ -63,6 +63,8 @@ public final class ControlServer {
     /// The socket file made (device, inode): the stop removes only it.
     var file: (dev: UInt64, ino: UInt64)?
     var stopped = false
+    /// The `events` command's state (ControlEvents.swift).
+    let events = Events()
     var loop: BoardRunLoop { daemon.loop }
     var logger: Logger { daemon.logger }
 
@@ -77,6 +79,9 @@ public final class ControlServer {
         var idleAt: UInt64
         let pid: Int32, uid: UInt32, gid: UInt32
         var closed = false
+        /// Following the events (`events` with follow), and closed once its replies are written.
+        var follow: Follow?
+        var closeWhenFlushed = false
 
         init(fd: Int32, idleAt: UInt64) {
             self.fd = fd
@@ -232,12 +237,14 @@ public final class ControlServer {
         let drive = RunLoopTimer.rearmable { [unowned self] _ in self.driveTick() }
         try loop.add(drive, mode: .common)
         driveTimer = drive
+        startEvents()
     }
 
     /// Closes every client and the listening socket and removes the socket file.
     func stop() {
         guard !stopped else { return }
         stopped = true
+        stopEvents()
         for c in clients { close(c, counted: false) }
         clients = []
         listener?.invalidate()
@@ -356,6 +363,7 @@ public final class ControlServer {
         if trimmed.last == 0x0d { trimmed = trimmed.dropLast() }
         if trimmed.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }  // an empty line asks nothing
         counters.requests += 1
+        if followerRequest(trimmed, from: c) { return }
         reply(handle(trimmed, from: c), to: c)
     }
 
@@ -380,7 +388,7 @@ public final class ControlServer {
         out.append(0x0a)
     }
 
-    private func flush(_ c: Client) {
+    func flush(_ c: Client) {
         while !c.output.isEmpty {
             let n = c.output.withUnsafeBytes { send(c.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n > 0 {
@@ -395,6 +403,10 @@ public final class ControlServer {
                 return
             }
         }
+        if c.output.isEmpty && c.closeWhenFlushed {
+            close(c)
+            return
+        }
         let want: PortSource.Interest = c.output.isEmpty ? .readable : [.readable, .writable]
         if let s = c.source, s.interest != want { s.interest = want }
     }
@@ -402,6 +414,7 @@ public final class ControlServer {
     func close(_ c: Client, counted: Bool = true) {
         guard !c.closed else { return }
         c.closed = true
+        if c.follow != nil { unfollow(c) }
         c.source?.invalidate()
         c.source = nil
         Glibc.close(c.fd)
@@ -410,7 +423,7 @@ public final class ControlServer {
 
     // MARK: Idle
 
-    private func armIdle() {
+    func armIdle() {
         guard let t = idleTimer else { return }
         if let first = clients.lazy.map(\.idleAt).min() { t.arm(at: MonotonicInstant(nanoseconds: first)) } else { t.disarm() }
     }

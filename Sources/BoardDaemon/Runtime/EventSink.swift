@@ -1,6 +1,7 @@
 import Boardloop
 import BoardloopGPIO
 import Logging
+import Synchronization
 
 /// Where a loop's components report what happened: an edge, an output
 /// write, a reaction fired or skipped, a gesture decided, events held or
@@ -14,8 +15,10 @@ import Logging
 /// of edge lines cannot crowd out a loss or a sequence's refusal. Only a
 /// failed write is logged here directly (its error carries text).
 ///
-/// A new consumer (a stream of events to a client, a recording) reads the
-/// same calls; no component changes for it.
+/// The control socket's `events` reads the same records (the log writer
+/// hands what it formats to `TraceLog.feed`); while a client follows,
+/// edges and writes are recorded at every level (`recordsLines`), and
+/// printed only at debug. No component changes for it.
 final class EventSink: @unchecked Sendable {
     let ring: TraceRing
     let logger: Logger
@@ -30,20 +33,32 @@ final class EventSink: @unchecked Sendable {
     /// The program the records' indices belong to (set at start and at a
     /// reload, before the first event of the new program).
     @exclusivity(unchecked) private(set) var generation: Int32 = 0
-    /// The level each reaction's firing is traced at (`Program.traceLevels`).
-    @exclusivity(unchecked) private var traceLevels: [Logger.Level] = []
+    /// Whether each reaction's firing is traced at `level`
+    /// (`Program.traceLevels`), decided once per program.
+    @exclusivity(unchecked) private var traced: [Bool] = []
+    /// Whether edges and output writes are recorded: at debug, or while a
+    /// control client follows the events (`TraceLog.watch`). Read relaxed:
+    /// one byte's load, as the level's check it replaces; a record made or
+    /// missed around the moment a follower comes or goes is all it decides.
+    let recordsLines: Atomic<Bool>
 
     init(ring: TraceRing, logger: Logger, loop: BoardRunLoop) {
         self.ring = ring
         self.loop = loop
         self.logger = logger
         level = logger.logLevel
+        recordsLines = Atomic(logger.logLevel <= .debug)
+        ring.attach(self)
     }
+
+    /// A follower came or the last one went.
+    func watch(_ on: Bool) { recordsLines.store(on || level <= .debug, ordering: .relaxed) }
 
     /// The program whose reactions and lines the events name from now on.
     func use(_ program: Program) {
         generation = program.generation
-        traceLevels = program.traceLevels()
+        let level = level
+        traced = program.traceLevels().map { level <= $0 }
     }
 
     // MARK: Lines
@@ -51,14 +66,14 @@ final class EventSink: @unchecked Sendable {
     /// A line's filtered level changed at `t` (its kernel timestamp);
     /// traced with how late it is handled.
     @inline(__always) func edge(line: Int, rising: Bool, at t: UInt64) {
-        guard level <= .debug else { return }
+        guard recordsLines.load(ordering: .relaxed) else { return }
         let now = loop.now.nanoseconds
         ring.push(debug: TraceRecord(kind: .edge, flag: rising, line: Int32(line), generation: generation, nanoseconds: now > t ? now - t : 0))
     }
 
     /// An output was written.
     @inline(__always) func output(line: Int, value: Bool) {
-        guard level <= .debug else { return }
+        guard recordsLines.load(ordering: .relaxed) else { return }
         ring.push(debug: TraceRecord(kind: .output, flag: value, line: Int32(line), generation: generation))
     }
 
@@ -125,7 +140,8 @@ final class EventSink: @unchecked Sendable {
 
     /// A reaction's actions ran (`took`: from its trigger to their synchronous end).
     @inline(__always) func fired(reaction r: Int, line: Int, repeat count: Int32, took: UInt64) {
-        guard level <= traceLevels[r] else { return }
+        // Unchecked: `r` is a reaction of the program in use.
+        guard traced.withUnsafeBufferPointer({ $0[r] }) else { return }
         ring.push(
             TraceRecord(kind: .reaction, line: Int32(line), index: Int32(r), repeatCount: count, generation: generation, nanoseconds: took))
     }

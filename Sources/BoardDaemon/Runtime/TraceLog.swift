@@ -70,6 +70,11 @@ final class TraceRing: @unchecked Sendable {
     /// Records dropped because the ring was full.
     let dropped = Atomic<UInt64>(0)
     private let wake: WriterWake
+    /// The sink that fills the ring, told when a control client starts or
+    /// stops following the events (`watch`).
+    private let sinkLock = Lock()
+    private weak var sink: EventSink?
+    private var watched = false
 
     init(capacity: Int, wake: WriterWake) {
         precondition(capacity > 0 && capacity & (capacity - 1) == 0, "a trace ring's capacity is a power of two")
@@ -81,6 +86,23 @@ final class TraceRing: @unchecked Sendable {
     }
 
     deinit { slots.deallocate() }
+
+    func attach(_ s: EventSink) {
+        let on = sinkLock.withLock {
+            sink = s
+            return watched
+        }
+        if on { s.watch(true) }
+    }
+
+    /// Edges and writes recorded at every level while `on` (a follower).
+    func watch(_ on: Bool) {
+        let s = sinkLock.withLock {
+            watched = on
+            return sink
+        }
+        s?.watch(on)
+    }
 
     /// On the loop's thread: no allocation, no system call unless the
     /// writer sleeps (then a one-byte write wakes it).
@@ -133,6 +155,8 @@ final class TraceLog: @unchecked Sendable {
     let rings: [TraceRing]
     let logger: Logger
     let writer: LogWriter
+    /// Every formatted record, for the control socket's `events`.
+    let feed = EventFeed()
     private let lock = Lock()
     // With `lock` held:
     private var programs: [(program: Program, levels: [Logger.Level])] = []
@@ -145,6 +169,12 @@ final class TraceLog: @unchecked Sendable {
         self.logger = logger
         self.writer = writer
         programs = [(program, program.traceLevels())]
+    }
+
+    /// While a control client follows the events, every loop records its
+    /// edges and writes (at info, only then; printed only at debug).
+    func watch(_ on: Bool) {
+        for r in rings { r.watch(on) }
     }
 
     /// A reload's program, before it is swapped into the loops.
@@ -199,42 +229,91 @@ final class TraceLog: @unchecked Sendable {
         }
         let config = p.config
         let line = r.line >= 0 ? config.lines[Int(r.line)].name : ""
+        let level: Logger.Level
+        let text: String
+        var source: String? = "line \(line)"
+        let kind: String
+        var fields: [(String, TraceEvent.Value)] = []
         switch r.kind {
         case .reaction:
             let reaction = config.reactions[Int(r.index)]
-            logger.log(
-                level: levels[Int(r.index)],
-                "\(line): \(reaction.trigger.traceName)\(r.repeatCount > 0 ? " (repeat \(r.repeatCount))" : "") -> \(reaction.name)\(held(r.nanoseconds))",
-                source: "reaction \(reaction.name)")
+            level = levels[Int(r.index)]
+            text = "\(line): \(reaction.trigger.traceName)\(r.repeatCount > 0 ? " (repeat \(r.repeatCount))" : "") -> \(reaction.name)\(held(r.nanoseconds))"
+            source = "reaction \(reaction.name)"
+            kind = "reaction"
+            fields = [("reaction", .string(reaction.name)), ("took_ns", .int(Int64(clamping: r.nanoseconds)))]
+            if r.repeatCount > 0 { fields.append(("repeat", .int(Int64(r.repeatCount)))) }
         case .skipped:
-            logger.debug("\(line): \(config.reactions[Int(r.index)].name) skipped (its condition does not hold)", source: "line \(line)")
+            let name = config.reactions[Int(r.index)].name
+            level = .debug
+            text = "\(line): \(name) skipped (its condition does not hold)"
+            kind = "skipped"
+            fields = [("reaction", .string(name))]
         case .edge:
-            logger.debug("\(line): \(r.flag ? "on" : "off")\(held(r.nanoseconds))", source: "line \(line)")
+            level = .debug
+            text = "\(line): \(r.flag ? "on" : "off")\(held(r.nanoseconds))"
+            kind = "edge"
+            fields = [("value", .bool(r.flag)), ("late_ns", .int(Int64(clamping: r.nanoseconds)))]
         case .output:
-            logger.debug("\(line) = \(r.flag ? "on" : "off")", source: "line \(line)")
+            level = .debug
+            text = "\(line) = \(r.flag ? "on" : "off")"
+            kind = "output"
+            fields = [("value", .bool(r.flag))]
         case .gesture:
             guard let g = GestureKind(code: r.index) else { return }
-            logger.debug("\(line): gesture \(g.traceName)", source: "line \(line)")
+            level = .debug
+            text = "\(line): gesture \(g.traceName)"
+            kind = "gesture"
+            fields = [("gesture", .string(g.traceName))]
         case .sequence:
             let name = config.sequences[Int(r.index)].name
             guard let step = EventSink.SequenceStep(code: r.step, number: Int(r.number), max: Int(r.other)) else { return }
-            logger.log(level: step.level, "sequence \(name): \(step.text)", source: "sequence \(name)")
+            level = step.level
+            text = "sequence \(name): \(step.text)"
+            source = "sequence \(name)"
+            kind = "sequence"
+            fields = [("sequence", .string(name))]
         case .mode:
             guard let why = EventSink.ModeReason(code: r.step, sequence: Int(r.other)) else { return }
             let new = Int(r.index)
             let held = config.lines.filter { l in
                 l.isInput && l.loop.index == loop && !(new == 0 || config.modes[new].admits.contains(l.priority))
             }.map(\.name)
-            logger.info(
-                "mode \(config.modes[Int(r.number)].name) -> \(config.modes[new].name) (\(why.text(config)))\(held.isEmpty ? "" : "; holding \(held.joined(separator: ", "))")")
+            level = .info
+            text =
+                "mode \(config.modes[Int(r.number)].name) -> \(config.modes[new].name) (\(why.text(config)))\(held.isEmpty ? "" : "; holding \(held.joined(separator: ", "))")"
+            source = nil
+            kind = "mode"
+            fields = [("mode", .string(config.modes[new].name)), ("from", .string(config.modes[Int(r.number)].name))]
         case .heldDelivered:
-            logger.info("\(line): delivering \(r.number) held events, in order")
+            level = .info
+            text = "\(line): delivering \(r.number) held events, in order"
+            source = nil
+            kind = "held"
+            fields = [("count", .int(Int64(r.number)))]
         case .lost:
-            logger.warning("\(line): \(EventSink.LossKind(rawValue: r.step)?.text(r.nanoseconds) ?? "\(r.nanoseconds) event(s) lost")")
+            level = .warning
+            text = "\(line): \(EventSink.LossKind(rawValue: r.step)?.text(r.nanoseconds) ?? "\(r.nanoseconds) event(s) lost")"
+            source = nil
+            kind = "lost"
+            fields = [("count", .int(Int64(clamping: r.nanoseconds)))]
         case .ringFull:
-            logger.warning("\(line): held-event ring full (\(r.number) events); \(r.nanoseconds) lost so far")
+            level = .warning
+            text = "\(line): held-event ring full (\(r.number) events); \(r.nanoseconds) lost so far"
+            source = nil
+            kind = "ring-full"
         case .deadlinesDeferred:
-            logger.warning("\(line): \(r.number) deadlines were due at once; the rest fire in the next pass")
+            level = .warning
+            text = "\(line): \(r.number) deadlines were due at once; the rest fire in the next pass"
+            source = nil
+            kind = "deadlines-deferred"
+        }
+        if let source { logger.log(level: level, "\(text)", source: source) } else { logger.log(level: level, "\(text)") }
+        if feed.attached.load(ordering: .acquiring) {
+            feed.push(
+                TraceEvent(
+                    nanoseconds: EventFeed.now(), loop: config.loops[loop].name, kind: kind, line: r.line >= 0 ? line : nil, text: text,
+                    level: "\(level)", fields: fields))
         }
     }
 

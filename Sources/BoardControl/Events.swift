@@ -1,0 +1,149 @@
+import Glibc
+import Synchronization
+
+/// `boardctl events`: the events boardd kept, or (follow) a stream of them
+/// as they happen, one line each, until Ctrl-C. The protocol's `events`
+/// (docs/control.md).
+public enum EventStream {
+    public static func request(line: String?, follow: Bool) -> Request {
+        Request("events", [("follow", .bool(follow))] + (line.map { [("line", JSON.string($0))] } ?? []))
+    }
+
+    /// Set by SIGINT: the stream ends cleanly (the read is interrupted).
+    static let interrupted = Atomic<Bool>(false)
+
+    /// SIGINT ends a follow cleanly: the handler only sets a flag, and is
+    /// installed without SA_RESTART so the blocked read returns.
+    public static func catchInterrupt() {
+        var sa = sigaction()
+        sa.__sigaction_handler.sa_handler = { _ in EventStream.interrupted.store(true, ordering: .relaxed) }
+        sigemptyset(&sa.sa_mask)
+        sa.sa_flags = 0
+        sigaction(SIGINT, &sa, nil)
+        // A mask inherited from the parent would hold the signal back.
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
+
+    /// One event as a person reads it:
+    /// `12:03:04.123456 main  button  press -> flip (reaction, 85us)`.
+    public static func human(_ e: JSON) -> String {
+        let ns = e["t_ns"]?.int ?? 0
+        var secs = time_t(ns / 1_000_000_000)
+        var tm = tm()
+        localtime_r(&secs, &tm)
+        func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        let micros = String(ns % 1_000_000_000 / 1000)
+        let time = "\(two(tm.tm_hour)):\(two(tm.tm_min)):\(two(tm.tm_sec)).\(String(repeating: "0", count: 6 - micros.count))\(micros)"
+        let loop = e["loop"]?.string ?? "?"
+        let kind = e["kind"]?.string ?? "?"
+        var text = e["text"]?.string ?? ""
+        let line = e["line"]?.string
+        if let line, text.hasPrefix(line + ": ") {
+            text.removeFirst(line.count + 2)
+        } else if let line, text.hasPrefix(line + " ") {
+            text.removeFirst(line.count + 1)
+        }
+        var note = kind
+        if kind == "reaction", let took = e["took_ns"]?.int { note += ", \(short(took))" }
+        return "\(time) \(loop)  \(line ?? "-")  \(text) (\(note))"
+    }
+
+    /// 850ns, 85us, 1.2ms, 3.4s.
+    static func short(_ ns: Int) -> String {
+        if ns < 1000 { return "\(ns)ns" }
+        if ns < 1_000_000 { return "\(ns / 1000)us" }
+        if ns < 1_000_000_000 { return "\(ns / 1_000_000).\(ns / 100_000 % 10)ms" }
+        return "\(ns / 1_000_000_000).\(ns / 100_000_000 % 10)s"
+    }
+
+    /// Runs `boardctl events`: each event to `out` (a line with its
+    /// newline, written as it comes), a problem to `err`; returns the exit
+    /// status (0 at the end of the kept events, at Ctrl-C, or after a cancel).
+    public static func run(
+        socket path: String, line: String?, follow: Bool, json: Bool, timeoutSeconds: Int = ControlClient.defaultTimeoutSeconds,
+        out: (String) -> Void, err: (String) -> Void
+    ) -> Int32 {
+        let fd: Int32
+        do { fd = try ControlClient.connect(path) } catch {
+            err(error.stderrText)
+            return error.exitStatus
+        }
+        defer { close(fd) }
+        if !follow {
+            var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        }
+        let bytes = Array(request(line: line, follow: follow).line(id: 1).utf8)
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBufferPointer { Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EINTR && !interrupted.load(ordering: .relaxed) { continue }
+                if interrupted.load(ordering: .relaxed) { return 0 }
+                err("boardctl: \(ControlError.connection(path: path, problem: "sending the request failed: \(ControlClient.describe(errno))").message)\n")
+                return 6
+            }
+            sent += n
+        }
+        func show(_ event: JSON) { out((json ? event.serialized : human(event)) + "\n") }
+        var pending: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        var answered = false
+        while true {
+            while let nl = pending.firstIndex(of: 0x0A) {
+                let text = String(decoding: pending[..<nl], as: UTF8.self)
+                pending.removeFirst(nl + 1)
+                if !answered {
+                    answered = true
+                    let result: JSON
+                    do { result = try ControlClient.result(of: text, path: path) } catch {
+                        err(error.stderrText)
+                        return error.exitStatus
+                    }
+                    guard follow else {
+                        for e in result["events"]?.array ?? [] { show(e) }
+                        return 0
+                    }
+                    continue
+                }
+                guard let reply = JSON.parse(text) else { continue }
+                if let e = reply["event"] {
+                    show(e)
+                } else if reply["cancelled"]?.bool == true {
+                    return 0
+                } else if reply["ok"]?.bool == false {
+                    let message = reply["error"]?["message"]?.string ?? "the stream ended"
+                    err("boardctl: \(message)\n")
+                    return 1
+                }
+            }
+            if interrupted.load(ordering: .relaxed) { return 0 }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK {
+                    err("boardctl: \(ControlError.connection(path: path, problem: "no reply within \(timeoutSeconds)s").message)\n")
+                    return 6
+                }
+                err("boardctl: \(ControlError.connection(path: path, problem: "reading failed: \(ControlClient.describe(errno))").message)\n")
+                return 6
+            }
+            if n == 0 {
+                if answered && follow {
+                    err("boardctl: boardd closed the stream\n")
+                    return 6
+                }
+                err("boardctl: \(ControlError.connection(path: path, problem: "the daemon closed the connection without a reply").message)\n")
+                return 6
+            }
+            pending += buffer[0..<n]
+            if pending.count > 16 << 20 {
+                err("boardctl: a line from boardd is longer than 16 MiB\n")
+                return 6
+            }
+        }
+    }
+}

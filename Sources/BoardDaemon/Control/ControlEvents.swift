@@ -1,0 +1,161 @@
+import Boardloop
+import Glibc
+
+/// The control protocol's `events` (docs/control.md): the most recent
+/// events the daemon kept, or a stream of them as they happen. The log
+/// writer's thread hands each record it formats to the trace log's
+/// `EventFeed` and wakes the main loop; here they are kept (the last
+/// `Events.kept`) and written to the clients that follow. Main loop only.
+extension ControlServer {
+    /// A client's follow: the request's id (every event line carries it)
+    /// and the line it asked for (nil: every event).
+    struct Follow {
+        var id: JSON
+        var line: String?
+    }
+
+    /// What `events` keeps between requests.
+    final class Events {
+        /// Events kept for a request without follow.
+        static let kept = 256
+        var recent: [JSON] = []
+        /// Where the next event goes in `recent` once it is full.
+        var next = 0
+        var followers = 0
+        /// Followers dropped because their unread events filled their output.
+        var tooSlow: UInt64 = 0
+        /// Events the feed dropped (its queue full before the main loop took it).
+        var overflowed: UInt64 = 0
+        var item: PerformWorkItem?
+
+        func remember(_ e: JSON) {
+            if recent.count < Self.kept {
+                recent.append(e)
+            } else {
+                recent[next] = e
+                next = (next + 1) % Self.kept
+            }
+        }
+
+        /// Oldest first.
+        var inOrder: [JSON] { Array(recent[next...] + recent[..<next]) }
+    }
+
+    /// The server's end of the feed (a weak reference: the perform item
+    /// outlives nothing, but the trace log may outlive the server).
+    final class FeedTarget: @unchecked Sendable {
+        weak var server: ControlServer?
+        init(_ s: ControlServer) { server = s }
+    }
+
+    func startEvents() {
+        let target = FeedTarget(self)
+        let item = PerformWorkItem(modes: [.common]) { target.server?.deliverEvents() }
+        events.item = item
+        let loop = self.loop
+        daemon.traceLog.feed.attach { _ = try? loop.perform(item) }
+    }
+
+    func stopEvents() {
+        daemon.traceLog.feed.detach()
+        if events.followers > 0 { daemon.traceLog.watch(false) }
+    }
+
+    /// `events` (and `cancel` from a client that does not follow).
+    func events(_ cmd: String, _ r: JSON, from c: Client) throws -> [(String, JSON)] {
+        guard cmd == "events" else {
+            throw Failure("not-following", "cancel ends an events stream (events with \"follow\":true); this connection follows none")
+        }
+        var filter: String?
+        if let l = r["line"], l != .null { filter = try line(r).1.name }
+        let follow = r["follow"] == nil || r["follow"] == .null ? false : try bool(r, "follow")
+        // What the writer has handed over so far comes first.
+        deliverEvents()
+        guard follow else {
+            let list = events.inOrder.filter { e in filter == nil || e["line"] == .string(filter!) }
+            return [("events", .array(list))]
+        }
+        guard c.follow == nil else { throw Failure("bad-argument", "this connection already follows the events; cancel first") }
+        c.follow = Follow(id: r["id"] ?? .null, line: filter)
+        // A follower waits for events, not requests: no idle timeout.
+        c.idleAt = .max
+        events.followers += 1
+        if events.followers == 1 { daemon.traceLog.watch(true) }
+        logger.info("control: a client follows the events\(filter.map { " of \($0)" } ?? "") (\(c.peer))")
+        return [("following", .bool(true))]
+    }
+
+    /// A follower's request line: `cancel` ends its follow (answered with
+    /// the follow's id); a client being closed is not answered. Returns
+    /// whether the line was taken here.
+    func followerRequest(_ line: ArraySlice<UInt8>, from c: Client) -> Bool {
+        if c.closeWhenFlushed { return true }
+        guard let f = c.follow, let req = try? JSON.parse(line), req["cmd"] == .string("cancel") else { return false }
+        unfollow(c)
+        c.idleAt = deadline()
+        armIdle()
+        reply(.object([("v", .int(Self.version)), ("id", f.id), ("ok", .bool(true)), ("cancelled", .bool(true))]), to: c)
+        return true
+    }
+
+    func unfollow(_ c: Client) {
+        guard c.follow != nil else { return }
+        c.follow = nil
+        events.followers -= 1
+        if events.followers == 0 { daemon.traceLog.watch(false) }
+    }
+
+    /// On the main loop, woken by the feed: keeps each event and writes it
+    /// to the clients that follow it.
+    func deliverEvents() {
+        let (batch, overflowed) = daemon.traceLog.feed.take()
+        events.overflowed = overflowed
+        for e in batch {
+            let j = Self.json(e)
+            events.remember(j)
+            guard events.followers > 0 else { continue }
+            for c in clients where !c.closed {
+                guard let f = c.follow else { continue }
+                if let l = f.line, e.line != l { continue }
+                let line = JSON.object([("v", .int(Self.version)), ("id", f.id), ("event", j)])
+                // The line and its newline must fit beside what waits.
+                guard c.output.count + line.text.utf8.count + 1 <= options.maxOutput else {
+                    tooSlow(c, f)
+                    continue
+                }
+                reply(line, to: c)
+            }
+        }
+    }
+
+    /// A follower whose unread events fill its output: it follows no more,
+    /// gets a last line saying why after what waits, and is closed once
+    /// that is written (or at the idle timeout if it never reads).
+    private func tooSlow(_ c: Client, _ f: Follow) {
+        events.tooSlow += 1
+        unfollow(c)
+        logger.warning("control: dropped an events follower (\(c.peer)) that does not read them (\(c.output.count) bytes waiting)")
+        append(
+            error(id: f.id, "too-slow", "the events were not read as fast as they came (\(c.output.count) bytes waiting); the stream ends"),
+            to: &c.output)
+        c.closeWhenFlushed = true
+        c.idleAt = deadline()
+        armIdle()
+        flush(c)
+    }
+
+    static func json(_ e: TraceEvent) -> JSON {
+        var o: [(String, JSON)] = [("t_ns", .int(Int64(clamping: e.nanoseconds))), ("loop", .string(e.loop)), ("kind", .string(e.kind))]
+        if let l = e.line { o.append(("line", .string(l))) }
+        o.append(("text", .string(e.text)))
+        o.append(("level", .string(e.level)))
+        for (k, v) in e.fields {
+            switch v {
+            case let .string(s): o.append((k, .string(s)))
+            case let .int(n): o.append((k, .int(n)))
+            case let .bool(b): o.append((k, .bool(b)))
+            }
+        }
+        return .object(o)
+    }
+}
