@@ -47,7 +47,7 @@ public final class ControlServer {
     }
 
     public let path: String
-    public private(set) var counters = Counters()
+    public internal(set) var counters = Counters()
     unowned let daemon: Daemon
     let options: Options
     let config: ControlConfig
@@ -125,22 +125,6 @@ public final class ControlServer {
         }
     }
 
-    // MARK: Path
-
-    /// The socket's path: `--socket PATH`, the config's `control: { path }`,
-    /// `$RUNTIME_DIRECTORY/boardd.sock` (systemd), `/run/boardd/boardd.sock`
-    /// when `/run/boardd` is writable, `$XDG_RUNTIME_DIR/boardd.sock`, else
-    /// `/tmp/boardd-$UID.sock` (`name`: the file name in those directories).
-    public static func resolvePath(
-        flag: String?, config: String?, name: String = "boardd.sock",
-        environment: [String: String] = SocketPath.currentEnvironment(),
-        writable: (String) -> Bool = { access($0, W_OK) == 0 }, uid: UInt32 = getuid()
-    ) -> String {
-        if let flag, !flag.isEmpty { return flag }
-        if let config, !config.isEmpty { return config }
-        return SocketPath.resolve(explicit: nil, environment: environment, name: name, uid: uid, isWritable: writable)
-    }
-
     // MARK: Start and stop
 
     static func start(_ daemon: Daemon, _ options: Options) throws -> ControlServer {
@@ -165,66 +149,6 @@ public final class ControlServer {
         startedAt = daemon.loop.now
         var st = stat()
         if lstat(path, &st) == 0 { file = (UInt64(st.st_dev), UInt64(st.st_ino)) }
-    }
-
-    /// Fails when a daemon answers on the path `config` and `options`
-    /// resolve to: the launcher asks before it requests any line, so a
-    /// second boardd is refused for its socket, not for a busy line.
-    public static func refuseLive(_ options: Options, _ config: ControlConfig) throws {
-        guard config.enabled else { return }
-        let path = resolvePath(flag: options.path, config: config.path, name: options.defaultName)
-        var st = stat()
-        guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK else { return }
-        let probe = bd_unix_connect(path)
-        guard probe >= 0 else { return }
-        var p: pid_t = 0, u: uid_t = 0, g: gid_t = 0
-        _ = bd_peer_credentials(probe, &p, &u, &g)
-        Glibc.close(probe)
-        throw StartError.live(path: path, pid: p)
-    }
-
-    /// Binds `path`: a stale socket file (nothing answers) is replaced; a
-    /// live one (a daemon answers) is an error naming it.
-    static func listen(_ path: String, mode: UInt32, group: String?) throws -> Int32 {
-        guard path.utf8.count <= ControlConfig.maxPathBytes else {
-            throw StartError.system(path: path, what: "the path is longer than a Unix socket path may be", errno: ENAMETOOLONG)
-        }
-        var st = stat()
-        if lstat(path, &st) == 0 {
-            guard st.st_mode & S_IFMT == S_IFSOCK else { throw StartError.notSocket(path) }
-            let probe = bd_unix_connect(path)
-            if probe >= 0 {
-                var p: pid_t = 0, u: uid_t = 0, g: gid_t = 0
-                _ = bd_peer_credentials(probe, &p, &u, &g)
-                Glibc.close(probe)
-                throw StartError.live(path: path, pid: p)
-            }
-            guard -probe == ECONNREFUSED else { throw StartError.system(path: path, what: "cannot tell whether it is in use", errno: -probe) }
-            // Stale: left by a daemon that did not remove it.
-            guard unlink(path) == 0 || errno == ENOENT else { throw StartError.system(path: path, what: "cannot remove the stale socket", errno: errno) }
-        }
-        // Made without permissions, then given `mode`: no moment where
-        // others may connect.
-        let old = umask(0o777)
-        let fd = bd_unix_listen(path, 16)
-        umask(old)
-        guard fd >= 0 else { throw StartError.system(path: path, what: "cannot listen", errno: -fd) }
-        var gid: gid_t = gid_t.max
-        if let group {
-            guard let gr = getgrnam(group) else {
-                Glibc.close(fd)
-                unlink(path)
-                throw StartError.system(path: path, what: "no group named '\(group)'", errno: ENOENT)
-            }
-            gid = gr.pointee.gr_gid
-        }
-        if (group != nil && chown(path, uid_t.max, gid) != 0) || chmod(path, mode_t(mode)) != 0 {
-            let e = errno
-            Glibc.close(fd)
-            unlink(path)
-            throw StartError.system(path: path, what: "cannot set its group or mode", errno: e)
-        }
-        return fd
     }
 
     private func schedule() throws {
@@ -419,62 +343,5 @@ public final class ControlServer {
         c.source = nil
         Glibc.close(c.fd)
         if counted { clients.removeAll { $0 === c } }
-    }
-
-    // MARK: Idle
-
-    func armIdle() {
-        guard let t = idleTimer else { return }
-        if let first = clients.lazy.map(\.idleAt).min() { t.arm(at: MonotonicInstant(nanoseconds: first)) } else { t.disarm() }
-    }
-
-    private func idleTick() {
-        let now = loop.now.nanoseconds
-        for c in clients where c.idleAt <= now {
-            counters.idle += 1
-            reply(
-                error(
-                    id: .null, "idle",
-                    "no complete request for \(DurationText.format(options.idleTimeout)); closing the connection"), to: c)
-            close(c)
-        }
-        armIdle()
-    }
-
-    // MARK: Scheduled drives
-
-    /// Drives in flight at most (pulse ends, a press's or a click's
-    /// releases): a request that would pass it is refused with `busy`.
-    static let maxScheduled = 1024
-
-    /// Refuses a request that would schedule `n` more drives than there is
-    /// room for.
-    func roomToSchedule(_ n: Int) throws {
-        guard scheduled.count + n <= Self.maxScheduled else {
-            throw Failure(
-                "busy", "\(scheduled.count) pulses and presses are in flight (at most \(Self.maxScheduled)); try again when they end")
-        }
-    }
-
-    func schedule(_ a: ScheduledAction, at: UInt64) {
-        nextScheduleOrder += 1
-        let s = Scheduled(at: at, order: nextScheduleOrder, action: a)
-        // In order of time, then of scheduling (a binary search: no sort).
-        var lo = 0, hi = scheduled.count
-        while lo < hi {
-            let mid = (lo + hi) / 2
-            if (scheduled[mid].at, scheduled[mid].order) <= (s.at, s.order) { lo = mid + 1 } else { hi = mid }
-        }
-        scheduled.insert(s, at: lo)
-        driveTimer?.arm(at: MonotonicInstant(nanoseconds: scheduled[0].at))
-    }
-
-    private func driveTick() {
-        let now = loop.now.nanoseconds
-        while let first = scheduled.first, first.at <= now {
-            scheduled.removeFirst()
-            perform(first.action)
-        }
-        if let first = scheduled.first { driveTimer?.arm(at: MonotonicInstant(nanoseconds: first.at)) } else { driveTimer?.disarm() }
     }
 }
