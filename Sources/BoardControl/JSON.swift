@@ -80,7 +80,10 @@ public enum JSON: Equatable, Sendable {
         }
     }
 
-    private static func quote(_ s: String, into out: inout String) {
+    /// `s` as a JSON string, appended to `out`: control characters escaped,
+    /// and U+2028/U+2029 too (valid JSON, but line ends to JavaScript). The
+    /// daemon's control server writes its strings with it as well.
+    public static func quote(_ s: String, into out: inout String) {
         out += "\""
         for u in s.unicodeScalars {
             switch u {
@@ -89,7 +92,7 @@ public enum JSON: Equatable, Sendable {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case _ where u.value < 0x20:
+            case _ where u.value < 0x20 || u.value == 0x2028 || u.value == 0x2029:
                 let hex = String(u.value, radix: 16)
                 out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: out.unicodeScalars.append(u)

@@ -1,19 +1,11 @@
+import BoardControl
 import BoardSupport
 import Foundation
 
 /// What `boardd --check` and `boardd --board-detect` print and return,
-/// kept out of the executable so tests can call it too.
-public struct CommandOutput: Sendable, Equatable {
-    public var stdout: String
-    public var stderr: String
-    public var status: Int32
-
-    public init(stdout: String, stderr: String, status: Int32) {
-        self.stdout = stdout
-        self.stderr = stderr
-        self.status = status
-    }
-}
+/// kept out of the executable so tests can call it too: the same value as
+/// a boardctl run's outcome.
+public typealias CommandOutput = Outcome
 
 public enum Check {
     /// Checks a config: the summary on stdout and status 0, or every error

@@ -80,12 +80,18 @@ int bd_pipe(int fds[2]) {
     return 0;
 }
 
+/* `path` as a Unix socket address; -ENAMETOOLONG when it does not fit. */
+static int unix_address(const char *path, struct sockaddr_un *a) {
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof a->sun_path) return -ENAMETOOLONG;
+    strcpy(a->sun_path, path);
+    return 0;
+}
+
 int bd_unix_listen(const char *path, int backlog) {
     struct sockaddr_un a;
-    memset(&a, 0, sizeof a);
-    a.sun_family = AF_UNIX;
-    if (strlen(path) >= sizeof a.sun_path) return -ENAMETOOLONG;
-    strcpy(a.sun_path, path);
+    if (unix_address(path, &a) != 0) return -ENAMETOOLONG;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
     if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, backlog) != 0) {
@@ -98,10 +104,7 @@ int bd_unix_listen(const char *path, int backlog) {
 
 int bd_unix_connect(const char *path) {
     struct sockaddr_un a;
-    memset(&a, 0, sizeof a);
-    a.sun_family = AF_UNIX;
-    if (strlen(path) >= sizeof a.sun_path) return -ENAMETOOLONG;
-    strcpy(a.sun_path, path);
+    if (unix_address(path, &a) != 0) return -ENAMETOOLONG;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
     if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 && errno != EINPROGRESS && errno != EAGAIN) {

@@ -1,3 +1,4 @@
+import BoardControl
 /// A JSON value as the control protocol reads and writes it: objects keep
 /// their keys' order (replies list fields as the protocol does), numbers
 /// keep whether they were written as whole numbers. Parsed and printed on
@@ -56,7 +57,7 @@ enum JSON: Equatable {
         case let .bool(b): out += b ? "true" : "false"
         case let .int(i): out += String(i)
         case let .double(d): out += d.isFinite ? (d == d.rounded() && abs(d) < 1e15 ? String(Int64(d)) : String(d)) : "null"
-        case let .string(s): Self.quote(s, into: &out)
+        case let .string(s): BoardControl.JSON.quote(s, into: &out)
         case let .array(xs):
             out += "["
             for (i, x) in xs.enumerated() {
@@ -68,30 +69,12 @@ enum JSON: Equatable {
             out += "{"
             for (i, (k, v)) in fields.enumerated() {
                 if i > 0 { out += "," }
-                Self.quote(k, into: &out)
+                BoardControl.JSON.quote(k, into: &out)
                 out += ":"
                 v.write(to: &out)
             }
             out += "}"
         }
-    }
-
-    static func quote(_ s: String, into out: inout String) {
-        out += "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where u.value < 0x20 || u.value == 0x2028 || u.value == 0x2029:
-                let hex = String(u.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(u)
-            }
-        }
-        out += "\""
     }
 
     // MARK: Parsing
