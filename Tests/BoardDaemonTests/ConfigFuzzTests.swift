@@ -10,8 +10,9 @@ import Testing
 /// the test again. Every input must end in a config or in errors that each
 /// say where (a line and column), and none may take long.
 @Suite struct ConfigFuzzTests {
-    /// SplitMix64: small, seedable, the same on every platform.
-    struct Random {
+    /// SplitMix64: small, seedable, the same on every platform (the control
+    /// fuzz test draws from it too).
+    struct Random: RandomNumberGenerator {
         var state: UInt64
         mutating func next() -> UInt64 {
             state &+= 0x9E37_79B9_7F4A_7C15

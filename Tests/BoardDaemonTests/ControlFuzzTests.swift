@@ -53,17 +53,8 @@ final class ControlFuzzTests: XCTestCase {
         #""led\n""#, "NaN", "Infinity", "0x10", "01", "1.", ".5", "+1", #""\x""#,
     ]
 
-    /// SplitMix64: a small generator whose sequence a seed fixes.
-    struct RNG: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    /// The config fuzz test's seeded generator (SplitMix64).
+    typealias RNG = ConfigFuzzTests.Random
 
     static func text(_ fields: [(String, String)]) -> String {
         "{" + fields.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}"
