@@ -15,6 +15,8 @@ public enum ControlError: Error, Equatable, Sendable {
     /// Anything else on the connection: connect or write failed, no reply,
     /// no reply in time, a reply that is not the protocol's JSON.
     case connection(path: String, problem: String)
+    /// A file boardctl writes (a trace) cannot be written.
+    case file(path: String, problem: String)
 
     /// The protocol version this boardctl speaks.
     public static let protocolVersion = 1
@@ -26,6 +28,7 @@ public enum ControlError: Error, Equatable, Sendable {
         case .permissionDenied: return 4
         case .versionMismatch: return 5
         case .connection: return 6
+        case .file: return 1
         }
     }
 
@@ -57,6 +60,8 @@ public enum ControlError: Error, Equatable, Sendable {
                 .joined(separator: "\n")
         case let .connection(path, problem):
             return "boardd at \(path): \(problem)"
+        case let .file(path, problem):
+            return "cannot write \(path): \(problem)"
         }
     }
 }

@@ -68,12 +68,19 @@ public enum Render {
         let loops = r["loops"]?.array ?? []
         if !loops.isEmpty {
             let rows = loops.map { l -> [String] in
-                [
+                var sched = l["thread"]?["policy"]?.string ?? "-"
+                if let p = l["thread"]?["priority_now"]?.int, p > 0 { sched += " \(p)" }
+                var slowest = "-"
+                if let s = l["slowest_handler"], let what = s["what"]?.string, let ns = s["took_ns"]?.int {
+                    slowest = "\(what) \(EventStream.short(ns))"
+                }
+                return [
                     l["name"]?.text ?? "?", l["mode"]?.text ?? "?", l["thread_tid"]?.text ?? "-",
-                    l["cpus"]?.array.map { cpus($0.compactMap(\.int)) } ?? "any", l["priority"]?.text ?? "-",
+                    l["thread"]?["cpu_now"]?.text ?? "-", l["cpus"]?.array.map { cpus($0.compactMap(\.int)) } ?? "any", sched,
+                    l["waits"]?.text ?? "-", l["handled"]?.text ?? "-", l["answered"]?.bool == false ? "(did not answer)" : slowest,
                 ]
             }
-            out += "\n\n" + table(["LOOP", "MODE", "TID", "CPUS", "PRIORITY"], rows)
+            out += "\n\n" + table(["LOOP", "MODE", "TID", "CPU", "CPUS", "SCHED", "WAITS", "HANDLED", "SLOWEST HANDLER"], rows)
         }
         let sequences = r["sequences_running"]?.array ?? []
         out += "\n\n"
@@ -100,11 +107,18 @@ public enum Render {
             [
                 l["name"]?.text ?? "?", l["pin"]?.text ?? "-", l["chip"]?.text ?? "-", l["offset"]?.text ?? "-",
                 l["direction"]?.text ?? "-", l["value"]?.bool.map { $0 ? "on" : "off" } ?? (l["value"]?.text ?? "-"),
-                l["priority"]?.text ?? "-", l["events"]?.text ?? "-", l["held"]?.text ?? "-", l["lost"]?.text ?? "-",
-                l["rate_limited"]?.text ?? "-",
+                l["priority"]?.text ?? "-", lastEdge(l["last_edge"]), l["events"]?.text ?? "-", l["held"]?.text ?? "-",
+                l["lost"]?.text ?? "-", l["rate_limited"]?.text ?? "-",
             ]
         }
-        return table(["LINE", "PIN", "CHIP", "OFFSET", "DIRECTION", "VALUE", "PRIORITY", "EVENTS", "HELD", "LOST", "RATE-LIMITED"], rows)
+        return table(
+            ["LINE", "PIN", "CHIP", "OFFSET", "DIRECTION", "VALUE", "PRIORITY", "LAST EDGE", "EVENTS", "HELD", "LOST", "RATE-LIMITED"], rows)
+    }
+
+    /// "rising 3.2s ago", or "-".
+    static func lastEdge(_ e: JSON?) -> String {
+        guard let e, let edge = e["edge"]?.string, let ago = e["ago_ns"]?.int else { return "-" }
+        return "\(edge) \(EventStream.short(ago)) ago"
     }
 }
 

@@ -21,3 +21,9 @@ extension BoardRunLoop {
             pendingPerforms: performs.queuedCount, portSources: ports.count)
     }
 }
+
+extension BoardRunLoop {
+    /// Callouts the loop has made: timers fired, sources handled, performs
+    /// run (observers' calls not counted). On the loop's thread.
+    package var handledCount: UInt64 { workCount }
+}

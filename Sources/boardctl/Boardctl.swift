@@ -27,7 +27,7 @@ struct BoardctlCommand: ParsableCommand {
         version: "boardctl \(Release.version) (control protocol v\(ControlError.protocolVersion))",
         subcommands: [
             Status.self, Lines.self, Get.self, Set.self, Toggle.self, Pulse.self, Sequence.self, Mode.self, Reload.self,
-            Press.self, ReleaseButton.self, Click.self, Input.self, Ping.self, StatsCommand.self, EventsCommand.self,
+            Press.self, ReleaseButton.self, Click.self, Input.self, Ping.self, StatsCommand.self, EventsCommand.self, TraceCommand.self,
         ])
 }
 
@@ -58,6 +58,12 @@ struct Common: ParsableArguments {
     @Flag(help: "Print the reply's result as JSON on one line.") var json = false
     @Option(help: ArgumentHelp("The control socket (default: see boardctl --help).", valueName: "path"), completion: .file())
     var socket: String?
+
+    /// Writes `text` to stderr.
+    static func note(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    }
 
     /// Runs `command` and exits as BoardControl says.
     func perform(_ command: Command) throws {

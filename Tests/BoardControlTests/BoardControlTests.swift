@@ -70,15 +70,20 @@ import Testing
         #expect(r == Outcome(stdout: #"{"line":"led","value":true}"# + "\n", stderr: "", status: 0))
         let s = try run(.status, Self.status, json: true)
         #expect(s.stdout.filter { $0 == "\n" }.count == 1)
-        #expect(JSON.parse(s.stdout)?["loops"]?.array?.count == 2)
+        #expect(JSON.parse(s.stdout)?["loops"]?.array?.count == 3)
         #expect(JSON.parse(s.stdout)?["v"] == nil && JSON.parse(s.stdout)?["ok"] == nil)
     }
 
     static let status = """
         "board":{"name":"raspberry-pi-4","found":"config","backend":"libgpiod 2.x"},\
         "config":{"file":"/etc/boardd/boardd.yaml","generation":3},"pid":812,"uptime_s":7384.5,\
-        "loops":[{"name":"main","mode":"default","thread_tid":812,"cpus":[],"priority":null},\
-        {"name":"critical","mode":"fill","thread_tid":815,"cpus":[2,3],"priority":80}],\
+        "loops":[{"name":"main","mode":"default","answered":true,"thread_tid":812,"cpus":[],"priority":null,\
+        "thread":{"cpu_now":1,"policy":"other","priority_now":0},"waits":48211,"handled":52030,\
+        "slowest_handler":{"what":"task poll","took_ns":2400000}},\
+        {"name":"critical","mode":"fill","answered":true,"thread_tid":815,"cpus":[2,3],"priority":80,\
+        "thread":{"cpu_now":3,"policy":"fifo","priority_now":80},"waits":901,"handled":1207,\
+        "slowest_handler":{"what":"reaction estop","took_ns":85000}},\
+        {"name":"slow","mode":"default","answered":false,"cpus":[],"priority":null}],\
         "sequences_running":[{"name":"fill","runs":4,"queued":1}],\
         "lines_held":{"door":12},"lost":{"flow":2},"children":1,\
         "reloads":{"applied":2,"refused":1,"last_error":"boardd.yaml:4:3: error: unknown key"}
@@ -94,9 +99,10 @@ import Testing
                 boardd:   pid 812, up 2h 03m, 1 child process
                 reloads:  2 applied, 1 refused (last error: boardd.yaml:4:3: error: unknown key)
 
-                LOOP      MODE     TID  CPUS  PRIORITY
-                main      default  812  any   -
-                critical  fill     815  2-3   80
+                LOOP      MODE     TID  CPU  CPUS  SCHED    WAITS  HANDLED  SLOWEST HANDLER
+                main      default  812  1    any   other    48211  52030    task poll 2.4ms
+                critical  fill     815  3    2-3   fifo 80  901    1207     reaction estop 85us
+                slow      default  -    -    any   -        -      -        (did not answer)
 
                 SEQUENCE  RUNS  QUEUED
                 fill      4     1
@@ -113,15 +119,16 @@ import Testing
             .lines,
             """
             "lines":[{"name":"button","pin":11,"chip":"gpiochip0","offset":17,"direction":"input","value":false,\
-            "priority":"high","events":120,"held":0,"lost":0,"rate_limited":3},\
+            "priority":"high","events":120,"held":0,"lost":0,"rate_limited":3,\
+            "last_edge":{"edge":"rising","t_ns":90000000000,"ago_ns":3200000000}},\
             {"name":"led","pin":null,"chip":"gpiochip1","offset":4,"direction":"output","value":true,\
             "priority":"normal","events":0,"held":0,"lost":0,"rate_limited":0}]
             """)
         #expect(
             r.stdout == """
-                LINE    PIN  CHIP       OFFSET  DIRECTION  VALUE  PRIORITY  EVENTS  HELD  LOST  RATE-LIMITED
-                button  11   gpiochip0  17      input      off    high      120     0     0     3
-                led     -    gpiochip1  4       output     on     normal    0       0     0     0
+                LINE    PIN  CHIP       OFFSET  DIRECTION  VALUE  PRIORITY  LAST EDGE        EVENTS  HELD  LOST  RATE-LIMITED
+                button  11   gpiochip0  17      input      off    high      rising 3.2s ago  120     0     0     3
+                led     -    gpiochip1  4       output     on     normal    -                0       0     0     0
 
                 """, "\(r.stdout)")
     }

@@ -141,9 +141,12 @@ extension LoopRuntime {
                 postsStale &+= 1
                 return
             }
+            let tr = tracer
+            let t0 = tr == nil ? 0 : nowNanoseconds
             activity.store(Activity.message.rawValue << 32, ordering: .relaxed)
             perform(p.op, p.ctx)
             activity.store(0, ordering: .relaxed)
+            if let tr { tr.slice(.message, Int(p.op), from: t0, to: nowNanoseconds) }
         case .ping:
             pings.add(1, ordering: .releasing)
         case nil:
@@ -167,15 +170,20 @@ extension LoopRuntime {
         let done = nowNanoseconds
         let took = done > t ? done - t : 0
         reactionTimes[r]?.record(nanoseconds: took)
+        let began = line.handlerStart != 0 ? line.handlerStart : t
+        let handler = done &- min(began, done)
+        if handler > reactionLongest[r] { reactionLongest[r] = handler }
         // Reported after the actions (the output is not delayed by logging).
         events.fired(reaction: r, line: line.id, repeat: count, took: took)
     }
 
-    func runTask(_ task: TaskRunner) {
-        guard !stopping else { return }
+    /// Runs a task's actions; returns when they ended (the loop's clock).
+    func runTask(_ task: TaskRunner) -> UInt64 {
+        guard !stopping else { return 0 }
         activity.store(Activity.task.code(task.index), ordering: .relaxed)
         execute(task.range, Context(origin: .task, task: Int32(task.index)))
         activity.store(0, ordering: .relaxed)
+        return nowNanoseconds
     }
 
     /// What `activity` says, in words ("reaction 'bell'"), for a stuck loop.

@@ -134,9 +134,12 @@ final class SequenceRunner {
     private func step(_ slot: Int) {
         guard runs[slot].active else { return }
         var wait: Int64 = -1
+        let tr = rt.tracer
+        let t0 = tr == nil ? 0 : rt.nowNanoseconds
         rt.activity.store(Activity.sequence.code(index), ordering: .relaxed)
         let pc = rt.run(from: runs[slot].pc, to: range.end, runs[slot].ctx, wait: &wait)
         rt.activity.store(0, ordering: .relaxed)
+        if let tr { tr.slice(.sequenceStep, index, Int64(runs[slot].pc), from: t0, to: rt.nowNanoseconds) }
         guard runs[slot].active else { return }  // a step stopped this sequence
         if wait >= 0 {
             runs[slot].pc = pc

@@ -32,12 +32,26 @@ final class TaskRunner {
 
     private func fired(_ t: RunLoopTimer) {
         runs &+= 1
+        var late = Duration.zero
+        var skipped: UInt64 = 0
         if let f = t.lastFire {
+            late = f.lateness
+            skipped = f.skippedPeriods
             lateness.record(f.lateness)
             skippedPeriods &+= f.skippedPeriods
         }
-        rt.runTask(self)
+        let start = rt.nowNanoseconds
+        let end = rt.runTask(self)
+        let took = end &- min(start, end)
+        if took > longestRun { longestRun = took }
+        if let tr = rt.tracer {
+            tr.slice(.task, index, late.nanosecondsClamped, from: start, to: end)
+            if skipped > 0 { tr.record(TraceRecord(kind: .skippedPeriods, line: -1, index: Int32(index), generation: rt.program.generation, nanoseconds: skipped), at: start) }
+        }
     }
+
+    /// The longest run of its actions so far (their synchronous part).
+    @exclusivity(unchecked) private(set) var longestRun: UInt64 = 0
 
     /// A task whose modes the loop enters starts its grid then: periods
     /// while the mode was not running are neither late nor skipped.

@@ -113,7 +113,10 @@ extension InputLine {
     func timerFired() {
         armedAt = never
         guard rt.admits(config.priority) else { return }
+        let tr = rt.tracer
+        let t0 = tr == nil ? 0 : rt.nowNanoseconds
         deliverHeldThenAdvance()
+        if let tr { tr.slice(.lineTimer, id, from: t0, to: rt.nowNanoseconds) }
     }
 
     /// Whether events wait in the kernel for this line (a zero-timeout poll).

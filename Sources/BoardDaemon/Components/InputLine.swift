@@ -68,9 +68,13 @@ final class InputLine: @unchecked Sendable {
     let lossIsExact: Bool
     /// The level the last edge read from the kernel left the line at (before
     /// the filters): what a re-read after a full FIFO is compared with.
-    @exclusivity(unchecked) private var rawLevel: Bool
+    @exclusivity(unchecked) private(set) var rawLevel: Bool
     /// The timestamp of the last edge read from the kernel.
-    @exclusivity(unchecked) private var rawTime: UInt64 = 0
+    @exclusivity(unchecked) private(set) var rawTime: UInt64 = 0
+    /// When the handler that delivers events now began (a batch's entry,
+    /// a timer's or a catch-up's start); 0 when none measured it (the
+    /// first level at start). A reaction's handler time runs from it.
+    @exclusivity(unchecked) var handlerStart: UInt64 = 0
 
     init(id: Int, config: LineConfig, runtime: LoopRuntime, request: GPIOLineRequest, cell: LineCell, reactions: [Int]) throws {
         self.id = id
@@ -251,6 +255,10 @@ final class InputLine: @unchecked Sendable {
         // `rt` checks the runtime is alive and retains it (about 45
         // instructions).
         let rt = self.rt
+        let tr = rt.tracer
+        let t0 = tr == nil ? 0 : rt.nowNanoseconds
+        defer { if let tr { tr.slice(.line, id, Int64(batch.count), from: t0, to: rt.nowNanoseconds) } }
+        handlerStart = batch.handlerEntryTime.nanoseconds
         lost &+= batch.lostEvents
         if batch.overflowSuspected { suspectedOverflows &+= 1 }
         if batch.lostEvents > 0 || batch.overflowSuspected {
@@ -328,6 +336,7 @@ final class InputLine: @unchecked Sendable {
     /// in the kernel (they come first, in this pass's sources step) — fires
     /// the deadlines that passed and arms the next.
     func deliverHeldThenAdvance() {
+        handlerStart = rt.nowNanoseconds
         drainRing()
         if kernelHasEvents() {
             rearmSoon()

@@ -57,7 +57,7 @@ extension ControlServer {
 
     static let commands = [
         "status", "lines", "get", "set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input", "ping",
-        "stats", "events",
+        "stats", "events", "trace",
     ]
 
     private func run(_ cmd: String, _ r: JSON, from c: Client) throws -> [(String, JSON)] {
@@ -110,6 +110,7 @@ extension ControlServer {
             return [("applied", .bool(o.applied)), ("errors", .array(o.errors.map(JSON.string)))]
         case "press", "release", "click", "input": return try drive(cmd, r, from: c)
         case "events", "cancel": return try events(cmd, r, from: c)
+        case "trace": return try startTrace(r, from: c)
         default:
             throw Failure("unknown-command", "no command '\(cmd)'\(DidYouMean.hint(cmd, in: Self.commands)) (commands: \(list(Self.commands)))")
         }
@@ -239,9 +240,27 @@ extension ControlServer {
         var loops: [JSON] = []
         for (i, plan) in config.loops.enumerated() {
             var f: [(String, JSON)] = [("name", .string(plan.name)), ("mode", loopMode(i).map(JSON.string) ?? .null)]
-            if i > 0, i - 1 < d.workers.count { f.append(("thread_tid", .int(Int64(d.workers[i - 1].threadID)))) }
+            var vitals: LoopVitals?
+            if i == 0 {
+                vitals = d.main.vitals()
+            } else if i - 1 < d.workers.count, case let .success(v) = d.onWorker(i - 1, timeout: .seconds(1), { $0.vitals() }) {
+                vitals = v
+            }
+            f.append(("answered", .bool(vitals != nil)))
+            if let v = vitals { f.append(("thread_tid", .int(Int64(v.threadID)))) }
             f.append(("cpus", .array(plan.cpus.map { .int(Int64($0)) })))
             f.append(("priority", plan.realtimePriority.map { .int(Int64($0)) } ?? .null))
+            if let v = vitals {
+                f.append(("thread", .object([
+                    ("cpu_now", .int(Int64(v.cpu))), ("policy", .string(v.policy)), ("priority_now", .int(Int64(v.priority))),
+                ])))
+                f.append(("waits", .int(Int64(clamping: v.waits))))
+                f.append(("handled", .int(Int64(clamping: v.handled))))
+                f.append((
+                    "slowest_handler",
+                    v.slowest.map { .object([("what", .string($0.what)), ("took_ns", .int(Int64(clamping: $0.nanoseconds)))]) } ?? .null
+                ))
+            }
             loops.append(.object(f))
         }
         var running: [JSON] = []
@@ -289,11 +308,19 @@ extension ControlServer {
                 }
             }
             let n = { (v: UInt64?) in JSON.int(Int64(v ?? 0)) }
+            var last: JSON = .null
+            if let lc, lc.lastEdgeAt > 0 {
+                let now = daemon.main.nowNanoseconds
+                last = .object([
+                    ("edge", .string(lc.lastEdgeRising ? "rising" : "falling")), ("t_ns", .int(Int64(clamping: lc.lastEdgeAt))),
+                    ("ago_ns", .int(Int64(clamping: now &- min(now, lc.lastEdgeAt)))),
+                ])
+            }
             return .object([
                 ("name", .string(l.name)), ("pin", l.pin.map(JSON.string) ?? .null), ("chip", chip), ("offset", offset),
                 ("direction", .string(l.isInput ? "input" : "output")), ("value", .bool(value(i))),
                 ("priority", .string(config.priorities[l.priority.index])), ("events", n(lc?.events)), ("held", n(lc?.heldInRing)),
-                ("lost", n(lc?.lost)), ("rate_limited", n(lc?.rateLimitHolds)),
+                ("lost", n(lc?.lost)), ("rate_limited", n(lc?.rateLimitHolds)), ("last_edge", last),
             ])
         }
     }
@@ -364,6 +391,8 @@ extension ControlServer {
 
     func perform(_ a: ScheduledAction) {
         switch a {
+        case .endTrace:
+            endTrace(send: true)
         case let .off(name):
             guard let id = daemon.config.line(named: name), daemon.config[id].isOutput else { return }
             perform(daemon.main.program.control.set(line: id.index, false))

@@ -65,6 +65,8 @@ public final class ControlServer {
     var stopped = false
     /// The `events` command's state (ControlEvents.swift).
     let events = Events()
+    /// The trace that runs, if one does (ControlTrace.swift).
+    var trace: TraceRun?
     var loop: BoardRunLoop { daemon.loop }
     var logger: Logger { daemon.logger }
 
@@ -82,6 +84,8 @@ public final class ControlServer {
         /// Following the events (`events` with follow), and closed once its replies are written.
         var follow: Follow?
         var closeWhenFlushed = false
+        /// A finished trace still to be sent, a chunk whenever the output drains.
+        var traceDump: TraceDump?
 
         init(fd: Int32, idleAt: UInt64) {
             self.fd = fd
@@ -108,6 +112,8 @@ public final class ControlServer {
         case off(line: String)
         /// A mock pin to a physical level.
         case level(line: String, high: Bool)
+        /// The running trace's time is up.
+        case endTrace
     }
 
     public enum StartError: Error, CustomStringConvertible {
@@ -216,6 +222,9 @@ public final class ControlServer {
 
     private func dispatch(_ c: Client, _ src: PortSource, _ events: PortSource.Events) {
         guard !c.closed else { return }
+        let tr = daemon.main.tracer
+        let t0 = tr == nil ? 0 : loop.now.nanoseconds
+        defer { if let tr { tr.slice(.control, Int(c.fd), from: t0, to: loop.now.nanoseconds) } }
         if events.contains(.writable) { flush(c) }
         guard !c.closed else { return }
         if events.contains(.readable) || events.contains(.hangup) {
@@ -313,7 +322,8 @@ public final class ControlServer {
     }
 
     func flush(_ c: Client) {
-        while !c.output.isEmpty {
+        while !c.output.isEmpty || c.traceDump != nil {
+            if c.output.isEmpty, !sendTraceChunk(c) { break }
             let n = c.output.withUnsafeBytes { send(c.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n > 0 {
                 c.output.removeFirst(n)
@@ -339,6 +349,8 @@ public final class ControlServer {
         guard !c.closed else { return }
         c.closed = true
         if c.follow != nil { unfollow(c) }
+        if trace?.client === c { endTrace(send: false) }
+        c.traceDump = nil
         c.source?.invalidate()
         c.source = nil
         Glibc.close(c.fd)

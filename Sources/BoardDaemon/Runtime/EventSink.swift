@@ -33,32 +33,75 @@ final class EventSink: @unchecked Sendable {
     /// The program the records' indices belong to (set at start and at a
     /// reload, before the first event of the new program).
     @exclusivity(unchecked) private(set) var generation: Int32 = 0
-    /// Whether each reaction's firing is traced at `level`
-    /// (`Program.traceLevels`), decided once per program.
-    @exclusivity(unchecked) private var traced: [Bool] = []
-    /// Whether edges and output writes are recorded: at debug, or while a
-    /// control client follows the events (`TraceLog.watch`). Read relaxed:
-    /// one byte's load, as the level's check it replaces; a record made or
-    /// missed around the moment a follower comes or goes is all it decides.
-    let recordsLines: Atomic<Bool>
+    /// Per reaction, where its firing goes: `toRing` when `level` shows it
+    /// (`Program.traceLevels`), `toTracer` while a trace runs; decided once
+    /// per program and when a trace starts or ends.
+    @exclusivity(unchecked) private var traced: [UInt8] = []
+    /// Where edges and output writes go: `toRing` at debug or while a
+    /// control client follows the events (`TraceLog.watch`), `toTracer`
+    /// while a trace runs. Read relaxed: one byte's load, as the level's
+    /// check it replaces; a record made or missed around the moment a
+    /// follower comes or goes is all it decides.
+    let recordsLines: Atomic<UInt8>
+    static let toRing: UInt8 = 1
+    static let toTracer: UInt8 = 2
+    /// The loop's tracer while a trace runs (`LoopTracer`; set on the
+    /// loop's thread): every record goes to it too, whatever the level.
+    @exclusivity(unchecked) private(set) var tracer: LoopTracer?
+    /// Whether records of each level are made at all: the level shows
+    /// them, or a trace runs (read instead of comparing `level`, at the
+    /// same cost).
+    @exclusivity(unchecked) private var debugOn: Bool
+    @exclusivity(unchecked) private var infoOn: Bool
+    @exclusivity(unchecked) private var warningOn: Bool
 
     init(ring: TraceRing, logger: Logger, loop: BoardRunLoop) {
         self.ring = ring
         self.loop = loop
         self.logger = logger
         level = logger.logLevel
-        recordsLines = Atomic(logger.logLevel <= .debug)
+        recordsLines = Atomic(logger.logLevel <= .debug ? Self.toRing : 0)
+        debugOn = logger.logLevel <= .debug
+        infoOn = logger.logLevel <= .info
+        warningOn = logger.logLevel <= .warning
         ring.attach(self)
     }
 
-    /// A follower came or the last one went.
-    func watch(_ on: Bool) { recordsLines.store(on || level <= .debug, ordering: .relaxed) }
+    /// A follower came or the last one went, or a trace started or ended
+    /// (`TraceRing.watch`, `TraceRing.trace`, under the ring's lock).
+    func watch(_ on: Bool, tracing: Bool) {
+        recordsLines.store((on || level <= .debug ? Self.toRing : 0) | (tracing ? Self.toTracer : 0), ordering: .relaxed)
+    }
 
     /// The program whose reactions and lines the events name from now on.
     func use(_ program: Program) {
         generation = program.generation
+        currentProgram = program
         let level = level
-        traced = program.traceLevels().map { level <= $0 }
+        let tracing = tracer != nil
+        traced = program.traceLevels().map { (level <= $0 ? Self.toRing : 0) | (tracing ? Self.toTracer : 0) }
+    }
+
+    /// A trace starts (`t`) or ends (nil), on the loop's thread: from now
+    /// on every record also goes to `t`, whatever the level.
+    func trace(_ t: LoopTracer?) {
+        tracer = t
+        debugOn = t != nil || level <= .debug
+        infoOn = t != nil || level <= .info
+        warningOn = t != nil || level <= .warning
+        let level = level
+        if let program = currentProgram { traced = program.traceLevels().map { (level <= $0 ? Self.toRing : 0) | (t != nil ? Self.toTracer : 0) } }
+        ring.trace(t != nil)
+    }
+
+    /// The program in use (for a trace's start).
+    @exclusivity(unchecked) private var currentProgram: Program?
+
+    /// A record for the ring when `shown` (the log level shows it), and
+    /// for the tracer while a trace runs, at the loop's time now.
+    @inline(__always) private func emit(_ r: TraceRecord, shown: Bool) {
+        if shown { ring.push(r) }
+        if let t = tracer { t.record(r, at: loop.now.nanoseconds) }
     }
 
     // MARK: Lines
@@ -66,21 +109,30 @@ final class EventSink: @unchecked Sendable {
     /// A line's filtered level changed at `t` (its kernel timestamp);
     /// traced with how late it is handled.
     @inline(__always) func edge(line: Int, rising: Bool, at t: UInt64) {
-        guard recordsLines.load(ordering: .relaxed) else { return }
+        let m = recordsLines.load(ordering: .relaxed)
+        guard m != 0 else { return }
         let now = loop.now.nanoseconds
-        ring.push(debug: TraceRecord(kind: .edge, flag: rising, line: Int32(line), generation: generation, nanoseconds: now > t ? now - t : 0))
+        let r = TraceRecord(kind: .edge, flag: rising, line: Int32(line), generation: generation, nanoseconds: now > t ? now - t : 0)
+        if m & Self.toRing != 0 { ring.push(debug: r) }
+        // At its kernel timestamp, lasting until it was handled.
+        if m & Self.toTracer != 0, let tr = tracer { tr.record(r, at: t, duration: now > t ? now - t : 0) }
     }
 
     /// An output was written.
     @inline(__always) func output(line: Int, value: Bool) {
-        guard recordsLines.load(ordering: .relaxed) else { return }
-        ring.push(debug: TraceRecord(kind: .output, flag: value, line: Int32(line), generation: generation))
+        let m = recordsLines.load(ordering: .relaxed)
+        guard m != 0 else { return }
+        let r = TraceRecord(kind: .output, flag: value, line: Int32(line), generation: generation)
+        if m & Self.toRing != 0 { ring.push(debug: r) }
+        if m & Self.toTracer != 0, let tr = tracer { tr.record(r, at: loop.now.nanoseconds) }
     }
 
     /// A line's gesture group decided an interaction (before its reactions fire).
     @inline(__always) func gesture(line: Int, _ kind: GestureKind) {
-        guard level <= .debug else { return }
-        ring.push(debug: TraceRecord(kind: .gesture, line: Int32(line), index: kind.code, generation: generation))
+        guard debugOn else { return }
+        let r = TraceRecord(kind: .gesture, line: Int32(line), index: kind.code, generation: generation)
+        if level <= .debug { ring.push(debug: r) }
+        if let t = tracer { t.record(r, at: loop.now.nanoseconds) }
     }
 
     func writeFailed(_ name: String, _ e: GPIOError) {
@@ -110,30 +162,33 @@ final class EventSink: @unchecked Sendable {
     /// (`exact`), or on libgpiod 1.6 at least `n` (inferred from two equal
     /// edges in a row, or a level that disagrees after a full FIFO).
     func lost(line: Int, _ n: UInt64, exact: Bool, fifoFull: Bool) {
-        guard level <= .warning else { return }
+        guard warningOn else { return }
         let kind: LossKind = exact ? .counted : fifoFull ? .fifoFull : .inferred
-        ring.push(TraceRecord(kind: .lost, step: kind.rawValue, line: Int32(line), generation: generation, nanoseconds: n))
+        emit(TraceRecord(kind: .lost, step: kind.rawValue, line: Int32(line), generation: generation, nanoseconds: n), shown: level <= .warning)
     }
 
     /// A held event found the line's ring full (reported at the first and
     /// every thousandth).
     func ringFull(line: Int, capacity: Int, lost: UInt64) {
-        guard level <= .warning, lost == 1 || lost % 1000 == 0 else { return }
-        ring.push(
-            TraceRecord(kind: .ringFull, line: Int32(line), generation: generation, number: Int32(clamping: capacity), nanoseconds: lost))
+        guard warningOn, lost == 1 || lost % 1000 == 0 else { return }
+        emit(
+            TraceRecord(kind: .ringFull, line: Int32(line), generation: generation, number: Int32(clamping: capacity), nanoseconds: lost),
+            shown: level <= .warning)
     }
 
     /// The line's mode is back: the events it held are delivered now.
     func heldDelivered(line: Int, count: Int) {
-        guard level <= .info else { return }
-        ring.push(TraceRecord(kind: .heldDelivered, line: Int32(line), generation: generation, number: Int32(clamping: count)))
+        guard infoOn else { return }
+        emit(TraceRecord(kind: .heldDelivered, line: Int32(line), generation: generation, number: Int32(clamping: count)), shown: level <= .info)
     }
 
     /// More deadlines fell due at once than one call handles (a short hold
     /// repeat on a line held back for long): the rest fire in the next pass.
     func deadlinesDeferred(line: Int, handled: Int) {
-        guard level <= .warning else { return }
-        ring.push(TraceRecord(kind: .deadlinesDeferred, line: Int32(line), generation: generation, number: Int32(clamping: handled)))
+        guard warningOn else { return }
+        emit(
+            TraceRecord(kind: .deadlinesDeferred, line: Int32(line), generation: generation, number: Int32(clamping: handled)),
+            shown: level <= .warning)
     }
 
     // MARK: Reactions
@@ -141,15 +196,23 @@ final class EventSink: @unchecked Sendable {
     /// A reaction's actions ran (`took`: from its trigger to their synchronous end).
     @inline(__always) func fired(reaction r: Int, line: Int, repeat count: Int32, took: UInt64) {
         // Unchecked: `r` is a reaction of the program in use.
-        guard traced.withUnsafeBufferPointer({ $0[r] }) else { return }
-        ring.push(
-            TraceRecord(kind: .reaction, line: Int32(line), index: Int32(r), repeatCount: count, generation: generation, nanoseconds: took))
+        let to = traced.withUnsafeBufferPointer { $0[r] }
+        guard to != 0 else { return }
+        let rec = TraceRecord(kind: .reaction, line: Int32(line), index: Int32(r), repeatCount: count, generation: generation, nanoseconds: took)
+        if to & Self.toRing != 0 { ring.push(rec) }
+        // From its trigger to its actions' end.
+        if to & Self.toTracer != 0, let t = tracer {
+            let now = loop.now.nanoseconds
+            t.record(rec, at: now &- min(took, now), duration: took)
+        }
     }
 
     /// A reaction's condition did not hold.
     @inline(__always) func skipped(reaction r: Int, line: Int) {
-        guard level <= .debug else { return }
-        ring.push(debug: TraceRecord(kind: .skipped, line: Int32(line), index: Int32(r), generation: generation))
+        guard debugOn else { return }
+        let rec = TraceRecord(kind: .skipped, line: Int32(line), index: Int32(r), generation: generation)
+        if level <= .debug { ring.push(debug: rec) }
+        if let t = tracer { t.record(rec, at: loop.now.nanoseconds) }
     }
 
     // MARK: Sequences and modes
@@ -227,12 +290,12 @@ final class EventSink: @unchecked Sendable {
     }
 
     func sequence(_ index: Int, _ step: SequenceStep) {
-        guard level <= step.level else { return }
+        guard level <= step.level || tracer != nil else { return }
         let r = step.record
-        ring.push(
+        emit(
             TraceRecord(
                 kind: .sequence, step: r.code, line: -1, index: Int32(index), generation: generation, number: Int32(clamping: r.number),
-                other: Int32(clamping: r.max)))
+                other: Int32(clamping: r.max)), shown: level <= step.level)
     }
 
     /// Why a loop's mode changed.
@@ -272,12 +335,12 @@ final class EventSink: @unchecked Sendable {
     /// The loop's effective mode changed from `old` to `new` (both modes
     /// of the current program).
     func modeChanged(to new: Int, from old: Int, because why: ModeReason) {
-        guard level <= .info else { return }
+        guard infoOn else { return }
         let r = why.record
-        ring.push(
+        emit(
             TraceRecord(
                 kind: .mode, step: r.code, line: -1, index: Int32(new), generation: generation, number: Int32(old),
-                other: Int32(r.sequence)))
+                other: Int32(r.sequence)), shown: level <= .info)
     }
 }
 

@@ -53,6 +53,9 @@ final class LoopRuntime: @unchecked Sendable {
     let pings = Atomic<UInt64>(0)
     /// What the loop runs now (`Activity.code`, 0: none); any thread reads it.
     let activity = Atomic<Int64>(0)
+    /// The loop's tracer while a trace runs (`startTracing`): each daemon
+    /// handler checks it once (a load and a branch when no trace runs).
+    @exclusivity(unchecked) var tracer: LoopTracer?
     /// This loop's outputs that have a safe value, for the main thread to
     /// set when a stop finds the loop stuck.
     let safeOutputs = LockedValue<[SafeOutput]>([])
@@ -66,6 +69,10 @@ final class LoopRuntime: @unchecked Sendable {
     /// to a `wait`). Nil for the reactions of other loops.
     @exclusivity(unchecked) var reactionTimes: [LatencyHistogram?] = []
     @exclusivity(unchecked) var summarizedFires: [UInt64] = []
+    /// Per reaction: its longest handler so far, from the start of the
+    /// handler that fired it (a batch of edges read, a deadline's timer) to
+    /// its actions' end: what it held the loop for (`status`).
+    @exclusivity(unchecked) var reactionLongest: [UInt64] = []
     @exclusivity(unchecked) var postsStale: UInt64 = 0
 
     init(
@@ -96,6 +103,7 @@ final class LoopRuntime: @unchecked Sendable {
         reactionSkipped = Array(repeating: 0, count: c.reactions.count)
         reactionTimes = c.reactions.map { $0.loop == id ? LatencyHistogram() : nil }
         summarizedFires = Array(repeating: 0, count: c.reactions.count)
+        reactionLongest = Array(repeating: 0, count: c.reactions.count)
         topInputPriority = c.lines.lazy.filter { $0.isInput && $0.loop == self.id }.map(\.priority.index).max() ?? 0
     }
 

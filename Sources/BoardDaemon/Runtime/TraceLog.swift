@@ -39,6 +39,9 @@ struct TraceRecord: BitwiseCopyable {
         /// More deadlines were due at once than one advance fires
         /// (warning): `line`, `number` how many it fired.
         case deadlinesDeferred
+        /// A task's timer skipped periods (traces only): `index` the task,
+        /// `nanoseconds` how many.
+        case skippedPeriods
     }
 
     var kind: Kind
@@ -75,6 +78,7 @@ final class TraceRing: @unchecked Sendable {
     private let sinkLock = Lock()
     private weak var sink: EventSink?
     private var watched = false
+    private var traced = false
 
     init(capacity: Int, wake: WriterWake) {
         precondition(capacity > 0 && capacity & (capacity - 1) == 0, "a trace ring's capacity is a power of two")
@@ -88,20 +92,28 @@ final class TraceRing: @unchecked Sendable {
     deinit { slots.deallocate() }
 
     func attach(_ s: EventSink) {
-        let on = sinkLock.withLock {
+        let (on, tracing) = sinkLock.withLock {
             sink = s
-            return watched
+            return (watched, traced)
         }
-        if on { s.watch(true) }
+        if on || tracing { s.watch(on, tracing: tracing) }
     }
 
     /// Edges and writes recorded at every level while `on` (a follower).
     func watch(_ on: Bool) {
-        let s = sinkLock.withLock {
+        sinkLock.withLock {
             watched = on
-            return sink
+            sink?.watch(on, tracing: traced)
         }
-        s?.watch(on)
+    }
+
+    /// Edges and writes also go to the sink's tracer while `on` (a trace
+    /// runs; on the loop's thread).
+    func trace(_ on: Bool) {
+        sinkLock.withLock {
+            traced = on
+            sink?.watch(watched, tracing: on)
+        }
     }
 
     /// On the loop's thread: no allocation, no system call unless the
@@ -228,6 +240,30 @@ final class TraceLog: @unchecked Sendable {
             return
         }
         let config = p.config
+        guard let d = Self.describe(r, loop: loop, config: config, levels: levels) else { return }
+        let line = r.line >= 0 ? config.lines[Int(r.line)].name : ""
+        if let source = d.source { logger.log(level: d.level, "\(d.text)", source: source) } else { logger.log(level: d.level, "\(d.text)") }
+        if feed.attached.load(ordering: .acquiring) {
+            feed.push(
+                TraceEvent(
+                    nanoseconds: EventFeed.now(), loop: config.loops[loop].name, kind: d.kind, line: r.line >= 0 ? line : nil, text: d.text,
+                    level: "\(d.level)", fields: d.fields))
+        }
+    }
+
+    /// A record in words: what the log writes and `events` and traces show.
+    struct Described {
+        var level: Logger.Level
+        var text: String
+        /// The log line's source (nil: the daemon's own).
+        var source: String?
+        var kind: String
+        var fields: [(String, TraceEvent.Value)]
+    }
+
+    /// `r` (of `config`'s program, made on loop `loop`) in words; nil for
+    /// a record whose codes are not known.
+    static func describe(_ r: TraceRecord, loop: Int, config: DaemonConfig, levels: [Logger.Level]) -> Described? {
         let line = r.line >= 0 ? config.lines[Int(r.line)].name : ""
         let level: Logger.Level
         let text: String
@@ -237,7 +273,7 @@ final class TraceLog: @unchecked Sendable {
         switch r.kind {
         case .reaction:
             let reaction = config.reactions[Int(r.index)]
-            level = levels[Int(r.index)]
+            level = Int(r.index) < levels.count ? levels[Int(r.index)] : .info
             text = "\(line): \(reaction.trigger.traceName)\(r.repeatCount > 0 ? " (repeat \(r.repeatCount))" : "") -> \(reaction.name)\(held(r.nanoseconds))"
             source = "reaction \(reaction.name)"
             kind = "reaction"
@@ -260,21 +296,21 @@ final class TraceLog: @unchecked Sendable {
             kind = "output"
             fields = [("value", .bool(r.flag))]
         case .gesture:
-            guard let g = GestureKind(code: r.index) else { return }
+            guard let g = GestureKind(code: r.index) else { return nil }
             level = .debug
             text = "\(line): gesture \(g.traceName)"
             kind = "gesture"
             fields = [("gesture", .string(g.traceName))]
         case .sequence:
             let name = config.sequences[Int(r.index)].name
-            guard let step = EventSink.SequenceStep(code: r.step, number: Int(r.number), max: Int(r.other)) else { return }
+            guard let step = EventSink.SequenceStep(code: r.step, number: Int(r.number), max: Int(r.other)) else { return nil }
             level = step.level
             text = "sequence \(name): \(step.text)"
             source = "sequence \(name)"
             kind = "sequence"
             fields = [("sequence", .string(name))]
         case .mode:
-            guard let why = EventSink.ModeReason(code: r.step, sequence: Int(r.other)) else { return }
+            guard let why = EventSink.ModeReason(code: r.step, sequence: Int(r.other)) else { return nil }
             let new = Int(r.index)
             let held = config.lines.filter { l in
                 l.isInput && l.loop.index == loop && !(new == 0 || config.modes[new].admits.contains(l.priority))
@@ -307,17 +343,18 @@ final class TraceLog: @unchecked Sendable {
             text = "\(line): \(r.number) deadlines were due at once; the rest fire in the next pass"
             source = nil
             kind = "deadlines-deferred"
+        case .skippedPeriods:
+            let name = config.tasks[Int(r.index)].name
+            level = .notice
+            text = "task \(name): \(r.nanoseconds) period(s) skipped (it ran late)"
+            source = "task \(name)"
+            kind = "skipped-periods"
+            fields = [("task", .string(name)), ("count", .int(Int64(clamping: r.nanoseconds)))]
         }
-        if let source { logger.log(level: level, "\(text)", source: source) } else { logger.log(level: level, "\(text)") }
-        if feed.attached.load(ordering: .acquiring) {
-            feed.push(
-                TraceEvent(
-                    nanoseconds: EventFeed.now(), loop: config.loops[loop].name, kind: kind, line: r.line >= 0 ? line : nil, text: text,
-                    level: "\(level)", fields: fields))
-        }
+        return Described(level: level, text: text, source: source, kind: kind, fields: fields)
     }
 
-    private func held(_ ns: UInt64) -> String {
+    private static func held(_ ns: UInt64) -> String {
         ns > 50_000_000 ? " (held \(Duration.nanoseconds(Int64(clamping: ns)).short))" : ""
     }
 }

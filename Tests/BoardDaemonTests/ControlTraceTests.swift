@@ -1,0 +1,176 @@
+import Boardloop
+import BoardloopGPIOMock
+@testable import BoardDaemon
+import Foundation
+import Glibc
+import XCTest
+
+/// The control protocol's `trace` against an in-process daemon on the mock
+/// board, on the manual clock: every loop records, the spans come back as
+/// Chrome trace events in chunks, one track per loop thread; one trace at
+/// a time; a client that hangs up ends its trace; afterwards nothing
+/// records (the sink's switches are back where they were).
+final class ControlTraceTests: XCTestCase {
+    var dir = ""
+
+    override func setUpWithError() throws {
+        var template = Array("/tmp/boardd-trace-XXXXXX".utf8CString)
+        guard let p = mkdtemp(&template) else { throw POSIXError(.EIO) }
+        dir = String(cString: p)
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(atPath: dir) }
+
+    var socketPath: String { dir + "/boardd.sock" }
+
+    static let yaml = ControlTests.yaml + """
+
+        tasks:
+          poll: { every: 100ms, do: [ toggle: led ] }
+        """
+
+    func harness() throws -> Harness {
+        try Harness(Self.yaml, level: .info, control: ControlServer.Options(path: socketPath))
+    }
+
+    /// Reads the stream until its last line (`done`), driving the daemon between reads.
+    func collect(_ c: ControlClient, _ h: Harness, id: Int) throws -> (events: [[String: Any]], done: [String: Any]) {
+        var events: [[String: Any]] = []
+        for _ in 0..<10_000 {
+            try h.daemon.settle()
+            for line in c.lines() {
+                let o = try ControlTests.object(line)
+                XCTAssertEqual(o["id"] as? Int, id, "every line carries the trace's id")
+                if let chunk = o["trace_events"] as? [[String: Any]] {
+                    XCTAssertLessThanOrEqual(chunk.count, ControlServer.traceChunk)
+                    events += chunk
+                } else {
+                    XCTAssertEqual(o["ok"] as? Bool, true, "\(o)")
+                    XCTAssertEqual(o["done"] as? Bool, true, "\(o)")
+                    return (events, o)
+                }
+            }
+        }
+        XCTFail("the trace never ended")
+        return (events, [:])
+    }
+
+    func testATraceRecordsEveryLoopsActivityAsChromeEvents() throws {
+        let h = try harness()
+        let c = try ControlClient(socketPath)
+        let started = try c.request(#"{"v":1,"id":9,"cmd":"trace","for":"1s"}"#, h)
+        XCTAssertEqual(started["ok"] as? Bool, true, "\(started)")
+        XCTAssertEqual(started["tracing"] as? Bool, true)
+        XCTAssertEqual(started["for_ns"] as? Int, 1_000_000_000)
+        XCTAssertEqual(started["loops"] as? [String], ["main", "w"])
+        XCTAssertNotNil(h.daemon.main.tracer)
+        XCTAssertEqual(h.daemon.main.events.recordsLines.load(ordering: .relaxed), EventSink.toTracer, "edges go to the tracer only")
+
+        // A click (edges, a reaction, a write), a sequence started from a
+        // second client (a control request, its steps), the task's runs on
+        // the worker.
+        let other = try ControlClient(socketPath)
+        try h.press()
+        try h.advance(50)
+        try h.press(false)
+        try h.advance(10)
+        XCTAssertEqual(try other.request(#"{"v":1,"cmd":"sequence","name":"blink","action":"start"}"#, h)["ok"] as? Bool, true)
+        try h.advance(300)
+        XCTAssertEqual(other.lines(), [], "the trace goes to its own client only")
+        // A second trace while one runs: refused, the first goes on.
+        let busy = try other.request(#"{"v":1,"id":2,"cmd":"trace","for":"1s"}"#, h)
+        XCTAssertEqual(ControlTests.code(busy), "busy")
+        XCTAssertTrue(((busy["error"] as? [String: Any])?["message"] as? String ?? "").contains("already running"), "\(busy)")
+        XCTAssertEqual(c.lines(), [], "nothing is sent before the time is up")
+        try h.advance(700)
+
+        let (events, done) = try collect(c, h, id: 9)
+        XCTAssertEqual(done["events"] as? Int, events.count, "the last line counts what was sent")
+        XCTAssertEqual(done["overwritten"] as? Int, 0)
+        XCTAssertEqual(done["loops_missing"] as? [String], [])
+
+        // One track per loop thread, named.
+        let names = events.filter { $0["name"] as? String == "thread_name" }
+        XCTAssertEqual(names.compactMap { ($0["args"] as? [String: Any])?["name"] as? String }, ["loop main", "loop w"])
+        let tids = Set(names.compactMap { $0["tid"] as? Int })
+        XCTAssertEqual(tids.count, 2, "a track per loop")
+        let work = events.filter { $0["ph"] as? String != "M" }
+        XCTAssertEqual(Set(work.compactMap { $0["tid"] as? Int }), tids, "every event is on a loop's track")
+        for e in work {
+            XCTAssertEqual(e["pid"] as? Int, Int(getpid()))
+            let ts = try XCTUnwrap(e["ts"] as? Double, "\(e)")
+            XCTAssertGreaterThanOrEqual(ts, 0)
+            switch e["ph"] as? String {
+            case "X": XCTAssertGreaterThanOrEqual(try XCTUnwrap(e["dur"] as? Double, "\(e)"), 0)
+            case "i": XCTAssertEqual(e["s"] as? String, "t")
+            default: XCTFail("unexpected phase: \(e)")
+            }
+        }
+        func named(_ n: String, _ ph: String) -> [[String: Any]] { work.filter { $0["name"] as? String == n && $0["ph"] as? String == ph } }
+        let mainTID = names.first { ($0["args"] as? [String: Any])?["name"] as? String == "loop main" }?["tid"] as? Int
+        let workerTID = names.first { ($0["args"] as? [String: Any])?["name"] as? String == "loop w" }?["tid"] as? Int
+
+        // The loop's own activity: the worker's passes and waits (the
+        // main loop here runs zero-timeout passes on the manual clock,
+        // which neither wait nor notify; the end-to-end test sees its).
+        XCTAssertFalse(work.filter { $0["tid"] as? Int == workerTID && $0["name"] as? String == "wait" }.isEmpty, "the worker's waits")
+        XCTAssertFalse(work.filter { $0["tid"] as? Int == workerTID && $0["name"] as? String == "pass" }.isEmpty, "the worker's passes")
+        // Handlers with their durations.
+        XCTAssertEqual(named("line button", "X").count, 2, "the press's and the release's batches")
+        XCTAssertTrue(named("line button", "X").allSatisfy { ($0["args"] as? [String: Any])?["events"] as? Int == 1 })
+        XCTAssertFalse(named("control request", "X").isEmpty)
+        XCTAssertEqual(named("sequence blink step", "X").count, 2, "the step before the wait and the one after it")
+        let polls = named("task poll", "X")
+        // Ten periods of a 100ms task in 1s; the tenth falls at the trace's
+        // last instant, on either side of its end.
+        XCTAssertTrue((9...10).contains(polls.count), "a 100ms task over 1s: \(polls.count)")
+        XCTAssertTrue(polls.allSatisfy { $0["tid"] as? Int == mainTID && $0["cat"] as? String == "timer" })
+        XCTAssertTrue(polls.allSatisfy { ($0["args"] as? [String: Any])?["lateness_ns"] is Int })
+        // What the event sink records, named as the log names it.
+        let edges = work.filter { $0["cat"] as? String == "edge" }
+        XCTAssertEqual(edges.map { ($0["args"] as? [String: Any])?["value"] as? Bool }, [true, false])
+        XCTAssertTrue(edges.allSatisfy { $0["tid"] as? Int == mainTID && ($0["args"] as? [String: Any])?["handled_after_ns"] is Int })
+        let reactions = work.filter { $0["cat"] as? String == "reaction" }
+        XCTAssertEqual(reactions.compactMap { ($0["args"] as? [String: Any])?["reaction"] as? String }, ["press lights"])
+        let writes = work.filter { $0["cat"] as? String == "output" }.compactMap { $0["name"] as? String }
+        XCTAssertTrue(writes.contains("led = on"), "\(writes)")
+        XCTAssertTrue(writes.contains("fan = on") && writes.contains("fan = off"), "\(writes)")
+        XCTAssertFalse(work.filter { $0["cat"] as? String == "sequence" && $0["ph"] as? String == "i" }.isEmpty, "the sequence's steps")
+
+        // Over: nothing records, the switches are as they were.
+        XCTAssertNil(h.daemon.main.tracer)
+        XCTAssertEqual(h.daemon.main.events.recordsLines.load(ordering: .relaxed), 0)
+        guard case let .success(workerTracer) = h.daemon.onWorker(0, timeout: .seconds(5), { UncheckedTracer(tracer: $0.tracer) }) else {
+            return XCTFail("the worker did not answer")
+        }
+        XCTAssertNil(workerTracer.tracer)
+        // And a new trace may start.
+        XCTAssertEqual(try c.request(#"{"v":1,"id":10,"cmd":"trace","for":"100ms"}"#, h)["ok"] as? Bool, true)
+        try h.advance(100)
+        XCTAssertGreaterThan(try collect(c, h, id: 10).events.count, 0)
+    }
+
+    func testBadRequestsAndAClientThatHangsUpMidTrace() throws {
+        let h = try harness()
+        let c = try ControlClient(socketPath)
+        for (request, code) in [
+            (#"{"v":1,"cmd":"trace"}"#, "bad-argument"), (#"{"v":1,"cmd":"trace","for":"0s"}"#, "bad-argument"),
+            (#"{"v":1,"cmd":"trace","for":"10min"}"#, "bad-argument"), (#"{"v":1,"cmd":"trace","for":5}"#, "bad-argument"),
+        ] {
+            XCTAssertEqual(ControlTests.code(try c.request(request, h)), code, request)
+        }
+        XCTAssertNil(h.daemon.main.tracer, "a refused trace starts nothing")
+
+        var gone: ControlClient? = try ControlClient(socketPath)
+        XCTAssertEqual(try gone!.request(#"{"v":1,"cmd":"trace","for":"5s"}"#, h)["ok"] as? Bool, true)
+        XCTAssertNotNil(h.daemon.main.tracer)
+        gone = nil
+        try h.daemon.settle()
+        XCTAssertNil(h.daemon.main.tracer, "the client hung up: its trace ended")
+        XCTAssertNil(h.daemon.control?.trace)
+        XCTAssertEqual(h.daemon.main.events.recordsLines.load(ordering: .relaxed), 0)
+        // The time it would have ended passes without harm; the server serves on.
+        try h.advance(5000)
+        XCTAssertEqual(try c.request(#"{"v":1,"cmd":"ping"}"#, h)["pong"] as? Bool, true)
+    }
+}
