@@ -174,7 +174,7 @@ extension LoopRuntime {
         let handler = done &- min(began, done)
         if handler > reactionLongest[r] { reactionLongest[r] = handler }
         // Reported after the actions (the output is not delayed by logging).
-        events.fired(reaction: r, line: line.id, repeat: count, took: took)
+        events.fired(reaction: r, line: line.id, repeat: count, trigger: t, took: took)
     }
 
     /// Runs a task's actions; returns when they ended (the loop's clock).

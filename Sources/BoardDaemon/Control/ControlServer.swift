@@ -268,7 +268,8 @@ public final class ControlServer {
                 c.input += piece
                 let line = c.input
                 c.input = []
-                c.idleAt = deadline()
+                // (A client waiting for its trace has no idle timeout.)
+                c.idleAt = trace?.client === c || c.traceDump != nil ? .max : deadline()
                 armIdle()
                 handleLine(line[...], from: c)
             } else {

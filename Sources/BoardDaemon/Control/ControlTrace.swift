@@ -82,6 +82,10 @@ extension ControlServer {
         let endsAt = loop.now.nanoseconds &+ UInt64(length.nanosecondsClamped)
         trace = TraceRun(client: c, id: id, endsAt: endsAt)
         schedule(.endTrace, at: endsAt)
+        // The client waits without a request for as long: no idle timeout
+        // until its trace is sent.
+        c.idleAt = .max
+        armIdle()
         logger.info("control: tracing \(names.joined(separator: ", ")) for \(DurationText.format(length)) (\(c.peer))")
         return [("tracing", .bool(true)), ("for_ns", .int(length.nanosecondsClamped)), ("loops", .array(names.map(JSON.string)))]
     }
@@ -144,6 +148,8 @@ extension ControlServer {
             return true
         }
         c.traceDump = nil
+        c.idleAt = deadline()
+        armIdle()
         let overwritten = dump.loops.reduce(0) { $0 + ($1.tracer?.overwritten ?? 0) }
         let missing = dump.loops.filter { $0.tracer == nil }.map { JSON.string($0.name) }
         append(

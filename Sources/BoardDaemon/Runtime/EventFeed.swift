@@ -13,9 +13,10 @@ struct TraceEvent: Sendable {
         case bool(Bool)
     }
 
-    /// When the log writer read the record (CLOCK_REALTIME, nanoseconds
-    /// since the epoch): a record carries no time of its own, so this is
-    /// up to the writer's nap (`LogWriter.napMilliseconds`) after the event.
+    /// When it happened (CLOCK_REALTIME, nanoseconds since the epoch): an
+    /// edge's kernel timestamp, a reaction's end; for the other kinds,
+    /// whose records carry no time of their own, when the log writer read
+    /// the record (up to its nap, `LogWriter.napMilliseconds`, after the event).
     var nanoseconds: UInt64
     var loop: String
     /// edge, output, reaction, skipped, gesture, sequence, mode, held,
@@ -87,6 +88,13 @@ final class EventFeed: @unchecked Sendable {
     static func now() -> UInt64 {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
+        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
+    }
+
+    /// The monotonic clock (the kernel's GPIO timestamps' and the loops').
+    static func monotonicNow() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
         return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
     }
 }

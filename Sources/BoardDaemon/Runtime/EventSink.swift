@@ -112,7 +112,7 @@ final class EventSink: @unchecked Sendable {
         let m = recordsLines.load(ordering: .relaxed)
         guard m != 0 else { return }
         let now = loop.now.nanoseconds
-        let r = TraceRecord(kind: .edge, flag: rising, line: Int32(line), generation: generation, nanoseconds: now > t ? now - t : 0)
+        let r = TraceRecord(kind: .edge, flag: rising, line: Int32(line), generation: generation, nanoseconds: now > t ? now - t : 0, at: t)
         if m & Self.toRing != 0 { ring.push(debug: r) }
         // At its kernel timestamp, lasting until it was handled.
         if m & Self.toTracer != 0, let tr = tracer { tr.record(r, at: t, duration: now > t ? now - t : 0) }
@@ -193,18 +193,16 @@ final class EventSink: @unchecked Sendable {
 
     // MARK: Reactions
 
-    /// A reaction's actions ran (`took`: from its trigger to their synchronous end).
-    @inline(__always) func fired(reaction r: Int, line: Int, repeat count: Int32, took: UInt64) {
+    /// A reaction's actions ran (`took`: from its trigger, at `trigger`, to their synchronous end).
+    @inline(__always) func fired(reaction r: Int, line: Int, repeat count: Int32, trigger: UInt64, took: UInt64) {
         // Unchecked: `r` is a reaction of the program in use.
         let to = traced.withUnsafeBufferPointer { $0[r] }
         guard to != 0 else { return }
-        let rec = TraceRecord(kind: .reaction, line: Int32(line), index: Int32(r), repeatCount: count, generation: generation, nanoseconds: took)
+        let rec = TraceRecord(
+            kind: .reaction, line: Int32(line), index: Int32(r), repeatCount: count, generation: generation, nanoseconds: took, at: trigger)
         if to & Self.toRing != 0 { ring.push(rec) }
-        // From its trigger to its actions' end.
-        if to & Self.toTracer != 0, let t = tracer {
-            let now = loop.now.nanoseconds
-            t.record(rec, at: now &- min(took, now), duration: took)
-        }
+        // Where its actions ended (`took` from its trigger in the args).
+        if to & Self.toTracer != 0, let t = tracer { t.record(rec, at: loop.now.nanoseconds) }
     }
 
     /// A reaction's condition did not hold.

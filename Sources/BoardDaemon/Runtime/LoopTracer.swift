@@ -139,7 +139,15 @@ extension LoopRuntime {
         _ = stopTracing()
         let o = RunLoopObserver(activities: [.entry, .beforeWaiting, .afterWaiting, .exit], order: Int.min) {
             [unowned self, unowned tracer] _, activity in
-            tracer.observed(activity, at: self.nowNanoseconds, mode: self.effectiveMode)
+            // The mode of the run that begins or ends (a nested run's, at its exit too).
+            let running = self.loop.currentMode
+            var mode = self.effectiveMode
+            var i = 0
+            while i < self.runModes.count {
+                if self.runModes[i] == running { mode = i }
+                i += 1
+            }
+            tracer.observed(activity, at: self.nowNanoseconds, mode: mode)
         }
         try loop.add(o, mode: .common)
         tracer.observer = o

@@ -57,6 +57,10 @@ struct TraceRecord: BitwiseCopyable {
     var number: Int32 = 0
     var other: Int32 = 0
     var nanoseconds: UInt64 = 0
+    /// When it happened on the monotonic clock, for the kinds that know
+    /// without a clock read: an edge's kernel timestamp, a reaction's
+    /// trigger (0: not known; the writer stamps the record when it reads it).
+    var at: UInt64 = 0
 }
 
 /// A loop's trace ring: fixed size, allocated when the daemon starts, one
@@ -174,6 +178,9 @@ final class TraceLog: @unchecked Sendable {
     private var programs: [(program: Program, levels: [Logger.Level])] = []
     private var droppedReported: [UInt64]
     private var stale: UInt64 = 0
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC, read at each drain: puts an
+    /// edge's kernel timestamp on the wall clock.
+    private var clockOffset: UInt64 = 0
 
     init(loops: Int, program: Program, logger: Logger, writer: LogWriter, capacity: Int = TraceLog.ringCapacity) {
         rings = (0..<loops).map { _ in TraceRing(capacity: capacity, wake: writer.wake) }
@@ -215,6 +222,8 @@ final class TraceLog: @unchecked Sendable {
     @discardableResult
     func drain() -> Bool {
         lock.withLock {
+            // One offset for the batch: its events keep their order.
+            clockOffset = EventFeed.now() &- EventFeed.monotonicNow()
             var any = false
             for (i, ring) in rings.enumerated() {
                 let n = ring.consume { r in log(r, loop: i) }
@@ -244,10 +253,21 @@ final class TraceLog: @unchecked Sendable {
         let line = r.line >= 0 ? config.lines[Int(r.line)].name : ""
         if let source = d.source { logger.log(level: d.level, "\(d.text)", source: source) } else { logger.log(level: d.level, "\(d.text)") }
         if feed.attached.load(ordering: .acquiring) {
+            // An edge at its kernel timestamp, a reaction when its actions
+            // ended (its trigger and the time they took): both on the
+            // monotonic clock, put on the wall clock by the offset between
+            // the two now. The rest: when read.
+            var t = EventFeed.now()
+            var fields = d.fields
+            if r.at != 0 {
+                let happened = r.kind == .reaction ? r.at &+ r.nanoseconds : r.at
+                t = happened &+ clockOffset
+                fields.append(("mono_ns", .int(Int64(clamping: happened))))
+            }
             feed.push(
                 TraceEvent(
-                    nanoseconds: EventFeed.now(), loop: config.loops[loop].name, kind: d.kind, line: r.line >= 0 ? line : nil, text: d.text,
-                    level: "\(d.level)", fields: d.fields))
+                    nanoseconds: t, loop: config.loops[loop].name, kind: d.kind, line: r.line >= 0 ? line : nil, text: d.text,
+                    level: "\(d.level)", fields: fields))
         }
     }
 
