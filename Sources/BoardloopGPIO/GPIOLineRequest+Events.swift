@@ -413,6 +413,14 @@ extension GPIOLineRequest {
         driver.release()
     }
 
+    /// Replaces the edge handler of a scheduled request (on its loop's
+    /// thread): the next batch goes to `handler`. A tracer swaps in a
+    /// handler that times the old one, so the untraced path checks nothing.
+    package func replaceHandler(_ handler: @escaping (GPIOEdgeEventBatch) -> Void) {
+        guard self.handler != nil else { return }
+        self.handler = handler
+    }
+
     /// Reports `error` to the handler and unschedules the request.
     func fail(_ error: GPIOError, entry: MonotonicInstant?) {
         if let loop, handler != nil {

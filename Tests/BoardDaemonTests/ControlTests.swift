@@ -146,6 +146,27 @@ final class ControlTests: XCTestCase {
         XCTAssertEqual(loops.map { $0["name"] as? String }, ["main", "w"])
         XCTAssertEqual(loops.map { $0["mode"] as? String }, ["default", "default"])
         XCTAssertNotNil(loops[1]["thread_tid"] as? Int)
+        XCTAssertNotEqual(loops[0]["thread_tid"] as? Int, loops[1]["thread_tid"] as? Int, "a thread per loop")
+        XCTAssertEqual(loops.map { $0["answered"] as? Bool }, [true, true])
+        for l in loops {
+            let thread = try XCTUnwrap(l["thread"] as? [String: Any], "\(l)")
+            XCTAssertEqual(thread["policy"] as? String, "other", "no real-time settings in this config")
+            XCTAssertEqual(thread["priority_now"] as? Int, 0)
+            XCTAssertGreaterThanOrEqual(thread["cpu_now"] as? Int ?? -1, 0)
+            XCTAssertNotNil(l["waits"] as? Int)
+            XCTAssertGreaterThan(l["handled"] as? Int ?? 0, 0, "the loop has run its start-up work: \(l)")
+            XCTAssertTrue(l["slowest_handler"] is NSNull, "no reaction or task ran yet: \(l)")
+        }
+        // A press: the main loop's slowest handler is its reaction, the
+        // button's last edge is known.
+        try h.press()
+        try h.advance(5)
+        let after = try c.request(#"{"v":1,"id":3,"cmd":"status"}"#, h)
+        let main = try XCTUnwrap((after["loops"] as? [[String: Any]])?.first)
+        let slowest = try XCTUnwrap(main["slowest_handler"] as? [String: Any], "\(main)")
+        XCTAssertEqual(slowest["what"] as? String, "reaction press lights")
+        XCTAssertGreaterThanOrEqual(slowest["took_ns"] as? Int ?? -1, 0)
+        XCTAssertGreaterThan(main["handled"] as? Int ?? 0, loops[0]["handled"] as? Int ?? 0, "more callouts since")
         XCTAssertEqual((s["reloads"] as? [String: Any])?["applied"] as? Int, 0)
         XCTAssertEqual(s["children"] as? Int, 0)
 
@@ -155,9 +176,14 @@ final class ControlTests: XCTestCase {
         let led = try XCTUnwrap(lines.first { $0["name"] as? String == "led" })
         XCTAssertEqual(led["direction"] as? String, "output")
         XCTAssertEqual(led["offset"] as? Int, Int(Harness.offset("LED")))
-        XCTAssertEqual(led["value"] as? Bool, false)
+        XCTAssertEqual(led["value"] as? Bool, true, "the press above lit it")
         XCTAssertEqual(led["priority"] as? String, "normal")
-        XCTAssertEqual(lines.first { $0["name"] as? String == "button" }?["direction"] as? String, "input")
+        let button = try XCTUnwrap(lines.first { $0["name"] as? String == "button" })
+        XCTAssertEqual(button["direction"] as? String, "input")
+        let last = try XCTUnwrap(button["last_edge"] as? [String: Any], "the press above: \(button)")
+        XCTAssertEqual(last["edge"] as? String, "rising", "pressed: active (its active-low pin fell; edges are logical, as libgpiod reports them)")
+        XCTAssertEqual(last["ago_ns"] as? Int, 5_000_000, "pressed 5ms before, on the manual clock")
+        XCTAssertTrue(led["last_edge"] is NSNull, "an output has no edges")
     }
 
     func testSetToggleGetAndPulseDriveTheOutputs() throws {

@@ -1,5 +1,6 @@
 import Boardloop
 import BoardloopGPIOMock
+import BoardloopTestSupport
 @testable import BoardDaemon
 import Foundation
 import Glibc
@@ -172,5 +173,62 @@ final class ControlTraceTests: XCTestCase {
         // The time it would have ended passes without harm; the server serves on.
         try h.advance(5000)
         XCTAssertEqual(try c.request(#"{"v":1,"cmd":"ping"}"#, h)["pong"] as? Bool, true)
+    }
+
+    /// While a trace runs the loop allocates nothing per event either: its
+    /// spans go into the ring made when the trace started, which wraps
+    /// (the oldest overwritten) without allocating.
+    func testATraceRecordsWithoutAllocating() throws {
+        try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked (ThreadSanitizer build)")
+        let h = try Harness(
+            """
+            board: demo
+            lines:
+              button: { pin: BUTTON, input: { edge: both, active_low: true } }
+              led: { pin: LED, output: {} }
+              fan: { pin: FAN, output: {} }
+            tasks:
+              blink: { every: 1ms, do: [ toggle: fan ] }
+            reactions:
+              - { on: { line: button, press: true }, do: [ set: { led: on } ] }
+              - { on: { line: button, release: true }, do: [ set: { led: off } ] }
+            """, level: .info)
+        let tracer = LoopTracer(capacity: 4096, threadID: 0, now: h.daemon.main.nowNanoseconds)
+        try h.daemon.main.startTracing(tracer)
+        let loop = h.daemon.loop
+        let clock = h.clock
+        var level = false
+        func round() throws {
+            level.toggle()
+            try h.chip.setLevel(17, level)
+            _ = try loop.run(mode: .default, timeout: .zero)
+            AllocationCounter.endCountingOnThisThread()
+            clock.advance(by: .microseconds(500))
+            AllocationCounter.beginCountingOnThisThread()
+            _ = try loop.run(mode: .default, timeout: .zero)
+        }
+        AllocationCounter.beginCountingOnThisThread()
+        for _ in 0..<500 { try round() }
+        AllocationCounter.endCountingOnThisThread()
+        let before = tracer.count
+        let m = try AllocationCounter.measure { () throws in
+            for _ in 0..<5_000 { try round() }
+        }
+        let spans = tracer.count - before
+        XCTAssertEqual(m.allocations, 0, "allocations while tracing \(spans) spans: \(m.allocations) (\(m.bytes) bytes)")
+        // Per round: the batch's span, its edge, a reaction, a write; a task run (and its write) every other round.
+        XCTAssertGreaterThanOrEqual(spans, 5_000 * 4, "spans recorded")
+        XCTAssertGreaterThan(tracer.overwritten, 0, "the ring wrapped")
+        var kinds = Set<UInt8>()
+        var records = Set<UInt8>()
+        for i in (tracer.count - tracer.capacity)..<tracer.count {
+            let s = tracer.span(i)
+            kinds.insert(s.kind.rawValue)
+            if s.kind == .record { records.insert(s.record.kind.rawValue) }
+        }
+        XCTAssertTrue(kinds.isSuperset(of: [LoopTracer.Kind.line.rawValue, LoopTracer.Kind.task.rawValue, LoopTracer.Kind.record.rawValue]))
+        XCTAssertTrue(records.isSuperset(of: [TraceRecord.Kind.edge.rawValue, TraceRecord.Kind.reaction.rawValue, TraceRecord.Kind.output.rawValue]))
+        XCTAssertTrue(h.daemon.main.stopTracing() === tracer)
+        XCTAssertNil(h.daemon.main.tracer)
     }
 }

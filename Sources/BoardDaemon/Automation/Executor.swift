@@ -170,9 +170,11 @@ extension LoopRuntime {
         let done = nowNanoseconds
         let took = done > t ? done - t : 0
         reactionTimes[r]?.record(nanoseconds: took)
-        let began = line.handlerStart != 0 ? line.handlerStart : t
-        let handler = done &- min(began, done)
-        if handler > reactionLongest[r] { reactionLongest[r] = handler }
+        let handler = Int64(bitPattern: done &- min(line.handlerStart, done))
+        if handler > slowestReaction {
+            slowestReaction = handler
+            slowestReactionIndex = r
+        }
         // Reported after the actions (the output is not delayed by logging).
         events.fired(reaction: r, line: line.id, repeat: count, trigger: t, took: took)
     }

@@ -72,8 +72,8 @@ final class InputLine: @unchecked Sendable {
     /// The timestamp of the last edge read from the kernel.
     @exclusivity(unchecked) private(set) var rawTime: UInt64 = 0
     /// When the handler that delivers events now began (a batch's entry,
-    /// a timer's or a catch-up's start); 0 when none measured it (the
-    /// first level at start). A reaction's handler time runs from it.
+    /// a timer's or a catch-up's start, the line's start): a reaction's
+    /// handler time runs from it.
     @exclusivity(unchecked) var handlerStart: UInt64 = 0
 
     init(id: Int, config: LineConfig, runtime: LoopRuntime, request: GPIOLineRequest, cell: LineCell, reactions: [Int]) throws {
@@ -167,6 +167,7 @@ final class InputLine: @unchecked Sendable {
     /// through its filters only with `initial_edge: true`.
     func start() {
         let now = rt.nowNanoseconds
+        handlerStart = now
         if let from = startFrom {
             startFrom = nil
             if !from.continues(with: config.filters), let raw = try? request.value(), raw != level {
@@ -206,7 +207,7 @@ final class InputLine: @unchecked Sendable {
 
     func schedule() throws {
         let modes = self.modes
-        try request.schedule(on: rt.loop, mode: modes[0], order: sourceOrder) { [unowned self] batch in self.handle(batch) }
+        try request.schedule(on: rt.loop, mode: modes[0], order: sourceOrder, handler: edgeHandler(traced: rt.tracer != nil))
         if config.priority.index < rt.topInputPriority { request.eventsPerDispatch = min(request.eventsPerDispatch, Self.lowPriorityBatch) }
         for m in modes.dropFirst() { try request.add(to: m) }
         if let limit = config.rateLimit {
@@ -233,6 +234,23 @@ final class InputLine: @unchecked Sendable {
         }
     }
 
+    /// The request's handler: `handle`, or while a trace runs `handleTraced`
+    /// (swapped by `traced(_:)`, so the untraced path checks nothing).
+    func edgeHandler(traced: Bool) -> (GPIOEdgeEventBatch) -> Void {
+        traced ? { [unowned self] batch in self.handleTraced(batch) } : { [unowned self] batch in self.handle(batch) }
+    }
+
+    /// A trace starts or ends: the request's handler is swapped.
+    func traced(_ on: Bool) {
+        request.replaceHandler(edgeHandler(traced: on))
+    }
+
+    /// `handle`, recorded as a span of the loop's trace.
+    private func handleTraced(_ batch: GPIOEdgeEventBatch) {
+        handle(batch)
+        if let tr = rt.tracer { tr.slice(.line, id, Int64(batch.count), from: batch.handlerEntryTime.nanoseconds, to: rt.nowNanoseconds) }
+    }
+
     /// Takes the line off the loop (the request stays, for a reload to keep).
     func unschedule() {
         request.unschedule()
@@ -255,9 +273,6 @@ final class InputLine: @unchecked Sendable {
         // `rt` checks the runtime is alive and retains it (about 45
         // instructions).
         let rt = self.rt
-        let tr = rt.tracer
-        let t0 = tr == nil ? 0 : rt.nowNanoseconds
-        defer { if let tr { tr.slice(.line, id, Int64(batch.count), from: t0, to: rt.nowNanoseconds) } }
         handlerStart = batch.handlerEntryTime.nanoseconds
         lost &+= batch.lostEvents
         if batch.overflowSuspected { suspectedOverflows &+= 1 }

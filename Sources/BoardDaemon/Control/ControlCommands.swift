@@ -252,13 +252,13 @@ extension ControlServer {
             f.append(("priority", plan.realtimePriority.map { .int(Int64($0)) } ?? .null))
             if let v = vitals {
                 f.append(("thread", .object([
-                    ("cpu_now", .int(Int64(v.cpu))), ("policy", .string(v.policy)), ("priority_now", .int(Int64(v.priority))),
+                    ("cpu_now", .int(Int64(v.cpu))), ("policy", .string("\(v.policy)")), ("priority_now", .int(Int64(v.priority))),
                 ])))
                 f.append(("waits", .int(Int64(clamping: v.waits))))
                 f.append(("handled", .int(Int64(clamping: v.handled))))
                 f.append((
                     "slowest_handler",
-                    v.slowest.map { .object([("what", .string($0.what)), ("took_ns", .int(Int64(clamping: $0.nanoseconds)))]) } ?? .null
+                    v.slowest.map { .object([("what", .string($0.what(config))), ("took_ns", .int(Int64(clamping: $0.nanoseconds)))]) } ?? .null
                 ))
             }
             loops.append(.object(f))

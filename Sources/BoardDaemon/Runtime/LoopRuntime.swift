@@ -69,10 +69,12 @@ final class LoopRuntime: @unchecked Sendable {
     /// to a `wait`). Nil for the reactions of other loops.
     @exclusivity(unchecked) var reactionTimes: [LatencyHistogram?] = []
     @exclusivity(unchecked) var summarizedFires: [UInt64] = []
-    /// Per reaction: its longest handler so far, from the start of the
-    /// handler that fired it (a batch of edges read, a deadline's timer) to
-    /// its actions' end: what it held the loop for (`status`).
-    @exclusivity(unchecked) var reactionLongest: [UInt64] = []
+    /// The longest a reaction has held the loop so far, from the start of
+    /// the handler that fired it (a batch of edges read, a deadline's
+    /// timer) to its actions' end, and which reaction (`status`); -1 before
+    /// the first.
+    @exclusivity(unchecked) var slowestReaction: Int64 = -1
+    @exclusivity(unchecked) var slowestReactionIndex = -1
     @exclusivity(unchecked) var postsStale: UInt64 = 0
 
     init(
@@ -103,7 +105,8 @@ final class LoopRuntime: @unchecked Sendable {
         reactionSkipped = Array(repeating: 0, count: c.reactions.count)
         reactionTimes = c.reactions.map { $0.loop == id ? LatencyHistogram() : nil }
         summarizedFires = Array(repeating: 0, count: c.reactions.count)
-        reactionLongest = Array(repeating: 0, count: c.reactions.count)
+        slowestReaction = -1
+        slowestReactionIndex = -1
         topInputPriority = c.lines.lazy.filter { $0.isInput && $0.loop == self.id }.map(\.priority.index).max() ?? 0
     }
 

@@ -153,6 +153,7 @@ extension LoopRuntime {
         tracer.observer = o
         self.tracer = tracer
         events.trace(tracer)
+        for case let i? in inputs { i.traced(true) }
     }
 
     /// Ends the recording (on the loop's thread); the tracer it returns
@@ -163,6 +164,7 @@ extension LoopRuntime {
         t.observer = nil
         tracer = nil
         events.trace(nil)
+        for case let i? in inputs { i.traced(false) }
         return t
     }
 }

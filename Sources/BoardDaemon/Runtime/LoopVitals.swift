@@ -3,13 +3,14 @@ import CDaemon
 import Glibc
 
 /// How a loop's thread is doing, for `status`: where it runs, how much it
-/// has done, and its slowest handler so far. Read on the loop's thread.
+/// has done, and its slowest handler so far. Read on the loop's thread,
+/// without allocating (the names are looked up by the control server).
 struct LoopVitals: Sendable {
     var threadID: Int32
     /// The CPU the thread ran on when asked (-1: unknown).
     var cpu: Int32
     /// SCHED_OTHER, SCHED_FIFO, SCHED_RR... and the real-time priority (0 for SCHED_OTHER).
-    var policy: String
+    var policy: StaticString
     var priority: Int32
     /// Waits in the kernel (passes that slept or polled) and callouts made
     /// (timers fired, sources handled, performs run).
@@ -17,14 +18,27 @@ struct LoopVitals: Sendable {
     var handled: UInt64
     /// The slowest of the daemon's handlers so far: a reaction's (from the
     /// start of the handler that fired it to its actions' end:
-    /// `LoopRuntime.reactionLongest`) or a task's run. Nil before any ran.
-    var slowest: (what: String, nanoseconds: UInt64)?
+    /// `LoopRuntime.slowestReaction`) or a task's run. Nil before any ran.
+    var slowest: Slowest?
+
+    struct Slowest: Sendable {
+        var isTask: Bool
+        /// The reaction's or the task's index in the config.
+        var index: Int
+        var nanoseconds: UInt64
+
+        /// "reaction NAME", "task NAME" (on the control server's thread).
+        func what(_ config: DaemonConfig) -> String {
+            if isTask { return index < config.tasks.count ? "task \(config.tasks[index].name)" : "a task" }
+            return index < config.reactions.count ? "reaction \(config.reactions[index].name)" : "a reaction"
+        }
+    }
 }
 
 extension LoopRuntime {
     func vitals() -> LoopVitals {
         var policy: Int32 = 0, priority: Int32 = 0
-        let policyName: String
+        let policyName: StaticString
         if bd_thread_scheduling(&policy, &priority) == 0 {
             switch policy {
             case SCHED_FIFO: policyName = "fifo"
@@ -36,12 +50,15 @@ extension LoopRuntime {
         } else {
             policyName = "unknown"
         }
-        var slowest: (String, UInt64)?
-        for (i, ns) in reactionLongest.enumerated() where ns > (slowest?.1 ?? 0) {
-            slowest = ("reaction \(config.reactions[i].name)", ns)
+        var slowest: LoopVitals.Slowest?
+        if slowestReactionIndex >= 0 {
+            slowest = .init(isTask: false, index: slowestReactionIndex, nanoseconds: UInt64(max(slowestReaction, 0)))
         }
-        for t in tasks where t.runs > 0 && t.longestRun > (slowest?.1 ?? 0) {
-            slowest = ("task \(t.config.name)", t.longestRun)
+        var i = 0
+        while i < tasks.count {
+            let t = tasks[i]
+            if t.runs > 0 && t.longestRun > (slowest?.nanoseconds ?? 0) { slowest = .init(isTask: true, index: t.index, nanoseconds: t.longestRun) }
+            i += 1
         }
         return LoopVitals(
             threadID: bd_gettid(), cpu: bd_current_cpu(), policy: policyName, priority: priority, waits: loop.waitCount,
