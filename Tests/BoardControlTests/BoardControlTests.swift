@@ -358,7 +358,20 @@ import Testing
 
     static let subcommands = [
         "status", "lines", "get", "set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input", "ping",
+        "stats", "events", "trace",
     ]
+
+    /// The list above is every subcommand `boardctl --help` names (a new one
+    /// cannot miss the checks below).
+    @Test func theListIsEverySubcommand() throws {
+        let help = try BoardctlBinary.run(["--help"]).stdout
+        let section = try #require(help.range(of: "SUBCOMMANDS:")).upperBound
+        let names = help[section...].split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("  "), !line.hasPrefix("   "), let word = line.split(separator: " ").first else { return nil }
+            return String(word)
+        }.filter { $0 != "See" }
+        #expect(names == Self.subcommands)
+    }
 
     @Test(arguments: subcommands)
     func everySubcommandHasHelpJsonAndSocket(_ name: String) throws {
