@@ -351,6 +351,7 @@ import Testing
 
     static let subcommands = [
         "status", "lines", "get", "set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input", "ping",
+        "flood",
     ]
 
     @Test(arguments: subcommands)

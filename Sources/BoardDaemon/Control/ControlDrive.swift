@@ -42,8 +42,9 @@ extension ControlServer {
     /// kernel buffer is smaller: half of it), so a long flood never holds
     /// the main loop.
     static let floodBatch = 64
-    /// How long a flood that fell behind waits after a full batch, so the
-    /// loop that reads the line empties its buffer before the next one.
+    /// How long a flood that fell behind waits after a tick (a full batch,
+    /// or drives slower than its rate) before the next, counted from the
+    /// tick's end: the loop that reads the line empties its buffer between.
     static let floodGap: UInt64 = 100_000
 
     // MARK: press, release, click, input
@@ -216,11 +217,7 @@ extension ControlServer {
                 k += 1
                 continue
             }
-            while floods[k].driven < floods[k].edges, floods[k].due(floods[k].driven) <= now {
-                if n == floods[k].batch {
-                    floods[k].resumeAt = now &+ Self.floodGap
-                    break
-                }
+            while floods[k].driven < floods[k].edges, floods[k].due(floods[k].driven) <= now, n < floods[k].batch {
                 let f = floods[k]
                 do { try set(f.target, f.line, f.level(f.driven), at: f.due(f.driven)) } catch let e as Failure {
                     logger.warning("control: flood \(f.line) ended after \(f.driven) of \(f.edges) edges: \(e.message)")
@@ -233,6 +230,11 @@ extension ControlServer {
                 floods[k].driven += 1
                 n += 1
             }
+            // Behind (a full batch, or drives slower than the rate): the
+            // next tick no sooner than the gap after this one ended, so the
+            // loop waits for, and reads, the line in between.
+            let after = loop.now.nanoseconds
+            if let next = floods[k].nextDue, next <= after { floods[k].resumeAt = after &+ Self.floodGap }
             if failed || floods[k].driven == floods[k].edges {
                 if !failed { logger.info("control: flood \(floods[k].line) done (\(floods[k].edges) edges)") }
                 floods.remove(at: k)
