@@ -148,6 +148,18 @@ final class ControlFloodTests: XCTestCase {
         XCTAssertEqual(h.fires("press lights"), 500)
     }
 
+    /// libgpiod 1.6's kernel FIFO keeps 16 events per line: a batch is 8.
+    func testOnTheV1UAPIABatchIsHalfItsFIFO() throws {
+        let h = try Harness(ControlTests.yaml, eventModel: .v1, control: ControlServer.Options(path: socketPath))
+        let c = try ControlClient(socketPath)
+        _ = try c.request(#"{"v":1,"cmd":"flood","line":"button","edges":1000,"rate":"100kHz"}"#, h)
+        h.clock.advance(to: MonotonicInstant(nanoseconds: h.clock.now.nanoseconds + 10_000_000))
+        try h.daemon.settle()
+        XCTAssertEqual(events(h), 1 + 8)
+        try h.daemon.advance(by: .milliseconds(20))
+        XCTAssertEqual(events(h), 1000, "the v1 FIFO (16) never overflowed")
+    }
+
     // MARK: gpio-sim
 
     /// A sysfs laid out as gpio-sim's: the chip's device directory with

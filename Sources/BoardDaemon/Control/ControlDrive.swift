@@ -39,8 +39,8 @@ extension ControlServer {
     }
 
     /// The most edges a flood drives in one tick (fewer when the line's
-    /// kernel buffer is smaller: half of it), so a long flood never holds
-    /// the main loop.
+    /// kernel buffer is smaller: half of it, 8 for libgpiod 1.6's FIFO of
+    /// 16), so a long flood never holds the main loop.
     static let floodBatch = 64
     /// How long a flood that fell behind waits after a tick (a full batch,
     /// or drives slower than its rate) before the next, counted from the
@@ -193,7 +193,7 @@ extension ControlServer {
         let current = physicalLevel(t) ?? (value(i) != l.settings.activeLow)
         let f = FloodRun(
             line: l.name, target: t, edges: Int(n), rate: rate, start: now, first: !current,
-            batch: max(1, min(Self.floodBatch, l.held.kernelBuffer / 2)))
+            batch: max(1, min(Self.floodBatch, kernelBuffer(l) / 2)))
         let took = f.due(f.edges - 1) &- now
         mutation(c, "flood \(l.name) \(n) edges at \(BoardControl.Flood.rateText(rate)) (\(BoardControl.Flood.durationText(ns: Int(took))))")
         floods.append(f)
@@ -205,6 +205,14 @@ extension ControlServer {
             ("line", .string(l.name)), ("edges", .int(n)), ("rate_hz", .int(Int64(rate))), ("duration_ns", .int(Int64(took))),
             ("first", .string(f.first ? "high" : "low")), ("timestamps", .string(stamped)),
         ]
+    }
+
+    /// The events the kernel keeps for line `l`: what its config asks
+    /// (uAPI v2), or the v1 FIFO's 16 (a backend without sequence numbers
+    /// or a chosen buffer size: libgpiod 1.6, a v1 mock chip).
+    func kernelBuffer(_ l: LineConfig) -> Int {
+        let caps = daemon.gpio.capabilities
+        return caps.contains(.eventBufferSize) && caps.contains(.sequenceNumbers) ? l.held.kernelBuffer : 16
     }
 
     /// Drives every flood's edges due by `now`, at most a batch per flood.
