@@ -18,6 +18,7 @@ public enum Flood {
     /// whole edges per second from 1 to `maxRate`; or what is wrong with it.
     public static func parseRate(_ text: String) -> Result<Int, RateError> {
         let units: [(String, Int)] = [("khz", 1000), ("hz", 1), ("/s", 1)]
+        guard text.utf8.count <= 32 else { return .failure(RateError("a rate is a number and a unit (2kHz, 500Hz or 100/s), not \(text.utf8.count) bytes")) }
         let lower = text.lowercased()
         guard let (unit, scale) = units.first(where: { lower.hasSuffix($0.0) }) else {
             return .failure(RateError("'\(text)': a rate is a number and a unit: 2kHz, 500Hz or 100/s"))

@@ -128,7 +128,7 @@ final class ControlFloodTests: XCTestCase {
             try c.request(#"{"v":1,"cmd":"flood","line":"button","edges":2,"rate":"1kHz"}"#, h)["ok"] as? Bool, true, "the line is free again")
     }
 
-    /// A tick drives at most a batch (half the line's kernel buffer of 64):
+    /// A tick drives at most a batch (a quarter of the line's kernel buffer of 64):
     /// edges overdue by far are driven a batch at a time, 100us apart, so
     /// the loop reads the line between the batches and none is lost.
     func testATickDrivesAtMostABatchAndNoEdgeIsLost() throws {
@@ -139,24 +139,24 @@ final class ControlFloodTests: XCTestCase {
         // 10 ms pass with no loop running: every edge is overdue.
         h.clock.advance(to: MonotonicInstant(nanoseconds: h.clock.now.nanoseconds + 10_000_000))
         try h.daemon.settle()
-        XCTAssertEqual(events(h), 1 + 32, "one batch, then nothing until the gap passed")
+        XCTAssertEqual(events(h), 1 + 16, "one batch, then nothing until the gap passed")
         try h.daemon.advance(by: .microseconds(100), step: .microseconds(100))
-        XCTAssertEqual(events(h), 1 + 64, "the next batch")
-        try h.daemon.advance(by: .milliseconds(5))
+        XCTAssertEqual(events(h), 1 + 32, "the next batch")
+        try h.daemon.advance(by: .milliseconds(10))
         XCTAssertEqual(events(h), 1000)
         XCTAssertEqual(h.counters.lines["button"]?.lost, 0)
         XCTAssertEqual(h.fires("press lights"), 500)
     }
 
-    /// libgpiod 1.6's kernel FIFO keeps 16 events per line: a batch is 8.
-    func testOnTheV1UAPIABatchIsHalfItsFIFO() throws {
+    /// libgpiod 1.6's kernel FIFO keeps 16 events per line: a batch is 4.
+    func testOnTheV1UAPIABatchIsAQuarterOfItsFIFO() throws {
         let h = try Harness(ControlTests.yaml, eventModel: .v1, control: ControlServer.Options(path: socketPath))
         let c = try ControlClient(socketPath)
         _ = try c.request(#"{"v":1,"cmd":"flood","line":"button","edges":1000,"rate":"100kHz"}"#, h)
         h.clock.advance(to: MonotonicInstant(nanoseconds: h.clock.now.nanoseconds + 10_000_000))
         try h.daemon.settle()
-        XCTAssertEqual(events(h), 1 + 8)
-        try h.daemon.advance(by: .milliseconds(20))
+        XCTAssertEqual(events(h), 1 + 4)
+        try h.daemon.advance(by: .milliseconds(40))
         XCTAssertEqual(events(h), 1000, "the v1 FIFO (16) never overflowed")
     }
 

@@ -39,8 +39,9 @@ extension ControlServer {
     }
 
     /// The most edges a flood drives in one tick (fewer when the line's
-    /// kernel buffer is smaller: half of it, 8 for libgpiod 1.6's FIFO of
-    /// 16), so a long flood never holds the main loop.
+    /// kernel buffer is smaller: a quarter of it, 16 for the default 64, 4
+    /// for libgpiod 1.6's FIFO of 16), so a long flood never holds the main
+    /// loop and the line's buffer has room for a tick the loop is late to read.
     static let floodBatch = 64
     /// How long a flood that fell behind waits after a tick (a full batch,
     /// or drives slower than its rate) before the next, counted from the
@@ -171,7 +172,8 @@ extension ControlServer {
         guard l.isInput else { throw Failure("not-input", "line '\(l.name)' is an output; flood drives inputs") }
         let edgesValue = try field(r, "edges")
         guard case let .int(n) = edgesValue, n >= 1, n <= Int64(BoardControl.Flood.maxEdges) else {
-            throw Failure("bad-argument", "edges: expected a whole number from 1 to \(BoardControl.Flood.maxEdges), found \(edgesValue.text)")
+            let found: String = if case .int = edgesValue { edgesValue.text } else { edgesValue.kind }
+            throw Failure("bad-argument", "edges: expected a whole number from 1 to \(BoardControl.Flood.maxEdges), found \(found)")
         }
         let rateValue = try field(r, "rate")
         let rate: Int
@@ -183,8 +185,9 @@ extension ControlServer {
             }
         case let .int(hz) where hz >= 1 && hz <= Int64(BoardControl.Flood.maxRate): rate = Int(hz)
         default:
+            let rateFound: String = if case .int = rateValue { rateValue.text } else { rateValue.kind }
             throw Failure(
-                "bad-argument", "rate: expected 2kHz, 500Hz, 100/s or a whole number of edges per second from 1 to \(BoardControl.Flood.maxRate), found \(rateValue.text)")
+                "bad-argument", "rate: expected 2kHz, 500Hz, 100/s or a whole number of edges per second from 1 to \(BoardControl.Flood.maxRate), found \(rateFound)")
         }
         guard !floods.contains(where: { $0.line == l.name }) else {
             throw Failure("busy", "line '\(l.name)' is being flooded already; stop that flood first (\"stop\":true)")
@@ -193,7 +196,7 @@ extension ControlServer {
         let current = physicalLevel(t) ?? (value(i) != l.settings.activeLow)
         let f = FloodRun(
             line: l.name, target: t, edges: Int(n), rate: rate, start: now, first: !current,
-            batch: max(1, min(Self.floodBatch, kernelBuffer(l) / 2)))
+            batch: max(1, min(Self.floodBatch, kernelBuffer(l) / 4)))
         let took = f.due(f.edges - 1) &- now
         mutation(c, "flood \(l.name) \(n) edges at \(BoardControl.Flood.rateText(rate)) (\(BoardControl.Flood.durationText(ns: Int(took))))")
         floods.append(f)
