@@ -110,7 +110,7 @@ extension ControlServer {
         if let pin = GPIOSimPin.find(l, backend: daemon.gpio, sysfs: options.sysfs) { return .sim(pin) }
         throw Failure(
             "not-mock",
-            "\(cmd) drives the inputs of mock and gpio-sim chips; line '\(l.name)' is on a real chip (\(daemon.gpio.backendName))")
+            "line '\(l.name)' is on a real chip (\(daemon.gpio.backendName)): \(cmd) drives the inputs of mock and gpio-sim chips only")
     }
 
     /// Drives `t` to a physical level; `at`: the event's time on a mock
@@ -140,7 +140,7 @@ extension ControlServer {
     /// Sets an input's physical level (the line by name, in the config running then).
     func level(_ name: String, _ high: Bool) throws {
         guard let id = daemon.config.line(named: name) else { throw Failure("unknown-line", "no line named '\(name)'") }
-        try set(target(daemon.config[id], "a drive"), name, high)
+        try set(target(daemon.config[id], "a timed press or release"), name, high)
     }
 
     func perform(_ a: ScheduledAction) {
