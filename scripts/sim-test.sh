@@ -6,7 +6,7 @@
 # libgpiod 1.6, then against libgpiod 2.x (scripts/libgpiod2.sh; the 2.x
 # library goes into the initramfs by the programs' rpath).
 #   GUEST_PRODUCTS  Swift products to run in the guest (default: gpio-sim-guest)
-#   GUEST_BOARDD    0 leaves boardd (release build) and its scenario out (default 1)
+#   GUEST_BOARDD    0 leaves boardd and boardctl (release builds) and their scenarios out (default 1)
 #   SIM_LIBGPIOD    which runs: "1 2" (default), "1" or "2"
 #   SIM_LOG         where the serial log goes (default: .build-guest/guest-libgpiodN.log)
 set -eu
@@ -29,9 +29,12 @@ for v in ${SIM_LIBGPIOD:-1 2}; do
         bins="$bins $($with swift build -c release --scratch-path "$scratch" --show-bin-path)/$p"
     done
     boardd=""
+    boardctl=""
     if [ "${GUEST_BOARDD:-1}" = 1 ]; then
         $with swift build -c release --product boardd --scratch-path "$scratch" >/dev/null
+        $with swift build -c release --product boardctl --scratch-path "$scratch" >/dev/null
         boardd="$($with swift build -c release --scratch-path "$scratch" --show-bin-path)/boardd"
+        boardctl="$($with swift build -c release --scratch-path "$scratch" --show-bin-path)/boardctl"
     fi
     # The C reference of the reaction-latency scenario, against the same libgpiod.
     ref=.build-guest/react-ref-libgpiod$v
@@ -39,7 +42,7 @@ for v in ${SIM_LIBGPIOD:-1 2}; do
         -Wl,-rpath,"$(pkg-config --variable=libdir libgpiod)" \
         -DREF_LIBGPIOD_MAJOR=$(pkg-config --modversion libgpiod | cut -d. -f1)' sh "$ref"
     log=${SIM_LOG:-.build-guest/guest-libgpiod$v.log}
-    BOARDD=$boardd REACT_REF=$ref scripts/sim/build-initramfs.sh ".build-guest/initramfs-libgpiod$v.gz" $bins
+    BOARDD=$boardd BOARDCTL=$boardctl REACT_REF=$ref scripts/sim/build-initramfs.sh ".build-guest/initramfs-libgpiod$v.gz" $bins
     scripts/sim/run-guest.sh "$kernel" ".build-guest/initramfs-libgpiod$v.gz" "$log" 900
     # The guest program says which library it was built against: it must be this one.
     grep -q "gpio-sim-guest: libgpiod $v\." "$log" || {

@@ -16,6 +16,9 @@ public enum Command: Equatable, Sendable {
     case ping
     /// Every loop's counters; `prometheus`: printed in the text exposition format.
     case stats(prometheus: Bool)
+    /// `edges` edges on an input at `rate` (`2kHz`); `stop`: ends the line's flood.
+    case flood(line: String, edges: Int, rate: String)
+    case floodStop(line: String)
 
     public var request: Request {
         switch self {
@@ -37,6 +40,8 @@ public enum Command: Equatable, Sendable {
         case let .input(line, value): return Request("input", [("line", .string(line)), ("value", .bool(value))])
         case .ping: return Request("ping")
         case .stats: return Request("stats")
+        case let .flood(line, edges, rate): return Request("flood", [("line", .string(line)), ("edges", .int(edges)), ("rate", .string(rate))])
+        case let .floodStop(line): return Request("flood", [("line", .string(line)), ("stop", .bool(true))])
         }
     }
 
@@ -61,6 +66,7 @@ public enum Command: Equatable, Sendable {
         case let .input(line, value): return "\(name("line", line)): input \(value ? "on" : "off")"
         case .ping: return r["pong"]?.bool == true ? "pong" : "pong? \(r.serialized)"
         case let .stats(prometheus): return prometheus ? String(Stats.prometheus(r).dropLast()) : Stats.human(r)
+        case let .flood(line, _, _), let .floodStop(line): return Flood.human(r, line: line)
         }
     }
 }

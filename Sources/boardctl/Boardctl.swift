@@ -27,7 +27,8 @@ struct BoardctlCommand: ParsableCommand {
         version: "boardctl \(Release.version) (control protocol v\(ControlError.protocolVersion))",
         subcommands: [
             Status.self, Lines.self, Get.self, Set.self, Toggle.self, Pulse.self, Sequence.self, Mode.self, Reload.self,
-            Press.self, ReleaseButton.self, Click.self, Input.self, Ping.self, StatsCommand.self, EventsCommand.self, TraceCommand.self,
+            Press.self, ReleaseButton.self, Click.self, Input.self, Ping.self, StatsCommand.self, EventsCommand.self, FloodCommand.self,
+            TraceCommand.self,
         ])
 }
 
@@ -154,7 +155,7 @@ struct Reload: ParsableCommand {
 }
 
 struct Press: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Press a button on a mock chip (its active level).")
+    static let configuration = CommandConfiguration(abstract: "Press a button on a mock or gpio-sim chip (its active level).")
     @Argument(help: "The input's name.") var line: String
     @Option(help: ArgumentHelp("Release it again after this long (e.g. 2s).", valueName: "duration")) var hold: String?
     @OptionGroup var common: Common
@@ -162,14 +163,14 @@ struct Press: ParsableCommand {
 }
 
 struct ReleaseButton: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "release", abstract: "Release a button on a mock chip.")
+    static let configuration = CommandConfiguration(commandName: "release", abstract: "Release a button on a mock or gpio-sim chip.")
     @Argument(help: "The input's name.") var line: String
     @OptionGroup var common: Common
     func run() throws { try common.perform(.release(line: line)) }
 }
 
 struct Click: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Click a button on a mock chip: press and release, COUNT times.")
+    static let configuration = CommandConfiguration(abstract: "Click a button on a mock or gpio-sim chip: press and release, COUNT times.")
     @Argument(help: "The input's name.") var line: String
     @Option(help: "How many clicks (2 is a double click).") var count: Int?
     @Option(help: ArgumentHelp("How long each press lasts (e.g. 100ms).", valueName: "duration")) var hold: String?
@@ -181,7 +182,7 @@ struct Click: ParsableCommand {
 }
 
 struct Input: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Drive an input of a mock chip on or off (its logical value).")
+    static let configuration = CommandConfiguration(abstract: "Drive an input of a mock or gpio-sim chip on or off (its logical value).")
     @Argument(help: "The input's name.") var line: String
     @Argument(help: "on or off.") var value: OnOff
     @OptionGroup var common: Common

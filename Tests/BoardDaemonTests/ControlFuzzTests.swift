@@ -14,7 +14,8 @@ final class ControlFuzzTests: XCTestCase {
     /// The error codes docs/control.md lists.
     static let documentedCodes: Set<String> = [
         "bad-json", "too-long", "version", "unknown-command", "bad-argument", "unknown-line", "unknown-sequence", "unknown-mode",
-        "unknown-loop", "not-output", "not-input", "not-mock", "busy", "idle", "too-slow", "not-following", "reload-failed", "internal",
+        "unknown-loop", "not-output", "not-input", "not-mock", "busy", "idle", "too-slow", "not-following", "not-flooding", "reload-failed",
+        "internal",
     ]
 
     /// The list above is docs/control.md's "Error codes" table, no more, no less.
@@ -44,6 +45,8 @@ final class ControlFuzzTests: XCTestCase {
         [("cmd", #""release""#), ("line", #""button""#)],
         [("cmd", #""click""#), ("line", #""button""#), ("count", "2"), ("hold", #""50ms""#)],
         [("cmd", #""input""#), ("line", #""estop""#), ("value", "false")],
+        [("cmd", #""flood""#), ("line", #""estop""#), ("edges", "4"), ("rate", #""1kHz""#)],
+        [("cmd", #""flood""#), ("line", #""estop""#), ("stop", "true")],
     ]
 
     static let oddValues = [

@@ -5,8 +5,9 @@
 # needs copied to the same absolute paths (Swift's runtime included).
 # With BOARDD=PATH, that boardd goes to /usr/bin/boardd (with its libraries)
 # and boards/*.yaml to /etc/boardd/boards, for the boardd scenario; with
-# REACT_REF=PATH, that program goes to /usr/bin/react-ref.
-# usage: [BOARDD=PATH] [REACT_REF=PATH] build-initramfs.sh OUT.cpio.gz [PROGRAM...]
+# BOARDCTL=PATH, that boardctl goes to /usr/bin/boardctl (the boardctl
+# scenario); with REACT_REF=PATH, that program goes to /usr/bin/react-ref.
+# usage: [BOARDD=PATH] [BOARDCTL=PATH] [REACT_REF=PATH] build-initramfs.sh OUT.cpio.gz [PROGRAM...]
 set -eu
 root_dir=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1; shift
@@ -37,6 +38,7 @@ if [ -n "${BOARDD:-}" ]; then
     mkdir -p "$stage/etc/boardd/boards"
     cp "$root_dir"/boards/*.yaml "$stage/etc/boardd/boards/"
 fi
+[ -n "${BOARDCTL:-}" ] && copy_with_libs /usr/bin/boardctl "$BOARDCTL"
 # With REACT_REF=PATH, the C reference of the reaction-latency scenario.
 [ -n "${REACT_REF:-}" ] && copy_with_libs /usr/bin/react-ref "$REACT_REF"
 for p in "$@"; do copy_with_libs "/tests/bin/$(basename "$p")" "$p"; done

@@ -19,7 +19,7 @@ extension ControlServer {
     }
 
     static let version: Int64 = 1
-    static let mutating: Set<String> = ["set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input"]
+    static let mutating: Set<String> = ["set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input", "flood"]
 
     func error(id: JSON, _ code: String, _ message: String) -> JSON {
         .object([
@@ -57,7 +57,7 @@ extension ControlServer {
 
     static let commands = [
         "status", "lines", "get", "set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input", "ping",
-        "stats", "events", "trace",
+        "stats", "events", "flood", "trace",
     ]
 
     private func run(_ cmd: String, _ r: JSON, from c: Client) throws -> [(String, JSON)] {
@@ -109,6 +109,7 @@ extension ControlServer {
             let o = daemon.reload()
             return [("applied", .bool(o.applied)), ("errors", .array(o.errors.map(JSON.string)))]
         case "press", "release", "click", "input": return try drive(cmd, r, from: c)
+        case "flood": return try flood(r, from: c)
         case "events", "cancel": return try events(cmd, r, from: c)
         case "trace": return try startTrace(r, from: c)
         default:
@@ -322,84 +323,6 @@ extension ControlServer {
                 ("priority", .string(config.priorities[l.priority.index])), ("events", n(lc?.events)), ("held", n(lc?.heldInRing)),
                 ("lost", n(lc?.lost)), ("rate_limited", n(lc?.rateLimitHolds)), ("last_edge", last),
             ])
-        }
-    }
-
-    // MARK: Mock chips
-
-    private func drive(_ cmd: String, _ r: JSON, from c: Client) throws -> [(String, JSON)] {
-        let (_, l) = try line(r)
-        guard daemon.mock != nil else {
-            throw Failure("not-mock", "\(cmd) drives mock chips; this board's lines are real (\(daemon.gpio.backendName))")
-        }
-        guard l.isInput else { throw Failure("not-input", "line '\(l.name)' is an output; \(cmd) drives inputs as a person would") }
-        let active = !l.settings.activeLow
-        let now = loop.now.nanoseconds
-        switch cmd {
-        case "press":
-            let hold = try duration(r, "hold", required: false)
-            if hold != nil { try roomToSchedule(1) }
-            mutation(c, "press \(l.name)\(hold.map { " for \(DurationText.format($0))" } ?? "")")
-            try level(l.name, active)
-            if let hold { schedule(.level(line: l.name, high: !active), at: now &+ UInt64(hold.nanosecondsClamped)) }
-        case "release":
-            mutation(c, "release \(l.name)")
-            try level(l.name, !active)
-        case "click":
-            var count = 1
-            if let v = r["count"] {
-                guard case let .int(n) = v, (1...100).contains(n) else { throw Failure("bad-argument", "count: expected a whole number from 1 to 100") }
-                count = Int(n)
-            }
-            let hold = try duration(r, "hold", required: false) ?? .milliseconds(100)
-            let h = UInt64(hold.nanosecondsClamped)
-            try roomToSchedule(2 * count - 1)
-            mutation(c, "click \(l.name) \(count) time(s), held \(DurationText.format(hold)) each")
-            // Pressed for `hold`, released for as long between clicks.
-            try level(l.name, active)
-            for k in 0..<UInt64(count) {
-                if k > 0 { schedule(.level(line: l.name, high: active), at: now &+ 2 * k * h) }
-                schedule(.level(line: l.name, high: !active), at: now &+ (2 * k + 1) * h)
-            }
-        default:  // input
-            let v = try bool(r, "value")
-            mutation(c, "input \(l.name) \(v ? "active" : "inactive")")
-            try level(l.name, v ? active : !active)
-        }
-        return [("line", .string(l.name))]
-    }
-
-    /// Sets a mock pin's physical level (the line by name, in the config running then).
-    func level(_ name: String, _ high: Bool) throws {
-        guard let mock = daemon.mock, let id = daemon.config.line(named: name) else {
-            throw Failure("unknown-line", "no line named '\(name)'")
-        }
-        let l = daemon.config[id]
-        var chip: MockChip?
-        var selector: GPIOLineSelector
-        switch l.address {
-        case let .offset(ref, o):
-            chip = mock.chip(ref.text)
-            selector = .offset(o)
-        case let .named(ref, n):
-            selector = .name(n)
-            if let ref { chip = mock.chip(ref.text) } else { chip = mock.chips.first { (try? $0.level(.name(n))) != nil } }
-        }
-        guard let chip else { throw Failure("internal", "line '\(name)': no mock chip serves it") }
-        do { try chip.setLevel(selector, high) } catch { throw Failure("internal", "line '\(name)': \(error)") }
-    }
-
-    func perform(_ a: ScheduledAction) {
-        switch a {
-        case .endTrace:
-            endTrace(send: true)
-        case let .off(name):
-            guard let id = daemon.config.line(named: name), daemon.config[id].isOutput else { return }
-            perform(daemon.main.program.control.set(line: id.index, false))
-        case let .level(name, high):
-            do { try level(name, high) } catch let f as Failure {
-                logger.warning("control: \(f.message)")
-            } catch {}
         }
     }
 }

@@ -6,8 +6,8 @@ import Glibc
 import Logging
 
 /// The control server's two timers: a client's idle timeout, and the timed
-/// drives of pulses and mock presses (a pulse's end, a held press's
-/// release, each click's press and release).
+/// drives of pulses and presses (a pulse's end, a held press's release,
+/// each click's press and release, a flood's edges).
 extension ControlServer {
     func armIdle() {
         guard let t = idleTimer else { return }
@@ -52,7 +52,14 @@ extension ControlServer {
             if (scheduled[mid].at, scheduled[mid].order) <= (s.at, s.order) { lo = mid + 1 } else { hi = mid }
         }
         scheduled.insert(s, at: lo)
-        driveTimer?.arm(at: MonotonicInstant(nanoseconds: scheduled[0].at))
+        armDrive()
+    }
+
+    /// Arms the drive timer for the soonest timed drive or flood edge.
+    func armDrive() {
+        var next = scheduled.first?.at ?? UInt64.max
+        for f in floods { if let d = f.nextDue { next = min(next, d) } }
+        if next == UInt64.max { driveTimer?.disarm() } else { driveTimer?.arm(at: MonotonicInstant(nanoseconds: next)) }
     }
 
     func driveTick() {
@@ -61,6 +68,7 @@ extension ControlServer {
             scheduled.removeFirst()
             perform(first.action)
         }
-        if let first = scheduled.first { driveTimer?.arm(at: MonotonicInstant(nanoseconds: first.at)) } else { driveTimer?.disarm() }
+        floodTick(now)
+        armDrive()
     }
 }

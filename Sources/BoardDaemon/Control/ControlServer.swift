@@ -26,6 +26,8 @@ public final class ControlServer {
         public var maxLine = 64 * 1024
         /// The most bytes of replies that may wait for a client to read them.
         public var maxOutput = 1 << 20
+        /// Where sysfs is mounted: gpio-sim lines are driven through it (a test gives a directory of its own).
+        public var sysfs = "/sys"
 
         public init(path: String? = nil) { self.path = path }
     }
@@ -55,10 +57,12 @@ public final class ControlServer {
     var listener: PortSource?
     var clients: [Client] = []
     var idleTimer: RunLoopTimer?
-    /// Mock-chip drives and pulse ends to do later, soonest first (`driveTimer`).
+    /// Input drives and pulse ends to do later, soonest first (`driveTimer`).
     var scheduled: [Scheduled] = []
     var driveTimer: RunLoopTimer?
     var nextScheduleOrder: UInt64 = 0
+    /// Floods in progress, one per line at most (ControlDrive.swift).
+    var floods: [FloodRun] = []
     let startedAt: MonotonicInstant
     /// The socket file made (device, inode): the stop removes only it.
     var file: (dev: UInt64, ino: UInt64)?
@@ -110,7 +114,7 @@ public final class ControlServer {
     enum ScheduledAction {
         /// A pulse's end: the output (by name, in the config running then) off.
         case off(line: String)
-        /// A mock pin to a physical level.
+        /// An input (a mock pin, a gpio-sim line) to a physical level.
         case level(line: String, high: Bool)
         /// The running trace's time is up.
         case endTrace
@@ -181,6 +185,7 @@ public final class ControlServer {
         idleTimer?.invalidate()
         driveTimer?.invalidate()
         scheduled = []
+        floods = []
         Glibc.close(listenFD)
         // Only our own socket file: one that replaced it is left alone.
         var st = stat()
