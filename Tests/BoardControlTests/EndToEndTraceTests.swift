@@ -16,7 +16,9 @@ import Testing
         // The trace runs in a second boardctl while this one clicks.
         let tracer = Process()
         tracer.executableURL = URL(fileURLWithPath: BoardctlBinary.path)
-        tracer.arguments = ["trace", "--seconds", "1.5", "--out", file, "--json", "--socket", d.socket]
+        // (4 s: the click must come within it after two process spawns and
+        // the log writer's nap, on a loaded machine too.)
+        tracer.arguments = ["trace", "--seconds", "4", "--out", file, "--json", "--socket", d.socket]
         let out = Pipe(), err = Pipe()
         tracer.standardOutput = out
         tracer.standardError = err

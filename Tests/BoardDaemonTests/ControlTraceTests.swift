@@ -170,9 +170,45 @@ final class ControlTraceTests: XCTestCase {
         XCTAssertNil(h.daemon.main.tracer, "the client hung up: its trace ended")
         XCTAssertNil(h.daemon.control?.trace)
         XCTAssertEqual(h.daemon.main.events.recordsLines.load(ordering: .relaxed), 0)
-        // The time it would have ended passes without harm; the server serves on.
-        try h.advance(5000)
+        // A new trace before the first one's time would have been up: it
+        // runs its own length (the first one's end is not its end).
+        try h.advance(1000)
+        XCTAssertEqual(try c.request(#"{"v":1,"id":3,"cmd":"trace","for":"6s"}"#, h)["ok"] as? Bool, true)
+        try h.advance(4500)  // past the first trace's end (5 s after it began)
+        XCTAssertNotNil(h.daemon.main.tracer, "the second trace runs on")
+        XCTAssertEqual(c.lines(), [])
+        // The trace's client asks again while its trace runs: busy.
+        XCTAssertEqual(ControlTests.code(try c.request(#"{"v":1,"id":4,"cmd":"trace","for":"1s"}"#, h)), "busy")
+        try h.advance(1500)
+        XCTAssertGreaterThan(try collect(c, h, id: 3).events.count, 0)
+        XCTAssertNil(h.daemon.main.tracer)
         XCTAssertEqual(try c.request(#"{"v":1,"cmd":"ping"}"#, h)["pong"] as? Bool, true)
+    }
+
+    /// A reload during a trace: the spans made before it are named as of
+    /// an earlier config, not by the new config's names at their indices.
+    func testAReloadDuringATraceKeepsItsSpansApart() throws {
+        let dir = self.dir
+        let path = dir + "/boardd.yaml"
+        let first = Self.yaml
+        try first.write(toFile: path, atomically: true, encoding: .utf8)
+        // (A harness on a file, so a reload reads it again; it has no
+        // control socket: the tracer is started and stopped directly.)
+        let h = try Harness(path: path, level: .info)
+        let tracer = LoopTracer(threadID: 1, now: h.daemon.main.nowNanoseconds, serial: 7)
+        try h.daemon.main.startTracing(tracer)
+        try h.advance(150)  // a task run: `task poll` of the first config
+        // The second config swaps the task's name.
+        try first.replacingOccurrences(of: "poll:", with: "renamed:").write(toFile: path, atomically: true, encoding: .utf8)
+        XCTAssertTrue(h.daemon.reload().applied)
+        try h.advance(150)
+        XCTAssertTrue(h.daemon.main.stopTracing() === tracer)
+        var old = 0, new = 0
+        for i in max(0, tracer.count - tracer.capacity)..<tracer.count where tracer.span(i).kind == .task {
+            if tracer.span(i).generation == h.daemon.main.program.generation { new += 1 } else { old += 1 }
+        }
+        XCTAssertEqual(old, 1, "the first config's run")
+        XCTAssertGreaterThan(new, 0, "the new config's runs")
     }
 
     /// While a trace runs the loop allocates nothing per event either: its

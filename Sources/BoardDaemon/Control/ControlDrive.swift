@@ -145,8 +145,8 @@ extension ControlServer {
 
     func perform(_ a: ScheduledAction) {
         switch a {
-        case .endTrace:
-            endTrace(send: true)
+        case let .endTrace(serial):
+            endTrace(send: true, serial: serial)
         case let .off(name):
             guard let id = daemon.config.line(named: name), daemon.config[id].isOutput else { return }
             perform(daemon.main.program.control.set(line: id.index, false))

@@ -69,8 +69,10 @@ public final class ControlServer {
     var stopped = false
     /// The `events` command's state (ControlEvents.swift).
     let events = Events()
-    /// The trace that runs, if one does (ControlTrace.swift).
+    /// The trace that runs, if one does (ControlTrace.swift), and the last
+    /// trace's number.
     var trace: TraceRun?
+    var traceSerial: UInt64 = 0
     var loop: BoardRunLoop { daemon.loop }
     var logger: Logger { daemon.logger }
 
@@ -116,8 +118,8 @@ public final class ControlServer {
         case off(line: String)
         /// An input (a mock pin, a gpio-sim line) to a physical level.
         case level(line: String, high: Bool)
-        /// The running trace's time is up.
-        case endTrace
+        /// The time of the trace `serial` is up.
+        case endTrace(serial: UInt64)
     }
 
     public enum StartError: Error, CustomStringConvertible {
@@ -274,7 +276,7 @@ public final class ControlServer {
                 let line = c.input
                 c.input = []
                 // (A client waiting for its trace has no idle timeout.)
-                c.idleAt = trace?.client === c || c.traceDump != nil ? .max : deadline()
+                c.idleAt = trace?.client === c ? .max : deadline()
                 armIdle()
                 handleLine(line[...], from: c)
             } else {
@@ -328,8 +330,14 @@ public final class ControlServer {
     }
 
     func flush(_ c: Client) {
-        while !c.output.isEmpty || c.traceDump != nil {
-            if c.output.isEmpty, !sendTraceChunk(c) { break }
+        // One chunk of a trace per call: the rest when the socket is
+        // writable again, a pass later (the loop's other work goes on).
+        var chunked = false
+        while !c.output.isEmpty || (c.traceDump != nil && !chunked) {
+            if c.output.isEmpty {
+                chunked = true
+                if !sendTraceChunk(c) { break }
+            }
             let n = c.output.withUnsafeBytes { send(c.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n > 0 {
                 c.output.removeFirst(n)
@@ -347,7 +355,7 @@ public final class ControlServer {
             close(c)
             return
         }
-        let want: PortSource.Interest = c.output.isEmpty ? .readable : [.readable, .writable]
+        let want: PortSource.Interest = c.output.isEmpty && c.traceDump == nil ? .readable : [.readable, .writable]
         if let s = c.source, s.interest != want { s.interest = want }
     }
 

@@ -16,11 +16,14 @@ extension ControlServer {
         unowned let client: Client
         let id: JSON
         let endsAt: UInt64
+        /// Tells this trace's tracers from an earlier one's.
+        let serial: UInt64
 
-        init(client: Client, id: JSON, endsAt: UInt64) {
+        init(client: Client, id: JSON, endsAt: UInt64, serial: UInt64) {
             self.client = client
             self.id = id
             self.endsAt = endsAt
+            self.serial = serial
         }
     }
 
@@ -62,51 +65,72 @@ extension ControlServer {
             let left = Duration.nanoseconds(Int64(clamping: t.endsAt &- min(t.endsAt, loop.now.nanoseconds)))
             throw Failure("busy", "a trace is already running (\(left.short) left); one runs at a time")
         }
+        if c.traceDump != nil { throw Failure("busy", "this connection's last trace is still being sent; ask again once it is done") }
         try roomToSchedule(1)
         let d = daemon
-        do { try d.main.startTracing(LoopTracer(threadID: bd_gettid(), now: d.main.nowNanoseconds)) } catch {
+        traceSerial += 1
+        let serial = traceSerial
+        do { try d.main.startTracing(LoopTracer(threadID: bd_gettid(), now: d.main.nowNanoseconds, serial: serial)) } catch {
             throw Failure("internal", "the main loop cannot trace: \(error)")
         }
         var names = [d.main.name]
         for i in d.workers.indices {
             let started = d.onWorker(i, timeout: .seconds(1)) { rt in
-                try rt.startTracing(LoopTracer(threadID: bd_gettid(), now: rt.nowNanoseconds))
+                try rt.startTracing(LoopTracer(threadID: bd_gettid(), now: rt.nowNanoseconds, serial: serial))
             }
             if case .success = started {
                 names.append(d.workers[i].name)
             } else {
-                logger.warning("control: loop '\(d.workers[i].name)' did not start tracing; the trace leaves it out")
+                logger.warning("control: loop '\(d.workers[i].name)' did not start tracing within a second; the trace leaves it out")
             }
         }
         let id = r["id"] ?? .null
         let endsAt = loop.now.nanoseconds &+ UInt64(length.nanosecondsClamped)
-        trace = TraceRun(client: c, id: id, endsAt: endsAt)
-        schedule(.endTrace, at: endsAt)
+        trace = TraceRun(client: c, id: id, endsAt: endsAt, serial: serial)
+        schedule(.endTrace(serial: serial), at: endsAt)
         // The client waits without a request for as long: no idle timeout
-        // until its trace is sent.
+        // until its trace is sent (then each chunk it reads counts as
+        // activity: a client that stops reading is closed at the timeout).
         c.idleAt = .max
         armIdle()
         logger.info("control: tracing \(names.joined(separator: ", ")) for \(DurationText.format(length)) (\(c.peer))")
         return [("tracing", .bool(true)), ("for_ns", .int(length.nanosecondsClamped)), ("loops", .array(names.map(JSON.string)))]
     }
 
-    /// Ends the running trace: each loop stops recording; with `send`, what
-    /// they recorded goes to the client that asked.
-    func endTrace(send: Bool) {
-        guard let run = trace else { return }
+    /// Ends the running trace (`serial`: only if it is that one): each loop
+    /// stops recording; with `send`, what they recorded goes to the client
+    /// that asked. Without `send` (the client hung up, the daemon stops)
+    /// nothing waits for a worker: each is told to stop when it can.
+    func endTrace(send: Bool, serial: UInt64? = nil) {
+        guard let run = trace, serial == nil || serial == run.serial else { return }
         trace = nil
+        scheduled.removeAll { if case .endTrace = $0.action { true } else { false } }
+        armDrive()
         let d = daemon
-        var loops: [(index: Int, name: String, tracer: LoopTracer?)] = [(0, d.main.name, d.main.stopTracing())]
+        let mine = { (t: LoopTracer?) in t?.serial == run.serial ? t : nil }
+        var loops: [(index: Int, name: String, tracer: LoopTracer?)] = [(0, d.main.name, mine(d.main.stopTracing()))]
+        var late: [String] = []
         for i in d.workers.indices {
-            // (A worker that does not answer within the second records on
-            // into its ring until the next trace replaces its tracer.)
+            guard send else {
+                d.postToWorker(i) { _ = $0.stopTracing() }
+                continue
+            }
             var got: LoopTracer?
-            if case let .success(t) = d.onWorker(i, timeout: .seconds(1), { UncheckedTracer(tracer: $0.stopTracing()) }) { got = t.tracer }
+            if case let .success(t) = d.onWorker(i, timeout: .seconds(1), { UncheckedTracer(tracer: $0.stopTracing()) }) {
+                got = mine(t.tracer)
+            } else {
+                // Stuck: it stops recording once it runs again.
+                d.postToWorker(i) { _ = $0.stopTracing() }
+                late.append(d.workers[i].name)
+            }
             loops.append((i + 1, d.workers[i].name, got))
         }
+        if !late.isEmpty { logger.warning("control: loop(s) \(late.joined(separator: ", ")) did not hand in their trace within a second; it leaves them out") }
         guard send, !run.client.closed else { return }
         let c = run.client
         c.traceDump = TraceDump(id: run.id, loops: loops, program: d.main.program)
+        c.idleAt = deadline()
+        armIdle()
         flush(c)
     }
 
@@ -142,14 +166,15 @@ extension ControlServer {
             dump.next += 1
             if let e = chromeEvent(t.span(i), loop: l.index, tid: t.threadID, pid: pid, dump: dump) { events.append(e) }
         }
+        // The client read what went before: it is active.
+        c.idleAt = c.follow != nil ? .max : deadline()
+        armIdle()
         if !events.isEmpty {
             dump.sent += events.count
             append(.object([("v", .int(Self.version)), ("id", dump.id), ("trace_events", .array(events))]), to: &c.output)
             return true
         }
         c.traceDump = nil
-        c.idleAt = deadline()
-        armIdle()
         let overwritten = dump.loops.reduce(0) { $0 + ($1.tracer?.overwritten ?? 0) }
         let missing = dump.loops.filter { $0.tracer == nil }.map { JSON.string($0.name) }
         append(
@@ -177,6 +202,12 @@ extension ControlServer {
         var cat: String
         var args: [(String, JSON)] = []
         var instant = s.duration == LoopTracer.Span.instant
+        if s.kind != .record, s.generation != dump.program.generation, ![.pass, .wait, .message, .control].contains(s.kind) {
+            // A reload came during the trace: the index is of an earlier config.
+            name = "\(s.kind) #\(s.a) (an earlier config)"
+            cat = s.kind == .line ? "source" : s.kind == .entry || s.kind == .exit ? "mode" : s.kind == .sequenceStep ? "sequence" : "timer"
+            return event(name, cat, instant, s, tid: tid, pid: pid, dump: dump, args: [])
+        }
         switch s.kind {
         case .pass:
             (name, cat) = ("pass", "loop")
@@ -223,6 +254,12 @@ extension ControlServer {
             if r.kind == .edge { args.append(("handled_after_ns", .int(Int64(clamping: s.duration)))) }
             instant = true
         }
+        return event(name, cat, instant, s, tid: tid, pid: pid, dump: dump, args: args)
+    }
+
+    private func event(
+        _ name: String, _ cat: String, _ instant: Bool, _ s: LoopTracer.Span, tid: Int32, pid: Int64, dump: TraceDump, args: [(String, JSON)]
+    ) -> JSON {
         let ts = Double(Int64(bitPattern: s.start &- dump.origin)) / 1000
         var f: [(String, JSON)] = [
             ("name", .string(name)), ("cat", .string(cat)), ("ph", .string(instant ? "i" : "X")), ("ts", .double(ts)), ("pid", .int(pid)),

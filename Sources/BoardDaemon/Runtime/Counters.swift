@@ -27,8 +27,9 @@ extension Daemon {
         public var events: UInt64, heldInRing: UInt64, lost: UInt64, rateLimitHolds: UInt64, suspectedOverflows: UInt64
         /// Drain timer fires (`drain_every`) that found events waiting in the kernel.
         public var drainReads: UInt64 = 0
-        /// The last edge read from the kernel: rising, and its kernel
-        /// timestamp (monotonic clock; 0: none yet).
+        /// The last level change read from the kernel (an edge, or a level
+        /// read again): rising, and its kernel timestamp (monotonic clock;
+        /// 0: none yet).
         public var lastEdgeRising = false
         public var lastEdgeAt: UInt64 = 0
     }
@@ -60,7 +61,7 @@ extension LoopRuntime {
         for case let l? in inputs {
             c.lines[l.config.name] = Daemon.LineCounters(
                 events: l.eventsSeen, heldInRing: l.heldInRing, lost: l.lost, rateLimitHolds: l.rateLimitHolds,
-                suspectedOverflows: l.suspectedOverflows, drainReads: l.drainReads, lastEdgeRising: l.rawLevel, lastEdgeAt: l.eventsSeen > 0 ? l.rawTime : 0)
+                suspectedOverflows: l.suspectedOverflows, drainReads: l.drainReads, lastEdgeRising: l.rawLevel, lastEdgeAt: l.rawTime)
         }
         for t in tasks {
             c.tasks[t.config.name] = Daemon.TaskCounters(

@@ -125,7 +125,8 @@ struct LoopBudget: Sendable, Equatable {
     /// The capacities loop `loop` is made with: the sum of its parts, and
     /// for what is not counted item by item:
     ///
-    /// - observers: at least 1 (the engine's least; the daemon adds none);
+    /// - observers: the parts' and one more, the observer a trace adds
+    ///   while it runs (`LoopRuntime.startTracing`);
     /// - modes: the default mode and every mode of the config (each loop
     ///   makes them all, `LoopRuntime.setUpModes`);
     /// - events per wait: the sources (each is one fd, which one wait
@@ -140,7 +141,7 @@ struct LoopBudget: Sendable, Equatable {
     static func capacities(_ b: LoopBudget, modes: Int) -> BoardRunLoop.Capacities {
         let sources = max(b.sources, 1)
         return BoardRunLoop.Capacities(
-            sources: sources, timers: max(b.timers, 1), observers: max(b.observers, 1), modes: modes,
+            sources: sources, timers: max(b.timers, 1), observers: b.observers + 1, modes: modes,
             pendingPerforms: max(b.performs, 1), eventsPerWait: min(sources, BoardRunLoop.Capacities.maxima.eventsPerWait),
             nestingDepth: nestingDepth)
     }

@@ -24,7 +24,10 @@ final class LoopRuntime: @unchecked Sendable {
     /// The program it runs (a reload swaps it; the event sink names what
     /// happens by the new one from then on).
     @exclusivity(unchecked) var program: Program {
-        didSet { events.use(program) }
+        didSet {
+            events.use(program)
+            tracer?.generation = program.generation
+        }
     }
     let logger: Logger
     let driver: ModeDriver

@@ -48,6 +48,8 @@ final class LoopTracer {
         /// Nanoseconds; `instant` for an event without duration.
         var duration: UInt64
         var kind: Kind
+        /// The program `a` is an index of (a reload mid-trace).
+        var generation: Int32
         var a: Int32
         var b: Int64
         var record: TraceRecord
@@ -71,16 +73,23 @@ final class LoopTracer {
     /// The loop's thread, as the kernel numbers it (a track per thread).
     let threadID: Int32
     let started: UInt64
+    /// Which trace it records for (a tracer a stuck worker kept from an
+    /// earlier trace is not taken for a later one's).
+    let serial: UInt64
+    /// The program the loop runs (set at the start and at a reload).
+    @exclusivity(unchecked) var generation: Int32 = 0
 
-    private static let blank = Span(start: 0, duration: 0, kind: .pass, a: 0, b: 0, record: TraceRecord(kind: .edge, line: -1, generation: 0))
+    private static let blank = Span(
+        start: 0, duration: 0, kind: .pass, generation: 0, a: 0, b: 0, record: TraceRecord(kind: .edge, line: -1, generation: 0))
 
-    init(capacity: Int = LoopTracer.defaultCapacity, threadID: Int32, now: UInt64) {
+    init(capacity: Int = LoopTracer.defaultCapacity, threadID: Int32, now: UInt64, serial: UInt64 = 0) {
         precondition(capacity > 0 && capacity & (capacity - 1) == 0, "a tracer's capacity is a power of two")
         self.capacity = capacity
         mask = capacity - 1
         slots = .allocate(capacity: capacity)
         slots.initialize(repeating: Self.blank, count: capacity)
         self.threadID = threadID
+        self.serial = serial
         started = now
         passStart = now
     }
@@ -97,12 +106,15 @@ final class LoopTracer {
 
     /// A handler ran from `start` to `end`.
     @inline(__always) func slice(_ kind: Kind, _ a: Int, _ b: Int64 = 0, from start: UInt64, to end: UInt64) {
-        put(Span(start: start, duration: end >= start ? end - start : 0, kind: kind, a: Int32(truncatingIfNeeded: a), b: b, record: Self.blank.record))
+        put(
+            Span(
+                start: start, duration: end >= start ? end - start : 0, kind: kind, generation: generation, a: Int32(truncatingIfNeeded: a),
+                b: b, record: Self.blank.record))
     }
 
     /// An event sink record, at `t` (lasting `duration`, or an instant).
     @inline(__always) func record(_ r: TraceRecord, at t: UInt64, duration: UInt64 = Span.instant) {
-        put(Span(start: t, duration: duration, kind: .record, a: 0, b: 0, record: r))
+        put(Span(start: t, duration: duration, kind: .record, generation: r.generation, a: 0, b: 0, record: r))
     }
 
     /// The observer's activities: a pass from waking to the next wait, the
@@ -110,18 +122,18 @@ final class LoopTracer {
     func observed(_ activity: RunLoopActivity, at now: UInt64, mode: Int) {
         switch activity {
         case .beforeWaiting:
-            put(Span(start: passStart, duration: now >= passStart ? now - passStart : 0, kind: .pass, a: 0, b: 0, record: Self.blank.record))
+            put(Span(start: passStart, duration: now >= passStart ? now - passStart : 0, kind: .pass, generation: generation, a: 0, b: 0, record: Self.blank.record))
             waitStart = now
         case .afterWaiting:
             if waitStart != 0 {
-                put(Span(start: waitStart, duration: now >= waitStart ? now - waitStart : 0, kind: .wait, a: 0, b: 0, record: Self.blank.record))
+                put(Span(start: waitStart, duration: now >= waitStart ? now - waitStart : 0, kind: .wait, generation: generation, a: 0, b: 0, record: Self.blank.record))
             }
             waitStart = 0
             passStart = now
         case .entry:
-            put(Span(start: now, duration: Span.instant, kind: .entry, a: Int32(mode), b: 0, record: Self.blank.record))
+            put(Span(start: now, duration: Span.instant, kind: .entry, generation: generation, a: Int32(mode), b: 0, record: Self.blank.record))
         case .exit:
-            put(Span(start: now, duration: Span.instant, kind: .exit, a: Int32(mode), b: 0, record: Self.blank.record))
+            put(Span(start: now, duration: Span.instant, kind: .exit, generation: generation, a: Int32(mode), b: 0, record: Self.blank.record))
         default:
             break
         }
@@ -151,6 +163,7 @@ extension LoopRuntime {
         }
         try loop.add(o, mode: .common)
         tracer.observer = o
+        tracer.generation = program.generation
         self.tracer = tracer
         events.trace(tracer)
         for case let i? in inputs { i.traced(true) }

@@ -186,6 +186,24 @@ public final class Daemon: @unchecked Sendable {
         lastPings = Array(repeating: 0, count: workers.count)
     }
 
+    /// Runs `body` with worker `i`'s runtime on the worker's thread when
+    /// its loop gets to it, without waiting (a worker that is stuck runs
+    /// it once it is not); false if it could not be posted.
+    @discardableResult
+    func postToWorker(_ i: Int, _ body: @escaping @Sendable (LoopRuntime) -> Void) -> Bool {
+        let box = boxes[i + 1]
+        guard let loop = box.loop else { return false }
+        do {
+            try loop.perform(inModes: [.common]) {
+                guard let rt = box.rt else { return }
+                body(rt)
+            }
+            return true
+        } catch {
+            return false
+        }
+    }
+
     /// Runs `body` with worker `i`'s runtime on the worker's thread and
     /// waits at most `timeout`: its value, or why there is none (the wait
     /// timed out, the loop ended, the body threw).
