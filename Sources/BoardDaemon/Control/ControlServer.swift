@@ -191,6 +191,7 @@ public final class ControlServer {
             counters.accepted += 1
             guard clients.count < config.maxClients else {
                 counters.busy += 1
+                counters.errors["busy", default: 0] += 1  // an error reply, counted by its code as the others are
                 var out: [UInt8] = []
                 append(
                     error(id: .null, "busy", "boardd serves at most \(config.maxClients) control clients at once (control: { max_clients }); try again later"),
