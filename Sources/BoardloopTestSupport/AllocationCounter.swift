@@ -34,4 +34,9 @@ extension AllocationCounter {
     public static func endCountingOnThisThread() { bl_alloc_counting_end() }
     /// Allocations counted since the last reset, over all counting threads.
     public static var count: Int { Int(bl_alloc_count()) }
+    /// Allocations counted on the calling thread alone since its last
+    /// `resetThisThread()` (the shared `count` adds up every counting thread).
+    public static var countOnThisThread: Int { Int(bl_alloc_thread_count()) }
+    /// Zeroes the calling thread's own count.
+    public static func resetThisThread() { bl_alloc_thread_reset() }
 }

@@ -16,6 +16,7 @@ extern void *__libc_pvalloc(size_t);
 extern void __libc_free(void *);
 
 static __thread int counting;   // initial-exec TLS in the executable: no allocation to reach it
+static __thread uint64_t thread_count;  // the calling thread's own counted allocations
 static uint64_t total_count;
 static uint64_t total_bytes;
 static int interposer_hit;
@@ -29,6 +30,7 @@ static inline void note(size_t bytes) {
             trap_mode = e && e[0] == '1';
         }
         if (trap_mode) __builtin_trap();
+        thread_count++;
         __atomic_fetch_add(&total_count, 1, __ATOMIC_RELAXED);
         __atomic_fetch_add(&total_bytes, (uint64_t)bytes, __ATOMIC_RELAXED);
     }
@@ -72,6 +74,8 @@ void bl_alloc_reset(void) {
     __atomic_store_n(&total_count, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&total_bytes, 0, __ATOMIC_RELAXED);
 }
+uint64_t bl_alloc_thread_count(void) { return thread_count; }
+void bl_alloc_thread_reset(void) { thread_count = 0; }
 int bl_alloc_interposer_active(void) {
     interposer_hit = 0;
     // strdup lives in libc: its malloc call reaches us only if the

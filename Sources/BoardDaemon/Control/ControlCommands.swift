@@ -225,7 +225,7 @@ extension ControlServer {
     func allCounters() -> [Daemon.Counters] {
         var out = [daemon.counters]
         for i in daemon.workers.indices {
-            if case let .success(c) = daemon.onWorker(i, timeout: .seconds(1), { $0.counters(nil) }) { out.append(c) }
+            if case let .success(c) = daemon.workerCounters(i, timeout: .seconds(1)) { out.append(c) }
         }
         return out
     }

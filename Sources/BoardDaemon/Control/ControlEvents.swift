@@ -12,6 +12,14 @@ extension ControlServer {
     struct Follow {
         var id: JSON
         var line: String?
+        /// What each of its lines starts with, up to the event: `{"v":1,"id":N,"event":`.
+        let prefix: [UInt8]
+
+        init(id: JSON, line: String?) {
+            self.id = id
+            self.line = line
+            prefix = Array(#"{"v":\#(ControlServer.version),"id":\#(id.text),"event":"#.utf8)
+        }
     }
 
     /// What `events` keeps between requests.
@@ -27,6 +35,12 @@ extension ControlServer {
         /// Events the feed dropped (its queue full before the main loop took it).
         var overflowed: UInt64 = 0
         var item: PerformWorkItem?
+        /// A batch taken from the feed and not yet all written: it is
+        /// written a slice (`slice` events) a pass, so a loop's timers run
+        /// between the slices, not after the whole batch.
+        var batch: [TraceEvent] = []
+        var done = 0
+        static let slice = 16
 
         func remember(_ e: JSON) {
             if recent.count < Self.kept {
@@ -70,7 +84,7 @@ extension ControlServer {
         if let l = r["line"], l != .null { filter = try line(r).1.name }
         let follow = r["follow"] == nil || r["follow"] == .null ? false : try bool(r, "follow")
         // What the writer has handed over so far comes first.
-        deliverEvents()
+        deliverEvents(all: true)
         guard follow else {
             let list = events.inOrder.filter { e in filter == nil || e["line"] == .string(filter!) }
             return [("events", .array(list))]
@@ -106,26 +120,52 @@ extension ControlServer {
     }
 
     /// On the main loop, woken by the feed: keeps each event and writes it
-    /// to the clients that follow it.
-    func deliverEvents() {
-        let (batch, overflowed) = daemon.traceLog.feed.take()
-        events.overflowed = overflowed
-        for e in batch {
-            let j = Self.json(e)
-            events.remember(j)
-            guard events.followers > 0 else { continue }
-            for c in clients where !c.closed {
-                guard let f = c.follow else { continue }
-                if let l = f.line, e.line != l { continue }
-                let line = JSON.object([("v", .int(Self.version)), ("id", f.id), ("event", j)])
-                // The line and its newline must fit beside what waits.
-                guard c.output.count + line.text.utf8.count + 1 <= options.maxOutput else {
-                    tooSlow(c, f)
-                    continue
-                }
-                reply(line, to: c)
+    /// to the clients that follow it, a slice of the batch at a time (the
+    /// rest in the next pass; `all`: the whole batch now). Each event is
+    /// made JSON once, whoever follows it; each follower's socket is
+    /// written once a slice.
+    func deliverEvents(all: Bool = false) {
+        repeat {
+            if events.done >= events.batch.count {
+                let (batch, overflowed) = daemon.traceLog.feed.take()
+                events.overflowed = overflowed
+                events.batch = batch
+                events.done = 0
+                if batch.isEmpty { return }
             }
-        }
+            let end = min(events.batch.count, events.done + Events.slice)
+            var wrote = false
+            for e in events.batch[events.done..<end] {
+                let j = Self.json(e)
+                events.remember(j)
+                guard events.followers > 0 else { continue }
+                var text: [UInt8] = []
+                for c in clients where !c.closed {
+                    guard let f = c.follow else { continue }
+                    if let l = f.line, e.line != l { continue }
+                    if text.isEmpty { text = Array(j.text.utf8) }
+                    // The line (prefix, event, "}") and its newline must fit beside what waits.
+                    guard c.output.count + f.prefix.count + text.count + 2 <= options.maxOutput else {
+                        tooSlow(c, f)
+                        continue
+                    }
+                    c.output += f.prefix
+                    c.output += text
+                    c.output.append(0x7d)
+                    c.output.append(0x0a)
+                    wrote = true
+                }
+            }
+            events.done = end
+            if wrote { for c in clients where !c.closed && c.follow != nil && !c.output.isEmpty { flush(c) } }
+            if events.done >= events.batch.count {
+                events.batch = []
+                events.done = 0
+            } else if !all, let item = events.item {
+                _ = try? loop.perform(item)  // the rest in the next pass, after its timers
+                return
+            }
+        } while all
     }
 
     /// A follower whose unread events fill its output: it follows no more,

@@ -204,6 +204,7 @@ public final class ControlServer {
             counters.accepted += 1
             guard clients.count < config.maxClients else {
                 counters.busy += 1
+                counters.errors["busy", default: 0] += 1  // an error reply, counted by its code as the others are
                 var out: [UInt8] = []
                 append(
                     error(id: .null, "busy", "boardd serves at most \(config.maxClients) control clients at once (control: { max_clients }); try again later"),
@@ -260,7 +261,7 @@ public final class ControlServer {
     private func take(_ bytes: ArraySlice<UInt8>, from c: Client) {
         var rest = bytes
         while !rest.isEmpty, !c.closed {
-            if let nl = rest.firstIndex(of: 0x0a) {
+            if let nl = Self.newline(in: rest) {
                 let piece = rest[rest.startIndex..<nl]
                 rest = rest[(nl + 1)...]
                 if c.discarding {
@@ -291,6 +292,15 @@ public final class ControlServer {
                 }
                 rest = []
             }
+        }
+    }
+
+    /// The first newline's index in `bytes`, by memchr: a client's 16 KiB
+    /// read of a long line is scanned in about a microsecond, not byte by byte.
+    static func newline(in bytes: ArraySlice<UInt8>) -> Int? {
+        bytes.withUnsafeBytes { b -> Int? in
+            guard let base = b.baseAddress, let hit = memchr(base, 0x0a, b.count) else { return nil }
+            return bytes.startIndex + (UnsafeRawPointer(hit) - base)
         }
     }
 

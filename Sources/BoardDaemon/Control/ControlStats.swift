@@ -19,7 +19,7 @@ extension ControlServer {
             if i == 0 {
                 counters = d.counters
                 mainCounters = counters!
-            } else if i - 1 < d.workers.count, case let .success(c) = d.onWorker(i - 1, timeout: .seconds(1), { $0.counters(nil) }) {
+            } else if i - 1 < d.workers.count, case let .success(c) = d.workerCounters(i - 1, timeout: .seconds(1)) {
                 counters = c
             }
             var f: [(String, JSON)] = [

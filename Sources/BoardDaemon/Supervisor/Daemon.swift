@@ -9,6 +9,8 @@ import Logging
 final class RuntimeBox: @unchecked Sendable {
     var rt: LoopRuntime?
     var loop: BoardRunLoop?
+    /// The tables a worker's counters are read into (main loop only; `workerCounters`).
+    var figures: LoopFigures?
 }
 
 /// The daemon: a config running on the main loop and its workers. Build it

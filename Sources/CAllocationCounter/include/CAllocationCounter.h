@@ -24,6 +24,12 @@ uint64_t bl_alloc_count(void);
 uint64_t bl_alloc_bytes(void);
 /// Resets both totals to zero.
 void bl_alloc_reset(void);
+/// Allocations counted on the calling thread alone (while it counted)
+/// since its last bl_alloc_thread_reset(): a per-thread figure when
+/// several threads count at once.
+uint64_t bl_alloc_thread_count(void);
+/// Resets the calling thread's own count to zero.
+void bl_alloc_thread_reset(void);
 /// 1 when the interposer is the process's malloc (a self-check).
 int bl_alloc_interposer_active(void);
 
