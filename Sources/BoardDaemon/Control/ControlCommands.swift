@@ -237,16 +237,24 @@ extension ControlServer {
         let config = d.config
         let found = config.board.detected ? "detected" : (d.options.loadOptions.board != nil ? "--board" : "config")
         let backend = d.mock != nil ? "mock" : d.gpio.backendName
-        let counters = allCounters()
+        // One wait per worker (at most a second) for its counters, thread and mode.
+        var counters = [d.counters]
+        var vitals: [LoopVitals?] = [d.main.vitals()]
+        var modes: [String?] = [d.mainMode]
+        for i in d.workers.indices {
+            if case let .success(s) = d.workerStatus(i, timeout: .seconds(1)) {
+                counters.append(s.counters)
+                vitals.append(s.vitals)
+                modes.append(s.mode)
+            } else {
+                vitals.append(nil)
+                modes.append(nil)
+            }
+        }
         var loops: [JSON] = []
         for (i, plan) in config.loops.enumerated() {
-            var f: [(String, JSON)] = [("name", .string(plan.name)), ("mode", loopMode(i).map(JSON.string) ?? .null)]
-            var vitals: LoopVitals?
-            if i == 0 {
-                vitals = d.main.vitals()
-            } else if i - 1 < d.workers.count, case let .success(v) = d.onWorker(i - 1, timeout: .seconds(1), { $0.vitals() }) {
-                vitals = v
-            }
+            var f: [(String, JSON)] = [("name", .string(plan.name)), ("mode", (i < modes.count ? modes[i] : nil).map(JSON.string) ?? .null)]
+            let vitals = i < vitals.count ? vitals[i] : nil
             f.append(("answered", .bool(vitals != nil)))
             if let v = vitals { f.append(("thread_tid", .int(Int64(v.threadID)))) }
             f.append(("cpus", .array(plan.cpus.map { .int(Int64($0)) })))

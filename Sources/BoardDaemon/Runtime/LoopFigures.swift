@@ -37,6 +37,10 @@ final class LoopFigures: @unchecked Sendable {
     /// False when the worker's config had more than the tables hold (they
     /// were made for another config): nothing was filled.
     var fits = false
+    /// The loop's thread and its slowest handler (`status`), and its
+    /// effective mode's index: filled whether or not the tables fit.
+    var vitals: LoopVitals?
+    var mode = 0
 
     init(for config: DaemonConfig) {
         reactions = Array(repeating: Reaction(), count: config.reactions.count)
@@ -72,6 +76,8 @@ extension LoopRuntime {
     /// names are the config's strings, retained, not copied).
     func fill(_ f: LoopFigures) {
         let config = self.config
+        f.vitals = vitals()
+        f.mode = effectiveMode
         f.fits = f.holds(config) && tasks.count <= f.tasks.count
         guard f.fits else { return }
         for i in config.reactions.indices {
@@ -103,7 +109,7 @@ extension LoopRuntime {
                 name: l.config.name,
                 counters: Daemon.LineCounters(
                     events: l.eventsSeen, heldInRing: l.heldInRing, lost: l.lost, rateLimitHolds: l.rateLimitHolds,
-                    suspectedOverflows: l.suspectedOverflows, drainReads: l.drainReads))
+                    suspectedOverflows: l.suspectedOverflows, drainReads: l.drainReads, lastEdgeRising: l.rawLevel, lastEdgeAt: l.rawTime))
             k += 1
         }
         f.used.lines = k
@@ -127,6 +133,12 @@ extension Daemon {
     /// read into tables made here (`LoopFigures`) so the worker allocates
     /// nothing; waits at most `timeout`. Main loop only.
     func workerCounters(_ i: Int, timeout: Duration) -> Result<Counters, any Error> {
+        workerStatus(i, timeout: timeout).map(\.counters)
+    }
+
+    /// Worker `i`'s counters, its thread's vitals and its mode's name (as
+    /// `status` shows them), in one wait of at most `timeout`.
+    func workerStatus(_ i: Int, timeout: Duration) -> Result<(counters: Counters, vitals: LoopVitals?, mode: String?), any Error> {
         let box = boxes[i + 1]
         let f: LoopFigures
         if let kept = box.figures, kept.holds(config) { f = kept } else { f = LoopFigures(for: config) }
@@ -136,9 +148,10 @@ extension Daemon {
         switch onWorker(i, timeout: timeout, { $0.fill(f) }) {
         case .success:
             box.figures = f
-            if f.fits { return .success(f.counters) }
+            let mode = f.mode < config.modes.count ? config.modes[f.mode].name : nil
+            if f.fits { return .success((f.counters, f.vitals, mode)) }
             // A worker still on a config with more than these tables hold (a reload in flight).
-            return onWorker(i, timeout: timeout) { $0.counters(nil) }
+            return onWorker(i, timeout: timeout) { $0.counters(nil) }.map { ($0, f.vitals, mode) }
         case let .failure(e):
             return .failure(e)
         }
