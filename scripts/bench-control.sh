@@ -23,6 +23,9 @@
 #                                                 main loop, which the control server shares)
 #   scripts/bench-control.sh --pin                boardd on CPU 0, the clients' driver on CPU 1 (taskset),
 #                                                 so the driver does not take boardd's CPU time
+#   scripts/bench-control.sh --isolate            the task on a worker with a CPU of its own (`cpu: 1`),
+#                                                 boardd's other threads and the driver on CPU 0: the
+#                                                 deployment a time-critical task is meant for
 #   scripts/bench-control.sh --quick         2 pairs of 3 s: a smoke run, the figures mean nothing
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +35,7 @@ window=10
 roles=loris,follower,garbage,churn
 task_loop=main
 pin=""
+isolate=""
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) pairs=2; window=3 ;;
@@ -40,7 +44,8 @@ while [ $# -gt 0 ]; do
     --clients) roles=$2; shift ;;
     --task-on) task_loop=$2; shift ;;
     --pin) pin=1 ;;
-    *) echo "usage: scripts/bench-control.sh [--quick] [--pairs N] [--window SECONDS] [--clients loris,follower,garbage,churn] [--task-on main|worker] [--pin]" >&2; exit 2 ;;
+    --isolate) isolate=1; task_loop=worker ;;
+    *) echo "usage: scripts/bench-control.sh [--quick] [--pairs N] [--window SECONDS] [--clients loris,follower,garbage,churn] [--task-on main|worker] [--pin | --isolate]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -55,7 +60,7 @@ lines:
   button: { pin: BUTTON, input: { edge: both, active_low: true } }
   led: { pin: LED, output: { initial: off } }
   fan: { pin: FAN, output: { initial: off } }
-$( [ "$task_loop" = worker ] && printf 'workers:\n  rt: { lines: [fan] }\n' )
+$( [ "$task_loop" = worker ] && printf 'workers:\n  rt: { lines: [fan]%s }\n' "${isolate:+, cpu: 1}" )
 tasks:
   beat: { every: 1ms, do: [ toggle: fan ]$( [ "$task_loop" = worker ] && printf ', worker: rt' ) }
 reactions:
@@ -63,12 +68,17 @@ reactions:
 control: { path: $work/boardd.sock, max_clients: 64 }
 EOF
 
-${pin:+taskset -c 1} python3 - "$boardd" "$work" "$pairs" "$window" "$roles" "$task_loop" "$pin" <<'EOF'
+# --pin: boardd on CPU 0, the driver on CPU 1; --isolate: both on CPU 0
+# (the task's worker takes CPU 1 itself).
+driver_cpu=${pin:+1}
+[ -n "$isolate" ] && driver_cpu=0
+${driver_cpu:+taskset -c $driver_cpu} python3 - "$boardd" "$work" "$pairs" "$window" "$roles" "$task_loop" "${isolate:+isolate}${pin:+pin}" <<'EOF'
 import json, os, random, select, socket, statistics, subprocess, sys, time
 boardd, work, pairs, window = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 roles = set(sys.argv[5].split(","))
 task_loop = sys.argv[6]
-pin = ["taskset", "-c", "0"] if sys.argv[7] else []
+placement = sys.argv[7]
+pin = ["taskset", "-c", "0"] if placement else []
 sock = os.path.join(work, "boardd.sock")
 config = os.path.join(work, "task.yaml")
 rng = random.Random(0x5EED)
@@ -203,7 +213,7 @@ for i in range(pairs):
 med = lambda xs: statistics.median(xs)
 print()
 print("1 kHz task (on the %s loop) lateness with misbehaving control clients (%s) vs none (release boardd --mock%s, %d pairs of %.0f s windows, load average %.2f at the end)" % (
-      task_loop, ",".join(sorted(roles)), ", boardd on CPU 0, the clients on CPU 1" if pin else "", pairs, window, os.getloadavg()[0]))
+      task_loop, ",".join(sorted(roles)), {"pin": ", boardd on CPU 0, the clients on CPU 1", "isolate": ", the task's worker on CPU 1 (cpu: 1), boardd's other threads and the clients on CPU 0"}.get(placement, ""), pairs, window, os.getloadavg()[0]))
 print("%-28s %-12s %-12s %s" % ("figure", "clients", "none", "ratio"))
 print("%-28s %-12.1f %-12.1f %.2fx (median of the pairs' ratios; each pair: %s)" % (
       "lateness p99 us (median)", med([r[0]["lateness_p99_ns"] for r in rows]) / 1e3, med([r[1]["lateness_p99_ns"] for r in rows]) / 1e3,
