@@ -128,6 +128,7 @@ final class ControlEventsTests: XCTestCase {
             presses += 1
         }
         XCTAssertEqual(h.daemon.control?.events.tooSlow, 1, "after \(presses) presses")
+        XCTAssertEqual(h.daemon.control?.counters.errors["too-slow"], 1, "counted with the error replies")
         XCTAssertEqual(h.daemon.control?.events.followers, 0)
         XCTAssertEqual(try drive.request(#"{"v":1,"cmd":"ping"}"#, h)["pong"] as? Bool, true, "the others are served")
         XCTAssertTrue(h.log.contains("dropped an events follower"), h.log)

@@ -173,6 +173,9 @@ extension ControlServer {
     /// that is written (or at the idle timeout if it never reads).
     private func tooSlow(_ c: Client, _ f: Follow) {
         events.tooSlow += 1
+        // Counted with the other error replies (it bypasses `reply`, whose
+        // output bound it would trip).
+        counters.errors["too-slow", default: 0] += 1
         unfollow(c)
         logger.warning("control: dropped an events follower (\(c.peer)) that does not read them (\(c.output.count) bytes waiting)")
         append(
