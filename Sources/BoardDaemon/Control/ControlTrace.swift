@@ -125,7 +125,7 @@ extension ControlServer {
             }
             loops.append((i + 1, d.workers[i].name, got))
         }
-        if !late.isEmpty { logger.warning("control: loop(s) \(late.joined(separator: ", ")) did not hand in their trace within a second; it leaves them out") }
+        if !late.isEmpty { logger.warning("control: loop(s) \(late.joined(separator: ", ")) did not hand in their trace within a second; the trace leaves them out") }
         guard send, !run.client.closed else { return }
         let c = run.client
         c.traceDump = TraceDump(id: run.id, loops: loops, program: d.main.program)
