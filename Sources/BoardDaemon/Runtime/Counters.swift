@@ -43,31 +43,12 @@ extension Daemon {
 }
 
 extension LoopRuntime {
+    /// This loop's counters (and with `commands`, the commands'): its
+    /// figures read in place (`fill`), made into dictionaries here.
     func counters(_ commands: CommandRunner?) -> Daemon.Counters {
-        var c = Daemon.Counters()
-        for (i, r) in config.reactions.enumerated() {
-            c.reactionFires[r.name] = reactionFires[i]
-            c.reactionSkipped[r.name] = reactionSkipped[i]
-            if let h = reactionTimes[i], h.count > 0 {
-                c.reactionTimes[r.name] = Daemon.LatencyFigures(
-                    count: h.count, p50: h.percentile(0.5), p99: h.percentile(0.99), max: h.max)
-            }
-        }
-        for case let s? in sequences {
-            c.sequence[s.config.name] = Daemon.SequenceCounters(
-                started: s.started, completed: s.completed, ignored: s.ignored, refused: s.refused, restarted: s.restarted,
-                stopped: s.stopped, running: s.activeRuns, queued: s.queued)
-        }
-        for case let l? in inputs {
-            c.lines[l.config.name] = Daemon.LineCounters(
-                events: l.eventsSeen, heldInRing: l.heldInRing, lost: l.lost, rateLimitHolds: l.rateLimitHolds,
-                suspectedOverflows: l.suspectedOverflows, drainReads: l.drainReads, lastEdgeRising: l.rawLevel, lastEdgeAt: l.rawTime)
-        }
-        for t in tasks {
-            c.tasks[t.config.name] = Daemon.TaskCounters(
-                runs: t.runs, skippedPeriods: t.skippedPeriods, p50: t.lateness.percentile(0.5),
-                p99: t.lateness.percentile(0.99), max: t.lateness.max)
-        }
+        let f = LoopFigures(for: config)
+        fill(f)
+        var c = f.counters
         if let commands {
             for (i, cmd) in config.commands.enumerated() where i < commands.refused.count {
                 c.commandsRefused[cmd.name] = commands.refused[i]
@@ -75,7 +56,6 @@ extension LoopRuntime {
             }
             c.commandsRunning = commands.runningChildren
         }
-        c.postsStale = postsStale
         return c
     }
 

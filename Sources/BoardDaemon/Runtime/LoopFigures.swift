@@ -37,8 +37,8 @@ final class LoopFigures: @unchecked Sendable {
     /// False when the worker's config had more than the tables hold (they
     /// were made for another config): nothing was filled.
     var fits = false
-    /// The loop's thread and its slowest handler (`status`), and its
-    /// effective mode's index: filled whether or not the tables fit.
+    /// The loop's thread and its slowest handler, and its effective mode's
+    /// index (`Daemon.workerStatus` reads them with the tables).
     var vitals: LoopVitals?
     var mode = 0
 
@@ -76,8 +76,6 @@ extension LoopRuntime {
     /// names are the config's strings, retained, not copied).
     func fill(_ f: LoopFigures) {
         let config = self.config
-        f.vitals = vitals()
-        f.mode = effectiveMode
         f.fits = f.holds(config) && tasks.count <= f.tasks.count
         guard f.fits else { return }
         for i in config.reactions.indices {
@@ -145,7 +143,11 @@ extension Daemon {
         // Not kept until the worker has answered: one that answers late
         // writes into tables nobody reads.
         box.figures = nil
-        switch onWorker(i, timeout: timeout, { $0.fill(f) }) {
+        switch onWorker(i, timeout: timeout, { rt in
+            rt.fill(f)
+            f.vitals = rt.vitals()
+            f.mode = rt.effectiveMode
+        }) {
         case .success:
             box.figures = f
             let mode = f.mode < config.modes.count ? config.modes[f.mode].name : nil
