@@ -10,8 +10,6 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <pthread.h>
-#include <sched.h>
 #include <unistd.h>
 
 #ifndef SYS_pidfd_open
@@ -129,17 +127,5 @@ int bd_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     *pid = c.pid;
     *uid = c.uid;
     *gid = c.gid;
-    return 0;
-}
-
-pid_t bd_gettid(void) { return (pid_t)syscall(SYS_gettid); }
-
-int bd_current_cpu(void) { return sched_getcpu(); }
-
-int bd_thread_scheduling(int *policy, int *priority) {
-    struct sched_param p;
-    int e = pthread_getschedparam(pthread_self(), policy, &p);
-    if (e != 0) return e;
-    *priority = p.sched_priority;
     return 0;
 }

@@ -361,6 +361,16 @@ int bl_set_affinity(const int *cpus, int count) {
     return sched_setaffinity(0, sizeof set, &set);
 }
 
+int bl_get_scheduling(int *policy, int *priority) {
+    struct sched_param p;
+    int rc = pthread_getschedparam(pthread_self(), policy, &p);
+    if (rc != 0) return rc;
+    *priority = p.sched_priority;
+    return 0;
+}
+
+int bl_current_cpu(void) { return sched_getcpu(); }
+
 int bl_set_fifo_priority(int priority) {
     struct sched_param p;
     memset(&p, 0, sizeof p);

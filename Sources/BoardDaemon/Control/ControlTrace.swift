@@ -1,7 +1,6 @@
 import BoardControl
 import Boardloop
 import BoardSupport
-import CDaemon
 import Glibc
 import Logging
 
@@ -70,13 +69,13 @@ extension ControlServer {
         let d = daemon
         traceSerial += 1
         let serial = traceSerial
-        do { try d.main.startTracing(LoopTracer(threadID: bd_gettid(), now: d.main.nowNanoseconds, serial: serial)) } catch {
+        do { try d.main.startTracing(LoopTracer(threadID: OSThread.currentID, now: d.main.nowNanoseconds, serial: serial)) } catch {
             throw Failure("internal", "the main loop cannot trace: \(error)")
         }
         var names = [d.main.name]
         for i in d.workers.indices {
             let started = d.onWorker(i, timeout: .seconds(1)) { rt in
-                try rt.startTracing(LoopTracer(threadID: bd_gettid(), now: rt.nowNanoseconds, serial: serial))
+                try rt.startTracing(LoopTracer(threadID: OSThread.currentID, now: rt.nowNanoseconds, serial: serial))
             }
             if case .success = started {
                 names.append(d.workers[i].name)

@@ -90,11 +90,4 @@ final class EventFeed: @unchecked Sendable {
         clock_gettime(CLOCK_REALTIME, &ts)
         return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
     }
-
-    /// The monotonic clock (the kernel's GPIO timestamps' and the loops').
-    static func monotonicNow() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-    }
 }

@@ -1,5 +1,4 @@
 import Boardloop
-import CDaemon
 import Glibc
 
 /// How a loop's thread is doing, for `status`: where it runs, how much it
@@ -37,9 +36,9 @@ struct LoopVitals: Sendable {
 
 extension LoopRuntime {
     func vitals() -> LoopVitals {
-        var policy: Int32 = 0, priority: Int32 = 0
         let policyName: StaticString
-        if bd_thread_scheduling(&policy, &priority) == 0 {
+        let sched = OSThread.scheduling
+        if let (policy, _) = sched {
             switch policy {
             case SCHED_FIFO: policyName = "fifo"
             case SCHED_RR: policyName = "rr"
@@ -61,7 +60,7 @@ extension LoopRuntime {
             i += 1
         }
         return LoopVitals(
-            threadID: bd_gettid(), cpu: bd_current_cpu(), policy: policyName, priority: priority, waits: loop.waitCount,
+            threadID: OSThread.currentID, cpu: OSThread.currentCPU, policy: policyName, priority: sched?.priority ?? 0, waits: loop.waitCount,
             handled: loop.handledCount, slowest: slowest)
     }
 }

@@ -223,7 +223,7 @@ final class TraceLog: @unchecked Sendable {
     func drain() -> Bool {
         lock.withLock {
             // One offset for the batch: its events keep their order.
-            clockOffset = EventFeed.now() &- EventFeed.monotonicNow()
+            clockOffset = EventFeed.now() &- MonotonicClock.nanoseconds
             var any = false
             for (i, ring) in rings.enumerated() {
                 let n = ring.consume { r in log(r, loop: i) }

@@ -5,9 +5,9 @@ import Glibc
 /// scheduling (the corresponding C functions are `gettid`,
 /// `pthread_setname_np`, `sched_setaffinity`, `prctl(PR_SET_TIMERSLACK)` and
 /// `pthread_setschedparam`). Setters return the errno of a failure, or nil.
-enum OSThread {
+package enum OSThread {
     /// The calling thread's kernel id (cached per thread: no system call).
-    @inline(__always) static var currentID: Int32 { bl_cached_tid() }
+    @inline(__always) package static var currentID: Int32 { bl_cached_tid() }
     /// The kernel id of the process's main thread.
     @inline(__always) static var mainID: Int32 { bl_main_tid() }
     /// The calling thread's kernel id, asked of the kernel.
@@ -47,6 +47,16 @@ enum OSThread {
     static func setFIFOPriority(_ priority: Int32) -> Errno? {
         bl_set_fifo_priority(priority) == 0 ? nil : Errno(rawValue: Glibc.errno)
     }
+
+    /// The calling thread's scheduling policy (`SCHED_OTHER`, `SCHED_FIFO`...)
+    /// and real-time priority, or nil if the kernel would not say.
+    package static var scheduling: (policy: Int32, priority: Int32)? {
+        var policy: Int32 = 0, priority: Int32 = 0
+        return bl_get_scheduling(&policy, &priority) == 0 ? (policy, priority) : nil
+    }
+
+    /// The CPU the calling thread runs on now (-1: unknown).
+    package static var currentCPU: Int32 { bl_current_cpu() }
 }
 
 /// The signal mask of the calling thread and the real-time signal range

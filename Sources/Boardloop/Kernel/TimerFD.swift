@@ -32,6 +32,6 @@ struct TimerFD {
 }
 
 /// CLOCK_MONOTONIC (the corresponding C function is `clock_gettime`).
-enum MonotonicClock {
-    @inline(__always) static var nanoseconds: UInt64 { bl_monotonic_ns() }
+package enum MonotonicClock {
+    @inline(__always) package static var nanoseconds: UInt64 { bl_monotonic_ns() }
 }

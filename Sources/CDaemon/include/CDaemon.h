@@ -32,13 +32,4 @@ int bd_unix_connect(const char *path);
 int bd_unix_accept(int fd);
 /// The peer's pid, uid and gid (SO_PEERCRED). Returns 0 or an errno.
 int bd_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
-/// The calling thread's kernel id (gettid), for a trace's thread tracks.
-pid_t bd_gettid(void);
-
-/// The CPU the calling thread runs on now (sched_getcpu), or -1.
-int bd_current_cpu(void);
-
-/// The calling thread's scheduling policy and real-time priority.
-int bd_thread_scheduling(int *policy, int *priority);
-
 #endif

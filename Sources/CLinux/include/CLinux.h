@@ -265,6 +265,10 @@ long bl_get_timer_slack(void);
 int bl_set_affinity(const int *cpus, int count);
 /// pthread_setschedparam(self, SCHED_FIFO, priority).
 int bl_set_fifo_priority(int priority);
+/// pthread_getschedparam(self): the policy and real-time priority; 0 or an errno.
+int bl_get_scheduling(int *policy, int *priority);
+/// sched_getcpu(): the CPU the calling thread runs on now, or -1.
+int bl_current_cpu(void);
 /// A saved CPU affinity mask (cpu_set_t).
 typedef struct { unsigned char bytes[128]; } bl_cpuset;
 /// sched_getaffinity(0) into `out`.
