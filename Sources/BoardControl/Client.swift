@@ -37,18 +37,7 @@ public enum ControlClient {
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         let id = 1
-        let bytes = Array(request.line(id: id).utf8)
-        var sent = 0
-        var writeError: Int32 = 0
-        while sent < bytes.count {
-            let n = bytes.withUnsafeBufferPointer { Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                writeError = errno
-                break
-            }
-            sent += n
-        }
+        let writeError = sendAll(fd, Array(request.line(id: id).utf8))
         // A daemon that refuses the connection (busy) writes one error line
         // and closes: read it even when the write failed.
         let line: [UInt8]
@@ -118,29 +107,83 @@ public enum ControlClient {
 
     /// One line (without its newline); at most 16 MiB.
     static func readLine(_ fd: Int32, timeoutSeconds: Int) -> Result<[UInt8], ReadProblem> {
-        var line: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { return .failure(ReadProblem("no reply within \(timeoutSeconds)s")) }
-                return .failure(ReadProblem("reading the reply failed: \(describe(errno))"))
+        var reader = LineReader(fd: fd, limit: 16 << 20)
+        return reader.next().mapError { e in
+            switch e {
+            case .timedOut: ReadProblem("no reply within \(timeoutSeconds)s")
+            case let .failed(errno): ReadProblem("reading the reply failed: \(describe(errno))")
+            case .closed(partial: false), .interrupted: ReadProblem("the daemon closed the connection without a reply")
+            case .closed(partial: true): ReadProblem("the reply ended without a newline")
+            case .tooLong: ReadProblem("the reply is longer than 16 MiB")
             }
-            if n == 0 {
-                return .failure(ReadProblem(line.isEmpty ? "the daemon closed the connection without a reply" : "the reply ended without a newline"))
-            }
-            if let nl = buffer[0..<n].firstIndex(of: 0x0A) {
-                line += buffer[0..<nl]
-                return .success(line)
-            }
-            line += buffer[0..<n]
-            if line.count > 16 << 20 { return .failure(ReadProblem("the reply is longer than 16 MiB")) }
         }
+    }
+
+    /// Writes all of `bytes` to the socket `fd`: 0, or the errno of the
+    /// write that failed. An interrupted write is tried again unless
+    /// `stop()` says to give up (then EINTR).
+    static func sendAll(_ fd: Int32, _ bytes: [UInt8], stop: () -> Bool = { false }) -> Int32 {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBufferPointer { Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EINTR && !stop() { continue }
+                return errno
+            }
+            sent += n
+        }
+        return 0
     }
 
     struct ReadProblem: Error, CustomStringConvertible {
         let description: String
         init(_ d: String) { description = d }
+    }
+}
+
+/// Reads a socket a line at a time (the lines of one reply, or of a stream
+/// of them), with a bound on a line's length.
+struct LineReader {
+    enum Failure: Error {
+        /// The socket's receive timeout passed (EAGAIN).
+        case timedOut
+        /// `interrupted()` said to stop (Ctrl-C during a follow).
+        case interrupted
+        /// The other end closed; `partial`: in the middle of a line.
+        case closed(partial: Bool)
+        case failed(Int32)
+        case tooLong
+    }
+
+    let fd: Int32
+    let limit: Int
+    private var pending: [UInt8] = []
+    private var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+
+    init(fd: Int32, limit: Int) {
+        self.fd = fd
+        self.limit = limit
+    }
+
+    /// The next line, without its newline. Lines already read are handed
+    /// out before `interrupted()` is asked, which it is before each read.
+    mutating func next(interrupted: () -> Bool = { false }) -> Result<[UInt8], Failure> {
+        while true {
+            if let nl = pending.firstIndex(of: 0x0A) {
+                let line = Array(pending[..<nl])
+                pending.removeFirst(nl + 1)
+                return .success(line)
+            }
+            if interrupted() { return .failure(.interrupted) }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { return .failure(.timedOut) }
+                return .failure(.failed(errno))
+            }
+            if n == 0 { return .failure(.closed(partial: !pending.isEmpty)) }
+            pending += buffer[0..<n]
+            if pending.count > limit { return .failure(.tooLong) }
+        }
     }
 }

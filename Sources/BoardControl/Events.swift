@@ -76,73 +76,57 @@ public enum EventStream {
             var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
             _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         }
-        let bytes = Array(request(line: line, follow: follow).line(id: 1).utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes.withUnsafeBufferPointer { Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-            if n < 0 {
-                if errno == EINTR && !interrupted.load(ordering: .relaxed) { continue }
-                if interrupted.load(ordering: .relaxed) { return 0 }
-                err("boardctl: \(ControlError.connection(path: path, problem: "sending the request failed: \(ControlClient.describe(errno))").message)\n")
-                return 6
-            }
-            sent += n
+        let e = ControlClient.sendAll(fd, Array(request(line: line, follow: follow).line(id: 1).utf8)) { interrupted.load(ordering: .relaxed) }
+        if e != 0 {
+            if interrupted.load(ordering: .relaxed) { return 0 }
+            err("boardctl: \(ControlError.connection(path: path, problem: "sending the request failed: \(ControlClient.describe(e))").message)\n")
+            return 6
         }
         func show(_ event: JSON) { out((json ? event.serialized : human(event)) + "\n") }
-        var pending: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        var reader = LineReader(fd: fd, limit: 16 << 20)
         var answered = false
         while true {
-            while let nl = pending.firstIndex(of: 0x0A) {
-                let text = String(decoding: pending[..<nl], as: UTF8.self)
-                pending.removeFirst(nl + 1)
-                if !answered {
-                    answered = true
-                    let result: JSON
-                    do { result = try ControlClient.result(of: text, path: path) } catch {
-                        err(error.stderrText)
-                        return error.exitStatus
-                    }
-                    guard follow else {
-                        for e in result["events"]?.array ?? [] { show(e) }
-                        return 0
-                    }
-                    continue
-                }
-                guard let reply = JSON.parse(text) else { continue }
-                if let e = reply["event"] {
-                    show(e)
-                } else if reply["cancelled"]?.bool == true {
-                    return 0
-                } else if reply["ok"]?.bool == false {
-                    let message = reply["error"]?["message"]?.string ?? "the stream ended"
-                    err("boardctl: \(message)\n")
-                    return 1
-                }
-            }
-            if interrupted.load(ordering: .relaxed) { return 0 }
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK {
+            let got = reader.next { interrupted.load(ordering: .relaxed) }
+            guard case let .success(bytes) = got else {
+                switch got {
+                case .failure(.interrupted): return 0
+                case .failure(.timedOut):
                     err("boardctl: \(ControlError.connection(path: path, problem: "no reply within \(timeoutSeconds)s").message)\n")
-                    return 6
+                case let .failure(.failed(e)):
+                    err("boardctl: \(ControlError.connection(path: path, problem: "reading failed: \(ControlClient.describe(e))").message)\n")
+                case .failure(.tooLong): err("boardctl: a line from boardd is longer than 16 MiB\n")
+                default:  // closed
+                    if answered && follow {
+                        err("boardctl: boardd closed the stream\n")
+                    } else {
+                        err("boardctl: \(ControlError.connection(path: path, problem: "the daemon closed the connection without a reply").message)\n")
+                    }
                 }
-                err("boardctl: \(ControlError.connection(path: path, problem: "reading failed: \(ControlClient.describe(errno))").message)\n")
                 return 6
             }
-            if n == 0 {
-                if answered && follow {
-                    err("boardctl: boardd closed the stream\n")
-                    return 6
+            let text = String(decoding: bytes, as: UTF8.self)
+            if !answered {
+                answered = true
+                let result: JSON
+                do { result = try ControlClient.result(of: text, path: path) } catch {
+                    err(error.stderrText)
+                    return error.exitStatus
                 }
-                err("boardctl: \(ControlError.connection(path: path, problem: "the daemon closed the connection without a reply").message)\n")
-                return 6
+                guard follow else {
+                    for e in result["events"]?.array ?? [] { show(e) }
+                    return 0
+                }
+                continue
             }
-            pending += buffer[0..<n]
-            if pending.count > 16 << 20 {
-                err("boardctl: a line from boardd is longer than 16 MiB\n")
-                return 6
+            guard let reply = JSON.parse(text) else { continue }
+            if let e = reply["event"] {
+                show(e)
+            } else if reply["cancelled"]?.bool == true {
+                return 0
+            } else if reply["ok"]?.bool == false {
+                let message = reply["error"]?["message"]?.string ?? "the stream ended"
+                err("boardctl: \(message)\n")
+                return 1
             }
         }
     }

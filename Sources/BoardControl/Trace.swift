@@ -44,25 +44,17 @@ public enum TraceRecorder {
         // Long enough for the trace and its sending.
         var tv = timeval(tv_sec: seconds + ControlClient.defaultTimeoutSeconds, tv_usec: 0)
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        let bytes = Array(request(for: duration).line(id: 1).utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes.withUnsafeBufferPointer { Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw .connection(path: path, problem: "sending the request failed: \(ControlClient.describe(errno))")
-            }
-            sent += n
-        }
-        var reader = LineReader(fd: fd)
-        let first = try reader.next(path: path)
+        let e = ControlClient.sendAll(fd, Array(request(for: duration).line(id: 1).utf8))
+        if e != 0 { throw .connection(path: path, problem: "sending the request failed: \(ControlClient.describe(e))") }
+        var reader = LineReader(fd: fd, limit: 64 << 20)
+        let first = try next(&reader, path: path)
         let result = try ControlClient.result(of: first, path: path)
         let loops = (result["loops"]?.array ?? []).compactMap(\.string)
         started(loops)
         var out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":["
         var count = 0
         while true {
-            let line = try reader.next(path: path)
+            let line = try next(&reader, path: path)
             guard let reply = JSON.parse(line) else { throw .connection(path: path, problem: "a trace line is not JSON: \(line.prefix(200))") }
             if let events = reply["trace_events"]?.array {
                 for e in events {
@@ -81,6 +73,18 @@ public enum TraceRecorder {
             return Summary(
                 file: file, events: count, loops: loops, overwritten: done["overwritten"]?.int ?? 0,
                 missing: (done["loops_missing"]?.array ?? []).compactMap(\.string))
+        }
+    }
+
+    /// The next line of the trace's stream, or what ended it.
+    static func next(_ reader: inout LineReader, path: String) throws(ControlError) -> String {
+        switch reader.next() {
+        case let .success(bytes): return String(decoding: bytes, as: UTF8.self)
+        case .failure(.timedOut): throw .connection(path: path, problem: "boardd stopped answering")
+        case let .failure(.failed(e)): throw .connection(path: path, problem: "reading failed: \(ControlClient.describe(e))")
+        case .failure(.tooLong): throw .connection(path: path, problem: "a line from boardd is longer than 64 MiB")
+        case .failure(.closed), .failure(.interrupted):
+            throw .connection(path: path, problem: "the daemon closed the connection before the trace was sent")
         }
     }
 
@@ -108,34 +112,6 @@ public enum TraceRecorder {
             let e = errno
             unlink(tmp)
             throw .file(path: file, problem: ControlClient.describe(e))
-        }
-    }
-}
-
-/// Reads a socket a line at a time.
-struct LineReader {
-    let fd: Int32
-    private var pending: [UInt8] = []
-    private var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-
-    init(fd: Int32) { self.fd = fd }
-
-    mutating func next(path: String) throws(ControlError) -> String {
-        while true {
-            if let nl = pending.firstIndex(of: 0x0A) {
-                let text = String(decoding: pending[..<nl], as: UTF8.self)
-                pending.removeFirst(nl + 1)
-                return text
-            }
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { throw .connection(path: path, problem: "boardd stopped answering") }
-                throw .connection(path: path, problem: "reading failed: \(ControlClient.describe(errno))")
-            }
-            if n == 0 { throw .connection(path: path, problem: "the daemon closed the connection before the trace was sent") }
-            pending += buffer[0..<n]
-            if pending.count > 64 << 20 { throw .connection(path: path, problem: "a line from boardd is longer than 64 MiB") }
         }
     }
 }

@@ -72,10 +72,7 @@ struct Common: ParsableArguments {
         let alternative = socket == nil ? SocketPath.systemSocket(insteadOf: path) : nil
         let outcome = Boardctl.execute(command, socket: path, json: json, alternative: alternative)
         if !outcome.stdout.isEmpty { print(outcome.stdout, terminator: "") }
-        if !outcome.stderr.isEmpty {
-            let bytes = Array(outcome.stderr.utf8)
-            _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-        }
+        if !outcome.stderr.isEmpty { Common.note(outcome.stderr) }
         if outcome.status != 0 { throw ExitCode(outcome.status) }
     }
 }

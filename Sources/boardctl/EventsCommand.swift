@@ -19,10 +19,7 @@ struct EventsCommand: ParsableCommand {
                 let bytes = Array(text.utf8)
                 _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
             },
-            err: { text in
-                let bytes = Array(text.utf8)
-                _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
-            })
+            err: Common.note)
         if status != 0 { throw ExitCode(status) }
     }
 }
