@@ -76,10 +76,8 @@ final class EventSink: @unchecked Sendable {
     /// The program whose reactions and lines the events name from now on.
     func use(_ program: Program) {
         generation = program.generation
-        currentProgram = program
-        let level = level
-        let tracing = tracer != nil
-        traced = program.traceLevels().map { (level <= $0 ? Self.toRing : 0) | (tracing ? Self.toTracer : 0) }
+        reactionLevels = program.traceLevels()
+        routeReactions()
     }
 
     /// A trace starts (`t`) or ends (nil), on the loop's thread: from now
@@ -89,13 +87,19 @@ final class EventSink: @unchecked Sendable {
         debugOn = t != nil || level <= .debug
         infoOn = t != nil || level <= .info
         warningOn = t != nil || level <= .warning
-        let level = level
-        if let program = currentProgram { traced = program.traceLevels().map { (level <= $0 ? Self.toRing : 0) | (t != nil ? Self.toTracer : 0) } }
+        routeReactions()
         ring.trace(t != nil)
     }
 
-    /// The program in use (for a trace's start).
-    @exclusivity(unchecked) private var currentProgram: Program?
+    /// The level each reaction of the program in use is traced at.
+    @exclusivity(unchecked) private var reactionLevels: [Logger.Level] = []
+
+    /// `traced` from the reactions' levels and whether a trace runs.
+    private func routeReactions() {
+        let level = level
+        let tracing: UInt8 = tracer != nil ? Self.toTracer : 0
+        traced = reactionLevels.map { (level <= $0 ? Self.toRing : 0) | tracing }
+    }
 
     /// A record for the ring when `shown` (the log level shows it), and
     /// for the tracer while a trace runs, at the loop's time now.

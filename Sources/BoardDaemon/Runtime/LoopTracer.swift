@@ -122,18 +122,17 @@ final class LoopTracer {
     func observed(_ activity: RunLoopActivity, at now: UInt64, mode: Int) {
         switch activity {
         case .beforeWaiting:
-            put(Span(start: passStart, duration: now >= passStart ? now - passStart : 0, kind: .pass, generation: generation, a: 0, b: 0, record: Self.blank.record))
+            slice(.pass, 0, from: passStart, to: now)
             waitStart = now
         case .afterWaiting:
-            if waitStart != 0 {
-                put(Span(start: waitStart, duration: now >= waitStart ? now - waitStart : 0, kind: .wait, generation: generation, a: 0, b: 0, record: Self.blank.record))
-            }
+            if waitStart != 0 { slice(.wait, 0, from: waitStart, to: now) }
             waitStart = 0
             passStart = now
-        case .entry:
-            put(Span(start: now, duration: Span.instant, kind: .entry, generation: generation, a: Int32(mode), b: 0, record: Self.blank.record))
-        case .exit:
-            put(Span(start: now, duration: Span.instant, kind: .exit, generation: generation, a: Int32(mode), b: 0, record: Self.blank.record))
+        case .entry, .exit:
+            put(
+                Span(
+                    start: now, duration: Span.instant, kind: activity == .entry ? .entry : .exit, generation: generation, a: Int32(mode), b: 0,
+                    record: Self.blank.record))
         default:
             break
         }
