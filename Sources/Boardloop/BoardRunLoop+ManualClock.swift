@@ -38,12 +38,35 @@ extension BoardRunLoop {
     /// Runs zero-timeout passes until a pass does no work (bounded, so a
     /// permanently ready fd cannot hang a test).
     private func settle(_ mode: RunLoopMode) throws(RunLoopError) {
+        _ = try settleManualClock(mode: mode)
+    }
+
+    // Several loops on one manual clock, driven from one thread (the
+    // daemon's `boardd test` and `boardd replay`): the driver settles each
+    // loop in turn until none does any work, then moves the shared clock to
+    // the earliest deadline of any of them.
+
+    /// Runs zero-timeout passes in `mode` until a pass does no work
+    /// (bounded, so a permanently ready fd cannot hang the caller); true
+    /// when any pass did some. Owner thread only.
+    package func settleManualClock(mode: RunLoopMode) throws(RunLoopError) -> Bool {
         var passes = 0
+        let start = workCount
         while passes < 10_000 {
             let before = workCount
             let r = try run(mode: mode, timeout: .zero)
             passes += 1
-            if r == .finished || workCount == before { return }
+            if r == .finished || workCount == before { break }
         }
+        return workCount != start
+    }
+
+    /// The earliest instant something is due in `mode`: a timer, a delayed
+    /// perform, a rate-limit hold's release (`.max` nanoseconds: nothing).
+    /// Owner thread only.
+    package func nextDeadline(mode: RunLoopMode) -> MonotonicInstant {
+        guard let ms = modeState(named: mode) else { return MonotonicInstant(nanoseconds: .max) }
+        return MonotonicInstant(
+            nanoseconds: min(nextTimerDeadline(ms), performs.nextDue(for: ms), nextPortRelease, nextCustomRelease))
     }
 }

@@ -4,16 +4,33 @@ import BoardSupport
 import Glibc
 import Logging
 
-/// boardd: the board daemon. Runs a config (`--config FILE`), the built-in
-/// demo (`--demo`), checks a config (`--check`) or detects the board;
-/// `--mock` runs a config on mock chips made from its board.
+/// boardd: the board daemon. `boardd run` (the default: `boardd --config
+/// FILE` is `boardd run --config FILE`) runs a config, the built-in demo
+/// (`--demo`), checks a config (`--check`) or detects the board; `--mock`
+/// runs a config on mock chips made from its board. `boardd test` runs a
+/// config's tests, `boardd replay` a recording against a config.
 @main
 struct Boardd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "boardd",
         abstract: "The board daemon: GPIO reactions, tasks and sequences from one YAML config.",
-        discussion: "The config language is described in docs/config.md; running, signals and systemd in docs/daemon.md.",
-        version: BoarddVersion.text)
+        discussion: """
+            boardd run (the default) runs a config (--config FILE), the built-in demo (--demo), checks a config \
+            (--check) or detects the board (--board-detect): `boardd --config FILE` is `boardd run --config FILE`. \
+            boardd test runs a config's tests on mock chips and a manual clock; boardd replay runs a recording \
+            from a board against a config. The config language is in docs/config.md; running, signals and systemd \
+            in docs/daemon.md; tests, recordings and replays in docs/testing-configs.md.
+            """,
+        version: BoarddVersion.text,
+        subcommands: [RunCommand.self, TestCommand.self],
+        defaultSubcommand: RunCommand.self)
+}
+
+/// `boardd run` (and `boardd` with no subcommand): the daemon.
+struct RunCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Run a config (--config FILE) or the demo (--demo); check a config (--check); detect the board (--board-detect).")
 
     @Option(help: "The config file to run (or check).") var config: String?
     @Flag(help: "Run the built-in demo on the demo board (mock chips, no hardware).") var demo = false

@@ -19,6 +19,9 @@ import Logging
 final class CommandRunner {
     unowned let rt: LoopRuntime
     let logger: Logger
+    /// Set: a run is handed to it instead of started (`boardd test` and
+    /// `boardd replay` record what would run).
+    var recorder: (@Sendable (CommandRun) -> Void)?
     /// Per command: running now, started, refused.
     private(set) var running: [Int]
     private(set) var started: [UInt64]
@@ -144,6 +147,13 @@ final class CommandRunner {
         if ctx.task >= 0 { env.append("BOARDD_TASK=\(config.tasks[Int(ctx.task)].name)") }
         if ctx.repeatCount >= 0 { env.append("BOARDD_REPEAT=\(ctx.repeatCount)") }
         env.append("BOARDD_ORIGIN=\(ctx.origin.name)")
+        if let recorder {
+            started[ci] &+= 1
+            let own = env.filter { $0.hasPrefix("BOARDD_") }
+            logger.info("command \(c.name): would run: \(argv.joined(separator: " "))", source: "command \(c.name)")
+            recorder(CommandRun(name: c.name, argv: argv, environment: own, at: rt.loop.now))
+            return
+        }
 
         var outPipe: [Int32] = [-1, -1]
         var errPipe: [Int32] = [-1, -1]
@@ -339,4 +349,15 @@ func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePo
     ptrs.append(nil)
     defer { for p in ptrs { free(p) } }
     return ptrs.withUnsafeBufferPointer { body($0.baseAddress!) }
+}
+
+/// A command run that was recorded, not started (`Daemon.Options.commandRecorder`).
+public struct CommandRun: Sendable, Equatable {
+    public var name: String
+    /// The argv it would have run (`/bin/sh -c …` for a shell command).
+    public var argv: [String]
+    /// The `BOARDD_*` variables of the run, as `NAME=value`.
+    public var environment: [String]
+    /// When (the daemon's clock).
+    public var at: MonotonicInstant
 }

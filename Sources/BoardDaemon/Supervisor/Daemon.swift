@@ -13,6 +13,17 @@ final class RuntimeBox: @unchecked Sendable {
     var figures: LoopFigures?
 }
 
+/// A worker loop: on a thread of its own, or (`Options.inlineWorkers`)
+/// made and run on the daemon's thread, which `advance` drives.
+struct WorkerHandle {
+    let name: String
+    /// nil: inline.
+    let thread: LoopThread?
+
+    func stop() { thread?.stop() }
+    func join(timeout: Duration) -> Bool { thread?.join(timeout: timeout) ?? true }
+}
+
 /// The daemon: a config running on the main loop and its workers. Build it
 /// on the thread that will run it (the main loop is that thread's), then
 /// `run()`. Signals, reload, shutdown, systemd notify and the watchdog
@@ -43,6 +54,15 @@ public final class Daemon: @unchecked Sendable {
         /// a loop that has not stopped is reported and left behind, and the
         /// stop is not clean (`boardd` exits 1).
         public var stopTimeout: Duration = .seconds(10)
+        /// Every worker loop made on the daemon's thread, on the same
+        /// manual clock as the main loop, instead of on a thread of its
+        /// own: `advance` and `settle` run all the loops in turn, so a run
+        /// is deterministic (`boardd test` and `boardd replay`). Needs a
+        /// manual clock and the `.external` mode driver; real-time
+        /// settings are not applied.
+        public var inlineWorkers = false
+        /// Set: `run` actions are handed to it instead of started.
+        public var commandRecorder: (@Sendable (CommandRun) -> Void)?
 
         public init(
             logger: Logger, clock: RunLoopClock = .monotonic, modeDriver: ModeDriver = .nestedRuns,
@@ -71,7 +91,7 @@ public final class Daemon: @unchecked Sendable {
     var generation: Int32 = 1
     let main: LoopRuntime
     let boxes: [RuntimeBox]
-    var workers: [LoopThread] = []
+    var workers: [WorkerHandle] = []
     let ports: [BoardMessagePort]
     /// The loops' trace rings and the programs their records refer to.
     let traceLog: TraceLog
@@ -89,6 +109,11 @@ public final class Daemon: @unchecked Sendable {
     public internal(set) var control: ControlServer?
 
     public init(config: DaemonConfig, options: Options) throws {
+        if options.inlineWorkers {
+            guard case .manual = options.clock, options.modeDriver == .external else {
+                throw DaemonError.setup("inline workers need a manual clock and the external mode driver")
+            }
+        }
         self.config = config
         self.options = options
         let backend = try MockBoard.backend(for: config, given: options.mock, clock: options.clock)
@@ -118,7 +143,9 @@ public final class Daemon: @unchecked Sendable {
             throw error
         }
         logger.info("\(startLine)")
-        traceLog.writer.attach(traceLog)
+        // Inline, the records are logged on this thread only (`flushEvents`
+        // after each settle), so a run's log is the same every time.
+        if !options.inlineWorkers { traceLog.writer.attach(traceLog) }
     }
 
     /// The rest of the start: commands, lines, automation, workers, signals,
@@ -126,6 +153,7 @@ public final class Daemon: @unchecked Sendable {
     private func startLinesAndLoops() throws {
         if !config.commands.isEmpty {
             let c = CommandRunner(runtime: main, logger: options.logger)
+            c.recorder = options.commandRecorder
             commands = c
             main.commands = c
         }
@@ -158,6 +186,10 @@ public final class Daemon: @unchecked Sendable {
     }
 
     private func startWorkers(_ program: Program, memoryLockRefused: String?) throws {
+        if options.inlineWorkers {
+            try startInlineWorkers(program)
+            return
+        }
         for (i, plan) in config.loops.enumerated().dropFirst() {
             let settings = LoopThread.Settings(
                 capacities: capacities(for: config, loop: i), cpuAffinity: plan.cpus.isEmpty ? nil : plan.cpus,
@@ -183,7 +215,30 @@ public final class Daemon: @unchecked Sendable {
                 throw Self.workerStartError(plan.name, error)
             }
             warnRefused(plan, w.refused + (plan.lockMemory ? memoryLockRefused.map { [$0] } ?? [] : []))
-            workers.append(w)
+            workers.append(WorkerHandle(name: plan.name, thread: w))
+        }
+        lastPings = Array(repeating: 0, count: workers.count)
+    }
+
+    /// `Options.inlineWorkers`: each worker's loop and runtime made here,
+    /// on this thread and the daemon's clock.
+    private func startInlineWorkers(_ program: Program) throws {
+        for (i, plan) in config.loops.enumerated().dropFirst() {
+            let loop = try BoardRunLoop(capacities: capacities(for: config, loop: i), clock: options.clock)
+            let rt = LoopRuntime(
+                id: LoopID(i), loop: loop, program: program, logger: options.logger, driver: options.modeDriver, ports: ports,
+                trace: traceLog.rings[i])
+            boxes[i].rt = rt
+            boxes[i].loop = loop
+            workers.append(WorkerHandle(name: plan.name, thread: nil))
+            do {
+                try rt.setUpLoop(summaryInterval: options.summaryInterval)
+                try rt.attachLines(gpio: gpio, kept: [:])
+                try rt.setUpAutomation()
+                rt.startInputs()
+            } catch {
+                throw Self.workerStartError(plan.name, error)
+            }
         }
         lastPings = Array(repeating: 0, count: workers.count)
     }
@@ -211,6 +266,11 @@ public final class Daemon: @unchecked Sendable {
     /// timed out, the loop ended, the body threw).
     func onWorker<T>(_ i: Int, timeout: Duration, _ body: @escaping @Sendable (LoopRuntime) throws -> T) -> Result<T, any Error> {
         let box = boxes[i + 1]
+        if workers[i].thread == nil {
+            // Inline: this is the worker's thread.
+            guard let rt = box.rt else { return .failure(DaemonError.setup("worker '\(workers[i].name)' has no runtime")) }
+            return Result { try body(rt) }
+        }
         let got = LockedValue<Result<T, any Error>?>(nil)
         do {
             guard let loop = box.loop else { throw DaemonError.setup("worker '\(workers[i].name)' has no loop") }
@@ -294,6 +354,11 @@ public final class Daemon: @unchecked Sendable {
     /// mode it is in (the `.external` mode driver); then the loops' event
     /// lines are logged (`flushEvents`).
     public func advance(by d: Duration, step: Duration = .milliseconds(1)) throws {
+        if options.inlineWorkers {
+            try advanceAll(by: d)
+            flushEvents()
+            return
+        }
         var left = d
         while left > .zero {
             let s = min(step, left)
@@ -306,6 +371,11 @@ public final class Daemon: @unchecked Sendable {
     /// Runs zero-timeout passes of the main loop in its mode; then the
     /// loops' event lines are logged (`flushEvents`).
     public func settle() throws {
+        if options.inlineWorkers {
+            try settleAll()
+            flushEvents()
+            return
+        }
         for _ in 0..<8 { _ = try loop.run(mode: main.runModes[main.effectiveMode], timeout: .zero) }
         flushEvents()
     }
@@ -323,7 +393,7 @@ public final class Daemon: @unchecked Sendable {
     /// it to stall a worker and see the watchdog stop pinging).
     public func workerLoop(_ name: String) -> BoardRunLoop? {
         guard let i = config.loops.firstIndex(where: { $0.name == name }), i > 0, i - 1 < workers.count else { return nil }
-        return workers[i - 1].loop
+        return boxes[i].loop
     }
 
     /// The main loop's counters.

@@ -31,18 +31,20 @@ extension Daemon {
         public var errors: [String]
     }
 
-    /// Loads the config file again and swaps it in, or keeps the running
-    /// one when the new one has errors (each is logged with line:column).
+    /// Loads the config file again (or, from `boardd test`, the file
+    /// `path` names) and swaps it in, or keeps the running one when the
+    /// new one has errors (each is logged with line:column).
     @discardableResult
-    public func reload() -> ReloadOutcome {
-        options.notifier?.send("RELOADING=1\nSTATUS=reloading \(config.file)\nMONOTONIC_USEC=\(MonotonicInstant.now.nanoseconds / 1000)")
+    public func reload(from path: String? = nil) -> ReloadOutcome {
+        let file = path ?? config.file
+        options.notifier?.send("RELOADING=1\nSTATUS=reloading \(file)\nMONOTONIC_USEC=\(MonotonicInstant.now.nanoseconds / 1000)")
         defer { options.notifier?.send("READY=1\nSTATUS=\(status)") }
-        logger.notice("reload: reading \(config.file)")
-        let result = ConfigLoader.load(path: config.file, options: options.loadOptions)
+        logger.notice("reload: reading \(file)")
+        let result = ConfigLoader.load(path: file, options: options.loadOptions)
         guard let new = result.config else {
             for d in result.errors { logger.error("\(d.description)") }
             reloads.refused += 1
-            let why = "reload refused: \(result.errors.count) error(s) in \(config.file); the running config stays as it was"
+            let why = "reload refused: \(result.errors.count) error(s) in \(file); the running config stays as it was"
             logger.error("\(why)")
             lastReloadError = why
             return ReloadOutcome(applied: false, errors: result.errors.map(\.description))

@@ -53,6 +53,12 @@ extension Daemon {
         let done = LockedValue<[Int?]>(Array(repeating: nil, count: workers.count))
         for i in workers.indices {
             let box = boxes[i + 1]
+            if workers[i].thread == nil {
+                // Inline: this is the worker's thread.
+                let n = box.rt?.stopAutomation() ?? 0
+                done.update { $0[i] = n }
+                continue
+            }
             do {
                 try box.loop?.perform(inModes: [.common]) {
                     let n = box.rt?.stopAutomation() ?? 0
@@ -183,6 +189,10 @@ extension Daemon {
     /// log writer writes what is queued (at most 2 s: a stderr nobody reads
     /// does not hold the exit).
     func detachLogWriter() {
+        if options.inlineWorkers {
+            _ = traceLog.drain()
+            return
+        }
         traceLog.writer.detach(traceLog, timeout: .seconds(2))
     }
 }
