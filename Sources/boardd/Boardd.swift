@@ -22,7 +22,7 @@ struct Boardd: ParsableCommand {
             in docs/daemon.md; tests, recordings and replays in docs/testing-configs.md.
             """,
         version: BoarddVersion.text,
-        subcommands: [RunCommand.self, TestCommand.self],
+        subcommands: [RunCommand.self, TestCommand.self, ReplayCommand.self],
         defaultSubcommand: RunCommand.self)
 }
 

@@ -445,7 +445,7 @@ enum Fixtures {
         var paths: [String] = []
         for dir in [directory + "/good", examples] {
             let names = try FileManager.default.contentsOfDirectory(atPath: dir)
-                .filter { $0.hasSuffix(".yaml") && !$0.hasSuffix(".script.yaml") }.sorted()
+                .filter { $0.hasSuffix(".yaml") && !$0.hasSuffix(".script.yaml") && !$0.hasSuffix(".test.yaml") }.sorted()
             paths += names.map { dir + "/" + $0 }
         }
         return paths

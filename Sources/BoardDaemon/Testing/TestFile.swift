@@ -167,9 +167,9 @@ extension ConfigTestFile {
     }
 
     static func parseStep(_ node: Node, _ path: String, _ r: YAMLReader) -> TestStep? {
+        let errorsBefore = r.log.errorCount
         guard let entries = r.mapping(node, path, allowed: stepKeys, what: "a step") else { return nil }
         var step = TestStep(at: YAMLReader.position(node), path: path)
-        let errorsBefore = r.log.errorCount
         var actionKey: String?
         var replacement: (String, Node)?
         for e in entries {

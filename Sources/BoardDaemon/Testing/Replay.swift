@@ -1,0 +1,299 @@
+import Boardloop
+import BoardControl
+import BoardSupport
+import Glibc
+
+/// `boardd replay FILE`: a recording's edges (`boardctl record`, format in
+/// docs/testing-configs.md) fed at their recorded times into a config on
+/// mock chips and one manual clock; prints what the config did and how
+/// that differs from what the board did while it was recorded.
+public enum Replay {
+    public struct Settings: Sendable {
+        public var file: String
+        /// Default: the config the recording names.
+        public var config: String?
+        /// nil: as fast as it goes; N: N times real time (the output is the same).
+        public var speed: Double?
+        /// A write counts as the board's when it is at most this far from it.
+        public var tolerance: Duration = .milliseconds(5)
+        public var runCommands = false
+        public var loadOptions: LoadOptions
+
+        public init(file: String, config: String? = nil, loadOptions: LoadOptions) {
+            self.file = file
+            self.config = config
+            self.loadOptions = loadOptions
+        }
+    }
+
+    /// The newest recording format this boardd reads.
+    public static let version: Int64 = 1
+
+    struct Recording {
+        var config: String
+        var sha256: String?
+        var board: String
+        var seconds: Duration
+        var levels: [String: Bool]
+        var edges: [(at: Duration, line: String, rising: Bool)] = []
+        /// What the board wrote, per line, in order.
+        var writes: [(at: Duration, line: String, value: Bool)] = []
+        var reactions: [String: Int] = [:]
+        var commands: [(at: Duration, name: String)] = []
+        var lost: [String: Int64] = [:]
+        var dropped: Int64 = 0
+        var complete = false
+    }
+
+    /// Status 0: the config did what the board did; 1: it did something
+    /// else (the differences are printed); 2: the recording or the config
+    /// cannot be used.
+    public static func run(_ s: Settings) -> CommandOutput {
+        let rec: Recording
+        switch read(s.file) {
+        case let .success(r): rec = r
+        case let .failure(e): return CommandOutput(stdout: "", stderr: "\(e.message)\n", status: 2)
+        }
+        let configPath = s.config ?? rec.config
+        var options = s.loadOptions
+        options.mock = true
+        var loaded = ConfigLoader.load(path: configPath, options: options)
+        if loaded.config?.board.backend == .mock && loaded.config?.board.mock == true {
+            options.mock = false
+            loaded = ConfigLoader.load(path: configPath, options: options)
+        }
+        guard let config = loaded.config else {
+            return CommandOutput(
+                stdout: "", stderr: loaded.errors.map { "\($0)\n" }.joined() + "\(configPath): the config has errors; nothing was replayed\n",
+                status: 2)
+        }
+        var digest: String?
+        if case let .success(bytes) = FileSystem.readBytes(configPath, limit: FileSystem.maximumConfigSize, regularOnly: true) {
+            digest = SHA256.hex(bytes)
+        }
+        let same = digest != nil && digest == rec.sha256
+        let known = Set(config.lines.filter(\.isInput).map(\.name))
+        var levels: [String: Bool] = [:]
+        for (k, v) in rec.levels where known.contains(k) { levels[k] = v }
+        let sim: Simulation
+        do {
+            sim = try Simulation(config: config, loadOptions: options, runCommands: s.runCommands, levels: levels)
+        } catch {
+            return CommandOutput(stdout: "", stderr: "\(configPath): the config did not start: \(error)\n", status: 2)
+        }
+        defer { sim.daemon.shutdown() }
+
+        var out = "replay of \(s.file): \(rec.edges.count) edges in \(ms(rec.seconds)) on \(rec.board)"
+        out += rec.complete ? "\n" : " (the recording ends early: no footer)\n"
+        out += "config \(configPath): " + (same ? "the config it was recorded with\n" : "not the config it was recorded with (\(rec.config))\n")
+        if rec.dropped > 0 { out += "note: the recording dropped \(rec.dropped) records (its ring was full); the board's side is incomplete\n" }
+        var skipped: [String: Int] = [:]
+        let wall = MonotonicInstant.now
+        do {
+            for e in rec.edges {
+                guard known.contains(e.line) else {
+                    skipped[e.line, default: 0] += 1
+                    continue
+                }
+                if let speed = s.speed { pace(wall, e.at, speed) }
+                try sim.advance(to: e.at)
+                let (chip, selector, _) = try sim.pin(e.line)
+                try chip.injectEdge(selector, e.rising ? .rising : .falling, at: sim.instant(e.at))
+                try sim.daemon.settle()
+            }
+            if let speed = s.speed { pace(wall, rec.seconds, speed) }
+            try sim.advance(to: max(rec.seconds, sim.now))
+        } catch {
+            return CommandOutput(stdout: out, stderr: "replay stopped at \(ms(sim.now)): \(error)\n", status: 2)
+        }
+        for (line, n) in skipped.sorted(by: { $0.key < $1.key }) {
+            out += "note: \(n) edges of '\(line)' not replayed: the config has no input by that name\n"
+        }
+
+        // What the config did.
+        var writes: [(at: Duration, line: String, value: Bool)] = []
+        for l in config.lines where l.isOutput {
+            guard let w = try? sim.writes(l.name) else { continue }
+            writes += w.writes.map { ($0.at, l.name, $0.value) }
+        }
+        writes.sort { ($0.at, $0.line) < ($1.at, $1.line) }
+        out += "\nwhat the config did:\n"
+        let runs = sim.runs
+        var timeline: [(at: Duration, order: Int, text: String)] = []
+        for (i, w) in writes.enumerated() { timeline.append((w.at, i, "\(w.line) -> \(w.value ? "on" : "off")")) }
+        for (i, r) in runs.enumerated() {
+            let env = r.environment.filter { $0.hasPrefix("BOARDD_LINE=") || $0.hasPrefix("BOARDD_REACTION=") }
+            timeline.append((sim.since(r.at), writes.count + i, "run \(r.name) \(env.joined(separator: " "))\(s.runCommands ? "" : " (recorded, not run)")"))
+        }
+        timeline.sort { ($0.at, $0.order) < ($1.at, $1.order) }
+        for e in timeline { out += "  \(pad(ms(e.at)))  \(e.text)\n" }
+        let counters = sim.counters()
+        let fired = counters.reactionFires.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+        out += "  reactions: " + (fired.isEmpty ? "none fired" : fired.map { "\($0.key) \($0.value)" }.joined(separator: ", ")) + "\n"
+
+        // The differences from the board.
+        var diffs: [String] = []
+        let lines = Set(writes.map(\.line)).union(rec.writes.map(\.line)).sorted()
+        for line in lines {
+            let mine = writes.filter { $0.line == line }.map { ($0.at, $0.value) }
+            let board = rec.writes.filter { $0.line == line }.map { ($0.at, $0.value) }
+            diffs += compare(line, board: board, replay: mine, tolerance: s.tolerance)
+        }
+        for name in Set(rec.reactions.keys).union(fired.map(\.key)).sorted() {
+            let b = rec.reactions[name] ?? 0
+            let r = Int(counters.reactionFires[name] ?? 0)
+            if b != r { diffs.append("reaction \(name): fired \(r) time(s), the board \(b)") }
+        }
+        for name in Set(rec.commands.map(\.name)).union(runs.map(\.name)).sorted() {
+            let b = rec.commands.filter { $0.name == name }.count
+            let r = runs.filter { $0.name == name }.count
+            if b != r { diffs.append("command \(name): \(r) run(s), the board \(b)") }
+        }
+        out += "\ndifferences from the board (writes more than \(ms(s.tolerance)) apart count):\n"
+        if diffs.isEmpty {
+            out += "  none: the config did what the board did\n"
+        } else {
+            for d in diffs { out += "  \(d)\n" }
+        }
+        out += "\(diffs.count) difference(s)\n"
+        return CommandOutput(stdout: out, stderr: "", status: diffs.isEmpty ? 0 : 1)
+    }
+
+    /// One output's writes, the board's against the replay's: the longest
+    /// common run of values aligned (an edit script), then each aligned
+    /// pair further apart than `tolerance`.
+    static func compare(
+        _ line: String, board: [(Duration, Bool)], replay: [(Duration, Bool)], tolerance: Duration
+    ) -> [String] {
+        let n = board.count
+        let m = replay.count
+        // Values only, then times: an LCS table (recordings of a few
+        // thousand writes per line are fine).
+        var table = Array(repeating: Array(repeating: 0, count: m + 1), count: n + 1)
+        for i in stride(from: n - 1, through: 0, by: -1) {
+            for j in stride(from: m - 1, through: 0, by: -1) {
+                table[i][j] = board[i].1 == replay[j].1 ? table[i + 1][j + 1] + 1 : max(table[i + 1][j], table[i][j + 1])
+            }
+        }
+        var out: [String] = []
+        var i = 0
+        var j = 0
+        func v(_ b: Bool) -> String { b ? "on" : "off" }
+        while i < n || j < m {
+            if i < n && j < m && board[i].1 == replay[j].1 {
+                let gap = board[i].0 > replay[j].0 ? board[i].0 - replay[j].0 : replay[j].0 - board[i].0
+                if gap > tolerance {
+                    out.append("\(line) -> \(v(replay[j].1)) at \(ms(replay[j].0)); the board at \(ms(board[i].0))")
+                }
+                i += 1
+                j += 1
+            } else if j < m && (i == n || table[i][j + 1] >= table[i + 1][j]) {
+                out.append("\(line) -> \(v(replay[j].1)) at \(ms(replay[j].0)); the board did not")
+                j += 1
+            } else {
+                out.append("\(line) -> \(v(board[i].1)) at \(ms(board[i].0)) on the board; the config did not")
+                i += 1
+            }
+        }
+        return out
+    }
+
+    /// Waits until `at / speed` of wall time has passed since `wall`.
+    static func pace(_ wall: MonotonicInstant, _ at: Duration, _ speed: Double) {
+        let due = wall.nanoseconds &+ UInt64(Double(at.nanosecondsClamped) / speed)
+        while MonotonicInstant.now.nanoseconds < due {
+            let left = due - MonotonicInstant.now.nanoseconds
+            usleep(useconds_t(min(left / 1000, 100_000)))
+        }
+    }
+
+    static func ms(_ d: Duration) -> String { ConfigTestRunner.ms(d) }
+    static func pad(_ s: String) -> String { s.count >= 12 ? s : String(repeating: " ", count: 12 - s.count) + s }
+
+    struct Problem: Error {
+        var message: String
+    }
+
+    /// Reads a recording: its header, its records and its footer.
+    static func read(_ file: String) -> Result<Recording, Problem> {
+        let bytes: [UInt8]
+        switch FileSystem.readBytes(file, limit: 1 << 30, what: "a recording") {
+        case let .success(b): bytes = b
+        case let .failure(e): return .failure(Problem(message: "\(file): cannot read the recording: \(e)"))
+        }
+        var rec: Recording?
+        var number = 0
+        for raw in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            number += 1
+            if raw.isEmpty { continue }
+            let json: JSON
+            do { json = try JSON.parse(raw) } catch {
+                return .failure(Problem(message: "\(file):\(number): not JSON: \(error.message)"))
+            }
+            func fail(_ m: String) -> Result<Recording, Problem> { .failure(Problem(message: "\(file):\(number): \(m)")) }
+            guard var r = rec else {
+                guard case let .int(v)? = json["boardd_recording"] else {
+                    return fail("not a boardd recording (its first line has no \"boardd_recording\" version)")
+                }
+                guard v <= version else {
+                    return fail("a recording of format version \(v); this boardd reads version \(version) and older: update boardd")
+                }
+                guard case let .string(config)? = json["config"] else { return fail("the header has no config") }
+                var levels: [String: Bool] = [:]
+                if case let .object(fields)? = json["levels"] {
+                    for (k, v) in fields { if case let .int(x) = v { levels[k] = x != 0 } }
+                }
+                var sha: String?
+                if case let .string(s)? = json["config_sha256"] { sha = s }
+                var board = "?"
+                if case let .string(b)? = json["board"] { board = b }
+                rec = Recording(config: config, sha256: sha, board: board, seconds: seconds(json["seconds"]), levels: levels)
+                continue
+            }
+            if case .bool(true)? = json["end"] {
+                r.complete = true
+                if case let .int(d)? = json["dropped"] { r.dropped = d }
+                rec = r
+                continue
+            }
+            guard case let .string(kind)? = json["kind"], case let .int(t)? = json["t"], t >= 0 else {
+                return fail("a record needs \"kind\" and \"t\" (nanoseconds since the start, not negative)")
+            }
+            let at = Duration.nanoseconds(t)
+            var line = ""
+            if case let .string(l)? = json["line"] { line = l }
+            switch kind {
+            case "edge":
+                guard case let .string(e)? = json["edge"], e == "rising" || e == "falling" else {
+                    return fail("an edge needs \"edge\": \"rising\" or \"falling\"")
+                }
+                r.edges.append((at, line, e == "rising"))
+            case "write":
+                guard case let .int(v)? = json["value"] else { return fail("a write needs \"value\": 0 or 1") }
+                r.writes.append((at, line, v != 0))
+            case "reaction":
+                if case let .string(n)? = json["name"] { r.reactions[n, default: 0] += 1 }
+            case "command":
+                if case let .string(n)? = json["name"], case .string("start")? = json["event"] { r.commands.append((at, n)) }
+            case "lost":
+                if case let .int(c)? = json["count"] { r.lost[line, default: 0] += c }
+            default: break  // newer kinds and the ones replay does not compare
+            }
+            rec = r
+        }
+        guard var r = rec else { return .failure(Problem(message: "\(file): empty: not a boardd recording")) }
+        // Records of different loops are merged by time; equal times keep the file's order.
+        r.edges = r.edges.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.map(\.element)
+        r.writes = r.writes.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.map(\.element)
+        if r.seconds == .zero, let last = r.edges.last { r.seconds = last.at }
+        return .success(r)
+    }
+
+    static func seconds(_ v: JSON?) -> Duration {
+        switch v {
+        case let .int(s)?: .seconds(s)
+        case let .double(s)?: .nanoseconds(Int64(s * 1e9))
+        default: .zero
+        }
+    }
+}
