@@ -79,7 +79,7 @@ public enum ConfigTestRunner {
                 for f in failures { out += "      \(f.replacingNewlines)\n" }
             }
             if s.showLog {
-                for l in log { out += "      | \(ms(l.at)) \(l.level) \(l.text)\n" }
+                for l in log where l.level >= s.logLevel { out += "      | \(ms(l.at)) \(l.level) \(l.text)\n" }
             }
         }
         out += "\(passed) passed, \(failed) failed\n"
@@ -156,7 +156,7 @@ public enum ConfigTestRunner {
         let sim: Simulation
         do {
             sim = try Simulation(
-                config: config, loadOptions: options, runCommands: settings.runCommands, logLevel: settings.logLevel, initial: initial)
+                config: config, loadOptions: options, runCommands: settings.runCommands, logLevel: .debug, initial: initial)
         } catch {
             return (["\(settings.file):\(t.at.line):\(t.at.column): the config did not start: \(error)"], [])
         }
