@@ -23,13 +23,10 @@ struct ReplayCommand: ParsableCommand {
     @Option(help: "Pace the replay at this many times real time (e.g. 1 or 10x); the output is the same.") var speed: String?
     @Option(help: "How far a write may be from the board's and still count as the same (default 5ms).") var tolerance: String?
     @Flag(help: "Run the commands reactions start, instead of recording them.") var runCommands = false
-    @Option(help: "Use this board instead of the config's `board`.") var board: String?
-    @Option(name: .customLong("boards"), help: "A directory of board files searched first (may be repeated).")
-    var boardDirectories: [String] = []
+    @OptionGroup var boards: BoardOptions
 
     func run() throws {
-        let catalog = BoardCatalog(directories: boardDirectories + BoardCatalog.standardDirectories())
-        var settings = Replay.Settings(file: file, config: config, loadOptions: LoadOptions(board: board, catalog: catalog))
+        var settings = Replay.Settings(file: file, config: config, loadOptions: boards.loadOptions)
         if let speed {
             if instant { throw ValidationError("give --speed or --instant, not both") }
             let number = speed.hasSuffix("x") ? String(speed.dropLast()) : speed

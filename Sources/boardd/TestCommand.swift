@@ -22,13 +22,10 @@ struct TestCommand: ParsableCommand {
     @Flag(help: "Run the commands reactions start, instead of recording them.") var runCommands = false
     @Flag(help: "Print each test's log after its result.") var showLog = false
     @Option(help: "The log's level with --show-log: debug, info, notice, warning, error.") var logLevel: String = "info"
-    @Option(help: "Use this board instead of the config's `board`.") var board: String?
-    @Option(name: .customLong("boards"), help: "A directory of board files searched first (may be repeated).")
-    var boardDirectories: [String] = []
+    @OptionGroup var boards: BoardOptions
 
     func run() throws {
-        let catalog = BoardCatalog(directories: boardDirectories + BoardCatalog.standardDirectories())
-        var settings = ConfigTestRunner.Settings(file: file, config: config, loadOptions: LoadOptions(board: board, catalog: catalog))
+        var settings = ConfigTestRunner.Settings(file: file, config: config, loadOptions: boards.loadOptions)
         settings.filter = filter
         settings.runCommands = runCommands
         settings.showLog = showLog

@@ -94,17 +94,7 @@ extension ControlServer {
     /// `pull`; `not-mock` for a line of any other chip.
     func target(_ l: LineConfig, _ cmd: String) throws -> DriveTarget {
         if let mock = daemon.mock {
-            var chip: MockChip?
-            var selector: GPIOLineSelector
-            switch l.address {
-            case let .offset(ref, o):
-                chip = mock.chip(ref.text)
-                selector = .offset(o)
-            case let .named(ref, n):
-                selector = .name(n)
-                if let ref { chip = mock.chip(ref.text) } else { chip = mock.chips.first { (try? $0.level(.name(n))) != nil } }
-            }
-            guard let chip else { throw Failure("internal", "line '\(l.name)': no mock chip serves it") }
+            guard let (chip, selector) = MockBoard.pin(l, in: mock) else { throw Failure("internal", "line '\(l.name)': no mock chip serves it") }
             return .mock(chip, selector)
         }
         if let pin = GPIOSimPin.find(l, backend: daemon.gpio, sysfs: options.sysfs) { return .sim(pin) }

@@ -25,6 +25,17 @@ public enum MockBoard {
         return (mock, mock)
     }
 
+    /// The mock chip and line that serve a config's line (nil: none does).
+    public static func pin(_ l: LineConfig, in mock: MockGPIO) -> (MockChip, GPIOLineSelector)? {
+        switch l.address {
+        case let .offset(ref, o):
+            return mock.chip(ref.text).map { ($0, .offset(o)) }
+        case let .named(ref, n):
+            let chip = ref.map { mock.chip($0.text) } ?? mock.chips.first { (try? $0.level(.name(n))) != nil }
+            return chip.map { ($0, .name(n)) }
+        }
+    }
+
     /// What the start line says serves the board.
     public static func backendName(_ board: BoardChoice, _ gpio: any GPIOBackend) -> String {
         board.mock ? "mock chips, --mock" : gpio.backendName

@@ -55,13 +55,7 @@ public enum Replay {
         case let .failure(e): return CommandOutput(stdout: "", stderr: "\(e.message)\n", status: 2)
         }
         let configPath = s.config ?? rec.config
-        var options = s.loadOptions
-        options.mock = true
-        var loaded = ConfigLoader.load(path: configPath, options: options)
-        if loaded.config?.board.backend == .mock && loaded.config?.board.mock == true {
-            options.mock = false
-            loaded = ConfigLoader.load(path: configPath, options: options)
-        }
+        let (loaded, options) = Simulation.load(configPath, s.loadOptions)
         guard let config = loaded.config else {
             return CommandOutput(
                 stdout: "", stderr: loaded.errors.map { "\($0)\n" }.joined() + "\(configPath): the config has errors; nothing was replayed\n",

@@ -83,6 +83,18 @@ public final class Simulation {
 
     deinit { daemon.shutdown() }
 
+    /// Loads a config to run on mock chips: a real board's as `--mock`
+    /// makes them from its board file, a board of mock chips (the demo's)
+    /// on its own. Returns the options a reload must load with.
+    public static func load(_ path: String, _ given: LoadOptions) -> (LoadResult, LoadOptions) {
+        var options = given
+        options.mock = true
+        let loaded = ConfigLoader.load(path: path, options: options)
+        guard loaded.config?.board.backend == .mock && loaded.config?.board.mock == true else { return (loaded, options) }
+        options.mock = false
+        return (ConfigLoader.load(path: path, options: options), options)
+    }
+
     /// Time since the start.
     public var now: Duration { .nanoseconds(Int64(clock.now.nanoseconds &- start.nanoseconds)) }
 
@@ -107,18 +119,8 @@ public final class Simulation {
     }
 
     static func pin(_ l: LineConfig, _ mock: MockGPIO) throws -> (MockChip, GPIOLineSelector) {
-        var chip: MockChip?
-        let selector: GPIOLineSelector
-        switch l.address {
-        case let .offset(ref, o):
-            chip = mock.chip(ref.text)
-            selector = .offset(o)
-        case let .named(ref, n):
-            selector = .name(n)
-            if let ref { chip = mock.chip(ref.text) } else { chip = mock.chips.first { (try? $0.level(.name(n))) != nil } }
-        }
-        guard let chip else { throw DaemonError.setup("line '\(l.name)': no mock chip serves it") }
-        return (chip, selector)
+        guard let p = MockBoard.pin(l, in: mock) else { throw DaemonError.setup("line '\(l.name)': no mock chip serves it") }
+        return p
     }
 
     /// Sets an input's physical level now, and lets the loops read it.

@@ -48,14 +48,7 @@ public enum ConfigTestRunner {
             log.error(Position(line: 1, column: 1), "", "the test file names no config: add `config: FILE` or give --config FILE")
             return errors()
         }
-        var options = s.loadOptions
-        options.mock = true
-        var loaded = ConfigLoader.load(path: configPath, options: options)
-        if loaded.config?.board.backend == .mock && loaded.config?.board.mock == true {
-            // A board of mock chips already: run its own chips.
-            options.mock = false
-            loaded = ConfigLoader.load(path: configPath, options: options)
-        }
+        let (loaded, options) = Simulation.load(configPath, s.loadOptions)
         guard let config = loaded.config else {
             return errors(loaded.errors.map { "\($0)\n" }.joined() + "\(configPath): the config has errors\n")
         }
