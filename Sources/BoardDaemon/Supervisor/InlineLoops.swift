@@ -45,8 +45,9 @@ extension Daemon {
             }
             let now = clock.now.nanoseconds
             if next <= now {
-                // Due now but not run (a timer of a mode the loop is not in
-                // at the moment): step past it.
+                // Due now, yet the settle did not run it (a timer still
+                // firing in an outer run): step past it, as the engine's
+                // own manual advance does.
                 if now >= target { break }
                 clock.advance(to: MonotonicInstant(nanoseconds: now + 1))
                 continue
@@ -58,7 +59,4 @@ extension Daemon {
             }
         }
     }
-
-    /// The manual clock's time (inline workers and tests).
-    public var now: MonotonicInstant { loop.now }
 }
