@@ -28,7 +28,9 @@ final class OutputLine {
     func makePulseTimer() throws {
         guard pulseTimer == nil else { return }
         let t = RunLoopTimer.rearmable { [unowned self] _ in
+            let was = self.events.writing(.pulse)
             self.set(false)
+            self.events.restore(was)
         }
         try loop.add(t, mode: .common)
         pulseTimer = t
