@@ -1,0 +1,273 @@
+import Boardloop
+import BoardloopGPIOMock
+import BoardloopTestSupport
+@testable import BoardDaemon
+import Foundation
+import Glibc
+import XCTest
+
+/// The control protocol's `record` against an in-process daemon on the mock
+/// board, on the manual clock: the header, each kind of record with its
+/// fields and its time from the start, `lines` filtering, the refusals,
+/// and afterwards nothing records (the sink's switches are back).
+final class ControlRecordTests: XCTestCase {
+    var dir = ""
+
+    override func setUpWithError() throws {
+        var template = Array("/tmp/boardd-record-XXXXXX".utf8CString)
+        guard let p = mkdtemp(&template) else { throw POSIXError(.EIO) }
+        dir = String(cString: p)
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(atPath: dir) }
+
+    var socketPath: String { dir + "/boardd.sock" }
+
+    static let yaml = """
+        board: demo
+        lines:
+          button: { pin: BUTTON, input: { edge: both, active_low: true }, priority: low }
+          estop: { pin: ESTOP, input: { edge: both, active_low: true }, priority: high, gestures: { one_of: [click, double_click] } }
+          chatter: { pin: CHATTER, input: { edge: both }, priority: low }
+          led: { pin: LED, output: { safe: off } }
+          valve: { pin: VALVE, output: { safe: off } }
+          fan: { pin: FAN, output: {} }
+        modes:
+          critical: { admits: [high] }
+        workers:
+          w: { lines: [fan] }
+        tasks:
+          spin: { every: 400ms, do: [ toggle: fan ] }
+        sequences:
+          pour:
+            mode: critical
+            steps: [ set: { valve: on }, wait: 150ms, set: { valve: off } ]
+        reactions:
+          - { name: start, on: { line: button, press: true }, do: [ sequence: pour ] }
+          - { name: count, on: { line: chatter, edge: both }, do: [ toggle: led ] }
+          - { name: tap, on: { line: estop, gesture: click }, do: [ log: "tap" ] }
+        """
+
+    func harness() throws -> Harness {
+        try Harness(Self.yaml, level: .info, control: ControlServer.Options(path: socketPath))
+    }
+
+    /// Reads the stream until its last line (`done`), driving the daemon
+    /// between reads: the records (unwrapped) and the footer.
+    func collect(_ c: ControlClient, _ h: Harness, id: Int) throws -> (records: [[String: Any]], end: [String: Any]) {
+        var records: [[String: Any]] = []
+        for _ in 0..<10_000 {
+            try h.daemon.settle()
+            for line in c.lines() {
+                let o = try ControlTests.object(line)
+                XCTAssertEqual(o["id"] as? Int, id, "every line carries the recording's id")
+                if let r = o["record"] as? [String: Any] {
+                    records.append(r)
+                } else {
+                    XCTAssertEqual(o["ok"] as? Bool, true, "\(o)")
+                    XCTAssertEqual(o["done"] as? Bool, true, "\(o)")
+                    return (records, try XCTUnwrap(o["end"] as? [String: Any], "\(o)"))
+                }
+            }
+        }
+        XCTFail("the recording never ended")
+        return (records, [:])
+    }
+
+    func testARecordingCarriesEdgesHeldAndDeliveredWritesByOriginReactionsGesturesModesAndSequences() throws {
+        let h = try harness()
+        let d = h.daemon
+        let c = try ControlClient(socketPath)
+        let start = d.main.nowNanoseconds
+        let started = try c.request(#"{"v":1,"id":7,"cmd":"record","for":"1s"}"#, h)
+        XCTAssertEqual(started["ok"] as? Bool, true, "\(started)")
+        XCTAssertEqual(started["recording"] as? Bool, true)
+        XCTAssertEqual(started["for_ns"] as? Int, 1_000_000_000)
+        let header = try XCTUnwrap(started["header"] as? [String: Any])
+        XCTAssertEqual(header["boardd_recording"] as? Int, 1)
+        XCTAssertEqual(header["config"] as? String, "test.yaml")
+        XCTAssertTrue(header["config_sha256"] is NSNull, "a config given as text has no file to digest")
+        XCTAssertEqual(header["board"] as? String, "demo")
+        XCTAssertEqual(header["gpio"] as? String, "mock")
+        XCTAssertEqual(header["start_ns"] as? Int, Int(start))
+        XCTAssertEqual(header["seconds"] as? Int, 1)
+        XCTAssertEqual(header["lines"] as? [String], ["button", "estop", "chatter", "led", "valve", "fan"])
+        XCTAssertEqual(header["loops"] as? [String], ["main", "w"])
+        // Physical levels: BUTTON and ESTOP idle high (active-low, released), CHATTER low.
+        XCTAssertEqual(header["levels"] as? [String: Int], ["button": 1, "estop": 1, "chatter": 0])
+        XCTAssertNotNil(d.main.events.recorder)
+        XCTAssertEqual(d.main.events.recordsLines.load(ordering: .relaxed), EventSink.toRecorder, "writes go to the recorder only")
+
+        let other = try ControlClient(socketPath)
+        try h.advance(100)
+        try h.press()  // t = 100 ms: the sequence starts, the loop goes critical
+        try h.advance(10)
+        try h.setLevel("CHATTER", true)  // held: critical admits high only
+        try h.advance(10)
+        try h.press(false)  // held too
+        try h.advance(10)
+        try h.setLevel("ESTOP", false)  // a click on the high-priority line: not held
+        try h.advance(50)
+        try h.setLevel("ESTOP", true)
+        try h.advance(100)  // past the sequence's end: the held events are delivered
+        XCTAssertEqual(try other.request(#"{"v":1,"cmd":"set","line":"valve","value":true}"#, h)["ok"] as? Bool, true)
+        XCTAssertEqual(try other.request(#"{"v":1,"cmd":"mode","loop":"main","mode":"critical"}"#, h)["ok"] as? Bool, true)
+        XCTAssertEqual(try other.request(#"{"v":1,"cmd":"mode","loop":"main","mode":"default"}"#, h)["ok"] as? Bool, true)
+        XCTAssertEqual(other.lines(), [], "the records go to their own client only")
+        let busy = try other.request(#"{"v":1,"id":2,"cmd":"record","for":"1s"}"#, h)
+        XCTAssertEqual(ControlTests.code(busy), "busy")
+        try h.advance(800)
+
+        let (records, end) = try collect(c, h, id: 7)
+        XCTAssertEqual(end["end"] as? Bool, true)
+        XCTAssertEqual(end["records"] as? Int, records.count, "the footer counts what was sent")
+        XCTAssertEqual(end["dropped"] as? Int, 0)
+        for r in records {
+            XCTAssertNotNil(r["t"] as? Int, "\(r)")
+            XCTAssertNotNil(r["kind"] as? String, "\(r)")
+            XCTAssertTrue(["main", "w"].contains(r["loop"] as? String), "\(r)")
+            // (The harness's worker loops run on the real clock, the main one on the manual clock.)
+            if r["loop"] as? String == "main" { XCTAssertTrue((0...1_000_000_000).contains(r["t"] as? Int ?? -1), "\(r)") }
+        }
+        let ts = records.map { $0["t"] as? Int ?? 0 }
+        XCTAssertEqual(ts, ts.sorted(), "time-ordered, the loops merged")
+        func kind(_ k: String) -> [[String: Any]] { records.filter { $0["kind"] as? String == k } }
+        func brief(_ r: [String: Any], _ keys: [String]) -> String { keys.map { "\(r[$0] ?? "-")" }.joined(separator: " ") }
+
+        // Edges as the wire changed, at their kernel timestamps from the start, with sequence numbers.
+        let edges = kind("edge")
+        XCTAssertEqual(
+            edges.map { brief($0, ["t", "line", "edge", "held"]) },
+            [
+                "100000000 button falling 0", "110000000 chatter rising 1", "120000000 button rising 1",
+                "130000000 estop falling 0", "180000000 estop rising 0",
+            ])
+        XCTAssertTrue(edges.allSatisfy { $0["seq"] is Int && $0["line_seq"] is Int && $0["loop"] as? String == "main" }, "\(edges)")
+        XCTAssertEqual(edges.filter { $0["line"] as? String == "estop" }.map { $0["line_seq"] as? Int }, [1, 2])
+        // Held events delivered once the sequence's mode ended.
+        XCTAssertEqual(
+            kind("delivered").map { brief($0, ["t", "line", "count"]) }.sorted(), ["250000000 button 1", "250000000 chatter 1"])
+        XCTAssertTrue(kind("lost").isEmpty)
+        // Reactions, a gesture.
+        // Reactions when their actions ended; the click is decided once a double click can no longer come.
+        XCTAssertEqual(
+            kind("reaction").map { brief($0, ["t", "name", "line"]) },
+            ["100000000 start button", "250000000 count chatter", "430000000 tap estop"])
+        XCTAssertEqual(kind("gesture").map { brief($0, ["t", "line", "gesture"]) }, ["430000000 estop click"])
+        // Mode switches with why.
+        XCTAssertEqual(
+            kind("mode").map { brief($0, ["from", "to", "why"]) },
+            ["default critical sequence:pour", "critical default sequence-end:pour", "default critical control", "critical default control"])
+        XCTAssertEqual(kind("mode").first?["t"] as? Int, 100_000_000)
+        XCTAssertEqual(kind("sequence").map { brief($0, ["t", "name", "step"]) }, ["100000000 pour start", "250000000 pour end"])
+        // Writes and who made them.
+        let writes = kind("write").map { brief($0, ["loop", "line", "value", "by"]) }
+        XCTAssertEqual(writes.filter { $0.contains("valve") }, ["main valve 1 sequence:pour", "main valve 0 sequence:pour", "main valve 1 control"])
+        XCTAssertEqual(writes.filter { $0.contains("led") }, ["main led 1 reaction:count"])
+        // The main loop's task writes the worker's fan: posted, written there, by the task.
+        // (At 400 ms and 800 ms; the second may reach the worker, on its own thread, after the end.)
+        let fan = writes.filter { $0.contains("fan") }
+        XCTAssertEqual(fan.first, "w fan 1 task:spin")
+        XCTAssertTrue((1...2).contains(fan.count) && fan.allSatisfy { $0.hasPrefix("w fan ") && $0.hasSuffix(" task:spin") }, "\(fan)")
+
+        // Over: nothing records, the switches are as they were.
+        XCTAssertNil(d.main.events.recorder)
+        XCTAssertNil(d.control?.recording)
+        XCTAssertEqual(d.main.events.recordsLines.load(ordering: .relaxed), 0)
+        guard case let .success(still) = d.onWorker(0, timeout: .seconds(5), { $0.events.recorder != nil }) else {
+            return XCTFail("the worker did not answer")
+        }
+        XCTAssertFalse(still)
+        // The unrecorded path as before: a press starts the sequence, nothing is sent.
+        try h.press()
+        try h.advance(10)
+        XCTAssertEqual(d.mainMode, "critical")
+        try h.press(false)
+        try h.advance(200)
+        XCTAssertEqual(c.lines(), [])
+        XCTAssertEqual(try c.request(#"{"v":1,"cmd":"ping"}"#, h)["pong"] as? Bool, true)
+    }
+
+    func testLinesLimitWhatIsRecordedAndAnUnknownLineIsRefusedWithAHint() throws {
+        let h = try harness()
+        let c = try ControlClient(socketPath)
+        let unknown = try c.request(#"{"v":1,"cmd":"record","for":"1s","lines":["button","chater"]}"#, h)
+        XCTAssertEqual(ControlTests.code(unknown), "unknown-line")
+        let message = (unknown["error"] as? [String: Any])?["message"] as? String ?? ""
+        XCTAssertTrue(message.contains("'chater'") && message.contains("did you mean 'chatter'"), message)
+        XCTAssertNil(h.daemon.main.events.recorder, "a refused recording starts nothing")
+        for (request, code) in [
+            (#"{"v":1,"cmd":"record"}"#, "bad-argument"), (#"{"v":1,"cmd":"record","for":"2h"}"#, "bad-argument"),
+            (#"{"v":1,"cmd":"record","for":"1s","lines":"button"}"#, "bad-argument"),
+        ] {
+            XCTAssertEqual(ControlTests.code(try c.request(request, h)), code, request)
+        }
+
+        let started = try c.request(#"{"v":1,"id":3,"cmd":"record","for":"500ms","lines":["chatter"]}"#, h)
+        let header = try XCTUnwrap(started["header"] as? [String: Any], "\(started)")
+        XCTAssertEqual(header["lines"] as? [String], ["chatter"])
+        XCTAssertEqual(header["levels"] as? [String: Int], ["chatter": 0])
+        try h.press()
+        try h.advance(10)
+        try h.setLevel("CHATTER", true)
+        try h.advance(500)
+        let (records, _) = try collect(c, h, id: 3)
+        let lined = records.filter { $0["kind"] as? String != "reaction" && $0["line"] != nil }
+        XCTAssertFalse(lined.isEmpty)
+        XCTAssertTrue(lined.allSatisfy { $0["line"] as? String == "chatter" }, "only chatter's edges and writes: \(lined)")
+        XCTAssertTrue(records.contains { $0["kind"] as? String == "reaction" && $0["name"] as? String == "start" }, "reactions whatever their line")
+    }
+
+    func testAClientThatHangsUpEndsItsRecording() throws {
+        let h = try harness()
+        var gone: ControlClient? = try ControlClient(socketPath)
+        XCTAssertEqual(try gone!.request(#"{"v":1,"cmd":"record","for":"5s"}"#, h)["ok"] as? Bool, true)
+        XCTAssertNotNil(h.daemon.main.events.recorder)
+        gone = nil
+        try h.daemon.settle()
+        XCTAssertNil(h.daemon.main.events.recorder, "the client hung up: its recording ended")
+        XCTAssertNil(h.daemon.control?.recording)
+        XCTAssertEqual(h.daemon.main.events.recordsLines.load(ordering: .relaxed), 0)
+        let c = try ControlClient(socketPath)
+        XCTAssertEqual(try c.request(#"{"v":1,"id":4,"cmd":"record","for":"100ms"}"#, h)["ok"] as? Bool, true, "a new one may start")
+        try h.advance(100)
+        XCTAssertEqual(try collect(c, h, id: 4).end["dropped"] as? Int, 0)
+    }
+
+    /// A recording's loop thread allocates nothing per event: the worker
+    /// reads a chattering input, reacts, writes and runs a 1 ms task while
+    /// every one of those goes to its recorder, and the main loop drains
+    /// and streams them.
+    func testAWorkerAllocatesNothingWhileRecorded() throws {
+        try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked (ThreadSanitizer build)")
+        let h = try Harness(ControlAllocationTests.yaml, level: .info, control: ControlServer.Options(path: socketPath))
+        let d = h.daemon
+        let c = try ControlClient(socketPath)
+        XCTAssertEqual(try c.request(#"{"v":1,"id":1,"cmd":"record","for":"1h"}"#, h)["recording"] as? Bool, true)
+        var level = false
+        var streamed = 0
+        func round() throws {
+            level.toggle()
+            try h.chip.setLevel(23, level)
+            try d.advance(by: .milliseconds(1))
+            try d.settle()
+            try d.settle()
+            streamed += c.lines().count
+        }
+        for _ in 0..<200 { try round() }  // warm-up
+        _ = d.onWorker(0, timeout: .seconds(10)) { _ in
+            AllocationCounter.resetThisThread()
+            AllocationCounter.beginCountingOnThisThread()
+        }
+        let before = streamed
+        for _ in 0..<1_000 { try round() }
+        let counted = d.onWorker(0, timeout: .seconds(10)) { _ in
+            AllocationCounter.endCountingOnThisThread()
+            return AllocationCounter.countOnThisThread
+        }
+        XCTAssertEqual(try counted.get(), 0, "the worker allocated while recorded")
+        // Each round: the chatter edge, its reaction, the valve's write, the
+        // task's write of the fan.
+        XCTAssertGreaterThanOrEqual(streamed - before, 3_000, "the worker's records were streamed")
+    }
+}
