@@ -270,4 +270,34 @@ final class ControlRecordTests: XCTestCase {
         // task's write of the fan.
         XCTAssertGreaterThanOrEqual(streamed - before, 3_000, "the worker's records were streamed")
     }
+
+    /// A reload that drops an output sets it to its safe value: recorded as `safe`.
+    func testAReloadsSafeValueIsRecordedAsSafe() throws {
+        let path = dir + "/boardd.yaml"
+        let first = """
+            board: demo
+            lines:
+              button: { pin: BUTTON, input: { edge: both, active_low: true } }
+              valve: { pin: VALVE, output: { safe: off } }
+            reactions:
+              - { name: open, on: { line: button, press: true }, do: [ set: { valve: on } ] }
+            """
+        try first.write(toFile: path, atomically: true, encoding: .utf8)
+        let h = try Harness(path: path, level: .info)
+        let rec = LoopRecorder(serial: 1)
+        _ = h.daemon.main.startRecording(rec)
+        try h.press()
+        try h.advance(10)
+        try "board: demo\nlines:\n  button: { pin: BUTTON, input: { edge: both, active_low: true } }\n".write(
+            toFile: path, atomically: true, encoding: .utf8)
+        XCTAssertTrue(h.daemon.reload().applied)
+        try h.advance(10)
+        h.daemon.main.stopRecording()
+        var writes: [String] = []
+        rec.consume { e in
+            if e.record.kind == .output { writes.append("\(e.record.flag) \(EventSink.WriteBy(rawValue: e.record.step).map { "\($0)" } ?? "?")") }
+        }
+        XCTAssertEqual(writes, ["true reaction", "false safe"])
+        XCTAssertEqual(try h.writes("VALVE"), [true, false])
+    }
 }
