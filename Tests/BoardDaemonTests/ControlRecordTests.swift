@@ -300,4 +300,38 @@ final class ControlRecordTests: XCTestCase {
         XCTAssertEqual(writes, ["true reaction", "false safe"])
         XCTAssertEqual(try h.writes("VALVE"), [true, false])
     }
+
+    /// A recording client that stops reading is dropped as a slow events
+    /// follower is: a last line says why, the recording ends, others are served.
+    func testARecordingClientThatDoesNotReadIsDroppedTooSlow() throws {
+        var o = ControlServer.Options(path: socketPath)
+        o.maxOutput = 4096
+        let h = try Harness(Self.yaml, level: .info, control: o)
+        let slow = try ControlClient(socketPath)
+        XCTAssertEqual(try slow.request(#"{"v":1,"id":5,"cmd":"record","for":"1h"}"#, h)["recording"] as? Bool, true)
+        let server = try XCTUnwrap(h.daemon.control?.recording?.client)
+        var small: Int32 = 1024
+        XCTAssertEqual(setsockopt(server.fd, SOL_SOCKET, SO_SNDBUF, &small, socklen_t(MemoryLayout<Int32>.size)), 0)
+        var rounds = 0
+        while h.daemon.control?.recording != nil && rounds < 2000 {
+            try h.setLevel("CHATTER", rounds % 2 == 0)
+            try h.advance(50)
+            rounds += 1
+        }
+        XCTAssertNil(h.daemon.control?.recording, "ended after \(rounds) rounds")
+        XCTAssertNil(h.daemon.main.events.recorder)
+        XCTAssertEqual(h.daemon.control?.counters.errors["too-slow"], 1)
+        let other = try ControlClient(socketPath)
+        XCTAssertEqual(try other.request(#"{"v":1,"cmd":"ping"}"#, h)["pong"] as? Bool, true, "the others are served")
+        var got: [String] = []
+        for _ in 0..<200 where !slow.sawEOF {
+            got += slow.lines()
+            try h.daemon.settle()
+        }
+        XCTAssertTrue(slow.sawEOF, "closed once the last line is written")
+        let last = try ControlTests.object(try XCTUnwrap(got.last))
+        XCTAssertEqual(last["id"] as? Int, 5)
+        XCTAssertEqual(ControlTests.code(last), "too-slow")
+        XCTAssertTrue(got.dropLast().allSatisfy { $0.contains(#""record":"#) })
+    }
 }
