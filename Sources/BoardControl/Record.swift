@@ -53,7 +53,7 @@ public enum Recording {
         let e = ControlClient.sendAll(fd, Array(request(for: duration, lines: lines).line(id: 1).utf8))
         if e != 0 { throw .connection(path: path, problem: "sending the request failed: \(ControlClient.describe(e))") }
         var reader = LineReader(fd: fd, limit: 64 << 20)
-        let first = try TraceRecorder.next(&reader, path: path)
+        let first = try next(&reader, path: path)
         let result = try ControlClient.result(of: first, path: path)
         guard let header = result["header"], header["boardd_recording"] != nil else {
             throw .connection(path: path, problem: "the reply to record has no recording header: \(first.prefix(200))")
@@ -66,7 +66,7 @@ public enum Recording {
             let prefix = #"{"v":\#(ControlError.protocolVersion),"id":1,"record":"#
             var count = 0
             while true {
-                let line = try TraceRecorder.next(&reader, path: path)
+                let line = try next(&reader, path: path)
                 if line.hasPrefix(prefix), line.hasSuffix("}") {
                     // The record as boardd wrote it, unwrapped.
                     try out.write(String(line.dropFirst(prefix.count).dropLast()) + "\n")
@@ -84,6 +84,18 @@ public enum Recording {
         } catch {
             out.abandon()
             throw error
+        }
+    }
+
+    /// The next line of the recording's stream, or what ended it.
+    static func next(_ reader: inout LineReader, path: String) throws(ControlError) -> String {
+        switch reader.next() {
+        case let .success(bytes): return String(decoding: bytes, as: UTF8.self)
+        case .failure(.timedOut): throw .connection(path: path, problem: "boardd stopped answering")
+        case let .failure(.failed(e)): throw .connection(path: path, problem: "reading failed: \(ControlClient.describe(e))")
+        case .failure(.tooLong): throw .connection(path: path, problem: "a line from boardd is longer than 64 MiB")
+        case .failure(.closed), .failure(.interrupted):
+            throw .connection(path: path, problem: "the daemon closed the connection before the recording ended; no file is written")
         }
     }
 
