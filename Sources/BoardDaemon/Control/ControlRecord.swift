@@ -32,6 +32,10 @@ extension ControlServer {
         /// Records whose program was not known (a reload during the recording).
         var stale = 0
         var timer: RunLoopTimer?
+        /// Per loop, a drain's records and how far the merge took them
+        /// (kept from drain to drain: no allocation once they have grown).
+        var batches: [[LoopRecorder.Entry]] = []
+        var next: [Int] = []
         /// What each of its lines starts with, up to the record: `{"v":1,"id":N,"record":`.
         let prefix: [UInt8]
 
@@ -102,6 +106,8 @@ extension ControlServer {
                 logger.warning("control: loop '\(d.workers[i].name)' did not start recording within a second; the recording leaves it out")
             }
         }
+        run.batches = Array(repeating: [], count: run.loops.count)
+        run.next = Array(repeating: 0, count: run.loops.count)
         recording = run
         let t = RunLoopTimer.rearmable { [unowned self] _ in self.recordTick() }
         do { try loop.add(t, mode: .common) } catch {
@@ -158,8 +164,11 @@ extension ControlServer {
         armRecordTimer()
     }
 
-    /// Sends what the loops recorded since the last drain, in time order
-    /// (the loops' records merged by time; a loop's own stay in order).
+    /// Sends what the loops recorded since the last drain, in time order:
+    /// each loop's records sorted by time (they nearly are: an edge's time
+    /// is its kernel timestamp, read a little later), then the loops merged.
+    /// Written straight into the client's output as bytes, into buffers the
+    /// recording keeps: the drain allocates nothing per record.
     private func drainRecording(_ run: RecordRun) {
         let c = run.client
         guard !c.closed else { return }
@@ -168,109 +177,181 @@ extension ControlServer {
             run.programs.append(program)
             if run.programs.count > TraceLog.generationsKept { run.programs.removeFirst() }
         }
-        var got: [(t: UInt64, loop: Int, n: Int, entry: LoopRecorder.Entry)] = []
-        for (i, l) in run.loops.enumerated() {
-            guard let rec = l.recorder else { continue }
-            rec.consume { e in got.append((e.t, i, got.count, e)) }
+        // (Worked on as locals and put back: each access to a class's
+        // array member through its accessor costs an allocation in a debug
+        // build.)
+        var batches = run.batches
+        var next = run.next
+        run.batches = []
+        run.next = []
+        defer {
+            run.batches = batches
+            run.next = next
         }
-        guard !got.isEmpty else { return }
-        got.sort { ($0.t, $0.loop, $0.n) < ($1.t, $1.loop, $1.n) }
+        var any = false
+        for i in batches.indices {
+            batches[i].removeAll(keepingCapacity: true)
+            next[i] = 0
+            guard let rec = run.loops[i].recorder else { continue }
+            var batch = batches[i]
+            batches[i] = []
+            if rec.consume({ e in batch.append(e) }) > 0 {
+                any = true
+                Self.sortByTime(&batch)
+            }
+            batches[i] = batch
+        }
+        guard any else { return }
+        var out = c.output
+        c.output = []
         var wrote = false
-        for g in got {
-            guard let p = run.programs.last(where: { $0.generation == g.entry.record.generation }) else {
+        var slow = false
+        while true {
+            // The loop whose next record is the earliest.
+            var pick = -1
+            var t = UInt64.max
+            for i in batches.indices where next[i] < batches[i].count {
+                let ti = batches[i][next[i]].t
+                if pick < 0 || ti < t {
+                    pick = i
+                    t = ti
+                }
+            }
+            guard pick >= 0 else { break }
+            let e = batches[pick][next[pick]]
+            next[pick] += 1
+            // (An index loop: `last(where:)` allocates in a debug build.)
+            var program: Program?
+            var k = run.programs.count - 1
+            while k >= 0 && program == nil {
+                if run.programs[k].generation == e.record.generation { program = run.programs[k] }
+                k -= 1
+            }
+            guard let p = program else {
                 run.stale += 1
                 continue
             }
-            guard let j = recordJSON(g.entry, loop: run.loops[g.loop].name, run: run, config: p.config) else { continue }
-            let text = Array(j.text.utf8)
-            guard c.output.count + run.prefix.count + text.count + 2 <= options.maxOutput else {
-                recordingTooSlow(run)
-                return
+            let mark = out.count
+            out += run.prefix
+            guard write(e, loop: pick, run: run, config: p.config, into: &out) else {
+                out.removeSubrange(mark...)
+                continue
             }
-            c.output += run.prefix
-            c.output += text
-            c.output.append(0x7d)
-            c.output.append(0x0a)
+            out.append(0x7d)
+            out.append(0x0a)
+            guard out.count <= options.maxOutput else {
+                out.removeSubrange(mark...)
+                slow = true
+                break
+            }
             run.records += 1
             wrote = true
         }
-        if wrote { flush(c) }
+        c.output = out
+        if slow {
+            recordingTooSlow(run)
+        } else if wrote {
+            flush(c)
+        }
     }
 
-    /// One record as a line of the recording file (nil: a kind a recording
-    /// leaves out, or a line it does not record).
-    private func recordJSON(_ e: LoopRecorder.Entry, loop: String, run: RecordRun, config: DaemonConfig) -> JSON? {
+    /// Stable, in place, for nearly sorted records (no allocation).
+    private static func sortByTime(_ a: inout [LoopRecorder.Entry]) {
+        guard a.count > 1 else { return }
+        for i in 1..<a.count {
+            let x = a[i]
+            var j = i
+            while j > 0 && a[j - 1].t > x.t {
+                a[j] = a[j - 1]
+                j -= 1
+            }
+            if j != i { a[j] = x }
+        }
+    }
+
+    /// Appends one record as a line of the recording file (docs/recording.md)
+    /// to `out`; false for a kind a recording leaves out or a line it does
+    /// not record (`out` is then left as it may be: the caller cuts it).
+    private func write(_ e: LoopRecorder.Entry, loop: Int, run: RecordRun, config: DaemonConfig, into out: inout [UInt8]) -> Bool {
         let r = e.record
-        let lineName = r.line >= 0 && Int(r.line) < config.lines.count ? config.lines[Int(r.line)].name : nil
-        if r.line >= 0, let wanted = run.lines, Int(r.line) < wanted.count, !wanted[Int(r.line)], r.kind != .reaction { return nil }
-        var f: [(String, JSON)] = [("t", .int(Int64(bitPattern: e.t &- run.start))), ("loop", .string(loop))]
-        func name(_ list: [String], _ i: Int32) -> String { i >= 0 && Int(i) < list.count ? list[Int(i)] : "#\(i)" }
+        let line = r.line >= 0 && Int(r.line) < config.lines.count ? Int(r.line) : -1
+        if line >= 0, let wanted = run.lines, line < wanted.count, !wanted[line], r.kind != .reaction { return false }
+        var w = RecordWriter(out: out)
+        defer { out = w.out }
+        out = []  // (`w` holds the buffer: no copy on write)
+        w.raw("{\"t\":")
+        w.int(Int64(bitPattern: e.t &- run.start))
+        w.raw(",\"loop\":")
+        w.string(run.loops[loop].name)
+        w.raw(",\"kind\":")
         switch r.kind {
         case .rawEdge:
-            guard let l = lineName else { return nil }
-            f += [("kind", .string("edge")), ("line", .string(l)), ("edge", .string(r.flag ? "rising" : "falling"))]
-            if r.sequence != 0 { f.append(("seq", .int(Int64(clamping: r.sequence)))) }
-            if r.nanoseconds != 0 { f.append(("line_seq", .int(Int64(clamping: r.nanoseconds)))) }
-            f.append(("held", .bool(r.step & 1 != 0)))
+            guard line >= 0 else { return false }
+            w.raw("\"edge\"")
+            if line >= 0 { w.field("line", config.lines[line].name) }
+            w.raw(r.flag ? ",\"edge\":\"rising\"" : ",\"edge\":\"falling\"")
+            if r.sequence != 0 { w.field("seq", Int64(clamping: r.sequence)) }
+            if r.nanoseconds != 0 { w.field("line_seq", Int64(clamping: r.nanoseconds)) }
+            w.raw(r.step & 1 != 0 ? ",\"held\":true" : ",\"held\":false")
         case .heldDelivered:
-            guard let l = lineName else { return nil }
-            f += [("kind", .string("delivered")), ("line", .string(l)), ("count", .int(Int64(r.number)))]
+            guard line >= 0 else { return false }
+            w.raw("\"delivered\"")
+            if line >= 0 { w.field("line", config.lines[line].name) }
+            w.field("count", Int64(r.number))
         case .lost:
-            guard let l = lineName else { return nil }
-            f += [("kind", .string("lost")), ("line", .string(l)), ("count", .int(Int64(clamping: r.nanoseconds)))]
+            guard line >= 0 else { return false }
+            w.raw("\"lost\"")
+            if line >= 0 { w.field("line", config.lines[line].name) }
+            w.field("count", Int64(clamping: r.nanoseconds))
         case .output:
-            guard let l = lineName else { return nil }
-            f += [
-                ("kind", .string("write")), ("line", .string(l)), ("value", .int(r.flag ? 1 : 0)),
-                ("by", .string(Self.writer(r.step, r.index, config))),
-            ]
+            guard line >= 0 else { return false }
+            w.raw("\"write\"")
+            if line >= 0 { w.field("line", config.lines[line].name) }
+            w.raw(r.flag ? ",\"value\":1,\"by\":" : ",\"value\":0,\"by\":")
+            w.by(r.step, r.index, config)
         case .reaction:
-            f += [("kind", .string("reaction")), ("name", .string(name(config.reactions.map(\.name), r.index)))]
-            if let l = lineName { f.append(("line", .string(l))) }
+            guard r.index >= 0 && Int(r.index) < config.reactions.count else { return false }
+            w.raw("\"reaction\"")
+            w.field("name", config.reactions[Int(r.index)].name)
+            if line >= 0 { w.field("line", config.lines[line].name) }
         case .gesture:
-            guard let l = lineName, let g = GestureKind(code: r.index) else { return nil }
-            f += [("kind", .string("gesture")), ("line", .string(l)), ("gesture", .string(g.rawValue))]
+            guard line >= 0, let g = GestureKind(code: r.index) else { return false }
+            w.raw("\"gesture\"")
+            if line >= 0 { w.field("line", config.lines[line].name) }
+            w.field("gesture", g.rawValue)
         case .mode:
-            let modes = config.modes.map(\.name)
-            let why: String
+            let modes = config.modes
+            guard r.index >= 0 && Int(r.index) < modes.count && r.number >= 0 && Int(r.number) < modes.count else { return false }
+            w.raw("\"mode\"")
+            w.field("from", modes[Int(r.number)].name)
+            w.field("to", modes[Int(r.index)].name)
+            w.raw(",\"why\":")
+            let sequences = config.sequences
             switch EventSink.ModeReason(code: r.step, sequence: Int(r.other)) {
             case .action?:
-                let by = Self.writer(UInt8(truncatingIfNeeded: r.repeatCount), r.other, config)
-                why = by == "unknown" ? "action" : by
-            case let .sequenceStarted(s)?: why = "sequence:\(name(config.sequences.map(\.name), Int32(s)))"
-            case let .sequenceEnded(s)?: why = "sequence-end:\(name(config.sequences.map(\.name), Int32(s)))"
-            case nil: why = "unknown"
+                if r.repeatCount > 0 { w.by(UInt8(truncatingIfNeeded: r.repeatCount), r.other, config) } else { w.raw("\"action\"") }
+            case let .sequenceStarted(s)? where s >= 0 && s < sequences.count: w.joined("sequence:", sequences[s].name)
+            case let .sequenceEnded(s)? where s >= 0 && s < sequences.count: w.joined("sequence-end:", sequences[s].name)
+            default: w.raw("\"unknown\"")
             }
-            f += [("kind", .string("mode")), ("from", .string(name(modes, r.number))), ("to", .string(name(modes, r.index))), ("why", .string(why))]
         case .sequence:
-            guard let step = EventSink.SequenceStep(code: r.step, number: Int(r.number), max: Int(r.other)) else { return nil }
-            let s: String
+            guard r.index >= 0 && Int(r.index) < config.sequences.count,
+                let step = EventSink.SequenceStep(code: r.step, number: Int(r.number), max: Int(r.other))
+            else { return false }
+            w.raw("\"sequence\"")
+            w.field("name", config.sequences[Int(r.index)].name)
             switch step {
-            case .started, .began, .restarted: s = "start"
-            case .completed: s = "end"
-            case .stopped: s = "stop"
-            case .refused: s = "refused"
-            case .queued: s = "queued"
+            case .started, .began, .restarted: w.raw(",\"step\":\"start\"")
+            case .completed: w.raw(",\"step\":\"end\"")
+            case .stopped: w.raw(",\"step\":\"stop\"")
+            case .refused: w.raw(",\"step\":\"refused\"")
+            case .queued: w.raw(",\"step\":\"queued\"")
             }
-            f += [("kind", .string("sequence")), ("name", .string(name(config.sequences.map(\.name), r.index))), ("step", .string(s))]
         case .edge, .skipped, .ringFull, .deadlinesDeferred, .skippedPeriods:
-            return nil
+            return false
         }
-        return .object(f)
-    }
-
-    /// A write's `by` (`EventSink.WriteBy` and its index).
-    static func writer(_ by: UInt8, _ index: Int32, _ config: DaemonConfig) -> String {
-        func name(_ list: [String]) -> String { index >= 0 && Int(index) < list.count ? list[Int(index)] : "#\(index)" }
-        switch EventSink.WriteBy(rawValue: by) {
-        case .reaction?: return "reaction:\(name(config.reactions.map(\.name)))"
-        case .sequence?: return "sequence:\(name(config.sequences.map(\.name)))"
-        case .task?: return "task:\(name(config.tasks.map(\.name)))"
-        case .safe?: return "safe"
-        case .control?: return "control"
-        case .pulse?: return "pulse"
-        case .unknown?, nil: return "unknown"
-        }
+        w.raw("}")
+        return true
     }
 
     /// Ends the recording: each loop stops recording; with `send`, what
@@ -335,4 +416,99 @@ extension ControlServer {
 /// A worker's input levels handed to the main thread.
 struct UncheckedLevels: @unchecked Sendable {
     let levels: [(line: Int, high: Bool)]
+}
+
+/// A recording's line written as JSON bytes into a buffer it holds (no
+/// intermediate values: numbers by their digits, strings escaped in place).
+struct RecordWriter {
+    var out: [UInt8]
+
+    mutating func raw(_ s: StaticString) {
+        s.withUTF8Buffer { out.append(contentsOf: $0) }
+    }
+
+    mutating func int(_ n: Int64) {
+        if n < 0 { out.append(0x2d) }
+        var m = n.magnitude
+        let start = out.count
+        repeat {
+            out.append(0x30 + UInt8(m % 10))
+            m /= 10
+        } while m > 0
+        // Reversed in place (a slice's `reverse()` and `swapAt` allocate in a debug build).
+        var i = start, j = out.count - 1
+        while i < j {
+            let x = out[i]
+            out[i] = out[j]
+            out[j] = x
+            i += 1
+            j -= 1
+        }
+    }
+
+    /// `s` as a JSON string, quoted and escaped.
+    mutating func string(_ s: String) {
+        out.append(0x22)
+        body(s)
+        out.append(0x22)
+    }
+
+    /// `prefix` and `s` as one JSON string (`"sequence:pour"`).
+    mutating func joined(_ prefix: StaticString, _ s: String) {
+        out.append(0x22)
+        prefix.withUTF8Buffer { out.append(contentsOf: $0) }
+        body(s)
+        out.append(0x22)
+    }
+
+    private mutating func body(_ s: String) {
+        let hex: StaticString = "0123456789abcdef"
+        for b in s.utf8 {
+            switch b {
+            case 0x22, 0x5c:
+                out.append(0x5c)
+                out.append(b)
+            case 0x0a: raw("\\n")
+            case 0x0d: raw("\\r")
+            case 0x09: raw("\\t")
+            case 0..<0x20:
+                raw("\\u00")
+                hex.withUTF8Buffer { h in
+                    out.append(h[Int(b >> 4)])
+                    out.append(h[Int(b & 0xf)])
+                }
+            default: out.append(b)
+            }
+        }
+    }
+
+    mutating func field(_ name: StaticString, _ value: String) {
+        out.append(0x2c)
+        out.append(0x22)
+        raw(name)
+        raw("\":")
+        string(value)
+    }
+
+    mutating func field(_ name: StaticString, _ value: Int64) {
+        out.append(0x2c)
+        out.append(0x22)
+        raw(name)
+        raw("\":")
+        int(value)
+    }
+
+    /// A write's `by` (`EventSink.WriteBy` and its index), as a JSON string.
+    mutating func by(_ by: UInt8, _ index: Int32, _ config: DaemonConfig) {
+        let i = Int(index)
+        switch EventSink.WriteBy(rawValue: by) {
+        case .reaction? where i >= 0 && i < config.reactions.count: joined("reaction:", config.reactions[i].name)
+        case .sequence? where i >= 0 && i < config.sequences.count: joined("sequence:", config.sequences[i].name)
+        case .task? where i >= 0 && i < config.tasks.count: joined("task:", config.tasks[i].name)
+        case .safe?: raw("\"safe\"")
+        case .control?: raw("\"control\"")
+        case .pulse?: raw("\"pulse\"")
+        default: raw("\"unknown\"")
+        }
+    }
 }
