@@ -236,7 +236,7 @@ final class InputLine: @unchecked Sendable {
 
     /// The request's handler: `handle`, or while a trace runs `handleTraced`,
     /// or while a recording runs `handleRecorded` (swapped by `traced(_:)`
-    /// and `recorded()`, so the path neither runs checks nothing).
+    /// and `recorded()`, so the path without them checks nothing).
     func edgeHandler(traced: Bool) -> (GPIOEdgeEventBatch) -> Void {
         if traced { return { [unowned self] batch in self.handleTraced(batch) } }
         if events.recorder != nil { return { [unowned self] batch in self.handleRecorded(batch) } }

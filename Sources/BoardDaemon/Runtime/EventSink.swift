@@ -76,8 +76,9 @@ final class EventSink: @unchecked Sendable {
         ring.attach(self)
     }
 
-    /// A follower came or the last one went, or a trace started or ended
-    /// (`TraceRing.watch`, `TraceRing.trace`, under the ring's lock).
+    /// A follower came or the last one went, or a trace or a recording
+    /// started or ended (`TraceRing.watch`, `.trace`, `.record`, under the
+    /// ring's lock).
     func watch(_ on: Bool, tracing: Bool, recording: Bool = false) {
         recordsLines.store(
             (on || level <= .debug ? Self.toRing : 0) | (tracing ? Self.toTracer : 0) | (recording ? Self.toRecorder : 0), ordering: .relaxed)
