@@ -401,4 +401,32 @@ final class ControlRecordTests: XCTestCase {
         print("main loop: \(quiet.allocations) allocations in 100 quiet rounds, \(busy.allocations) in 100 rounds of 16 records")
         XCTAssertLessThanOrEqual(busy.allocations - quiet.allocations, 3 * 100, "at most a few per drain, none per record")
     }
+
+    /// Held events that find the line's ring full are lost: a recording
+    /// counts each (besides the kernel's own losses).
+    func testHeldEventsThatFindTheRingFullAreRecordedAsLost() throws {
+        let yaml = Self.yaml.replacingOccurrences(
+            of: "chatter: { pin: CHATTER, input: { edge: both }, priority: low }",
+            with: "chatter: { pin: CHATTER, input: { edge: both, drain: 4 }, priority: low }")
+        let h = try Harness(yaml, level: .info, control: ControlServer.Options(path: socketPath))
+        let c = try ControlClient(socketPath)
+        XCTAssertEqual(try c.request(#"{"v":1,"id":6,"cmd":"record","for":"1s"}"#, h)["recording"] as? Bool, true)
+        try h.press()  // the sequence's mode holds chatter for 150 ms
+        for i in 0..<100 {
+            try h.setLevel("CHATTER", i % 2 == 0)
+            try h.advance(1)
+        }
+        try h.advance(1000)
+        let (records, _) = try collect(c, h, id: 6)
+        let chatter = records.filter { $0["line"] as? String == "chatter" }
+        let edges = chatter.filter { $0["kind"] as? String == "edge" }
+        let lost = chatter.filter { $0["kind"] as? String == "lost" }.reduce(0) { $0 + ($1["count"] as? Int ?? 0) }
+        let delivered = chatter.filter { $0["kind"] as? String == "delivered" }.reduce(0) { $0 + ($1["count"] as? Int ?? 0) }
+        let ring = try XCTUnwrap(h.daemon.main.inputs.compactMap { $0 }.first { $0.config.name == "chatter" }).ringCapacity
+        XCTAssertLessThan(ring, 100)
+        XCTAssertEqual(edges.count, 100, "every edge as read (the drain reads them while the line is held)")
+        XCTAssertTrue(edges.allSatisfy { $0["held"] as? Bool == true })
+        XCTAssertEqual(delivered, ring, "the ring held \(ring)")
+        XCTAssertEqual(lost, 100 - ring, "the rest lost in the ring, one record each")
+    }
 }

@@ -232,8 +232,9 @@ final class EventSink: @unchecked Sendable {
     }
 
     /// A held event found the line's ring full (reported at the first and
-    /// every thousandth).
+    /// every thousandth; a recording counts each as lost).
     func ringFull(line: Int, capacity: Int, lost: UInt64) {
+        if let rc = recorder { rc.push(TraceRecord(kind: .lost, line: Int32(line), generation: generation, nanoseconds: 1), at: loop.now.nanoseconds) }
         guard warningOn, lost == 1 || lost % 1000 == 0 else { return }
         emit(
             TraceRecord(kind: .ringFull, line: Int32(line), generation: generation, number: Int32(clamping: capacity), nanoseconds: lost),
