@@ -429,4 +429,38 @@ final class ControlRecordTests: XCTestCase {
         XCTAssertEqual(delivered, ring, "the ring held \(ring)")
         XCTAssertEqual(lost, 100 - ring, "the rest lost in the ring, one record each")
     }
+
+    /// A trace and a recording at once: each gets the edges; ending one
+    /// leaves the other's handler and switches in place.
+    func testATraceAndARecordingAtOnce() throws {
+        let h = try harness()
+        let d = h.daemon
+        let tracing = try ControlClient(socketPath)
+        let recording = try ControlClient(socketPath)
+        XCTAssertEqual(try recording.request(#"{"v":1,"id":1,"cmd":"record","for":"1s"}"#, h)["recording"] as? Bool, true)
+        XCTAssertEqual(try tracing.request(#"{"v":1,"id":2,"cmd":"trace","for":"200ms"}"#, h)["tracing"] as? Bool, true)
+        XCTAssertEqual(d.main.events.recordsLines.load(ordering: .relaxed), EventSink.toTracer | EventSink.toRecorder)
+        try h.setLevel("CHATTER", true)
+        try h.advance(200)  // the trace ends, the recording goes on
+        var traced: [[String: Any]] = []
+        for _ in 0..<100 {
+            try d.settle()
+            var done = false
+            for l in tracing.lines() {
+                let o = try ControlTests.object(l)
+                if let chunk = o["trace_events"] as? [[String: Any]] { traced += chunk } else { done = o["done"] as? Bool == true }
+            }
+            if done { break }
+        }
+        XCTAssertEqual(traced.filter { $0["cat"] as? String == "edge" }.count, 1, "the trace has the edge")
+        XCTAssertNil(d.main.tracer)
+        XCTAssertEqual(d.main.events.recordsLines.load(ordering: .relaxed), EventSink.toRecorder)
+        try h.setLevel("CHATTER", false)
+        try h.advance(800)
+        let (records, _) = try collect(recording, h, id: 1)
+        XCTAssertEqual(
+            records.filter { $0["kind"] as? String == "edge" }.map { "\($0["t"] ?? "-") \($0["edge"] ?? "-")" }, ["0 rising", "200000000 falling"],
+            "the recording has both edges, before and after the trace's end")
+        XCTAssertEqual(d.main.events.recordsLines.load(ordering: .relaxed), 0)
+    }
 }
