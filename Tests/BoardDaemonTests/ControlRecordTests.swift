@@ -463,4 +463,28 @@ final class ControlRecordTests: XCTestCase {
             "the recording has both edges, before and after the trace's end")
         XCTAssertEqual(d.main.events.recordsLines.load(ordering: .relaxed), 0)
     }
+
+    /// A raw edge's sequence numbers fit the record's existing fields: it
+    /// stays 48 bytes (a recorder's slot 56: the record and its time), and
+    /// 64-bit sequence numbers come back whole.
+    func testARawEdgeKeepsTheRecordsSizeAndItsSequenceNumbers() {
+        XCTAssertEqual(MemoryLayout<TraceRecord>.size, 48)
+        XCTAssertEqual(MemoryLayout<LoopRecorder.Entry>.stride, 56)
+        let r = TraceRecord.rawEdge(
+            line: 3, rising: true, at: 77, held: true, sequence: 0x1_2345_6789, lineSequence: 0xffff_ffff_ffff, generation: 2)
+        XCTAssertEqual(r.sequence, 0x1_2345_6789)
+        XCTAssertEqual(r.nanoseconds, 0xffff_ffff_ffff)
+        XCTAssertEqual(r.step & 1, 1)
+        XCTAssertTrue(r.flag)
+        XCTAssertEqual(r.at, 77)
+    }
+
+    /// The header's digest: FIPS 180-4's examples, and a message across two blocks.
+    func testSHA256() {
+        XCTAssertEqual(SHA256.hex([]), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        XCTAssertEqual(SHA256.hex(Array("abc".utf8)), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        XCTAssertEqual(
+            SHA256.hex(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+    }
 }
