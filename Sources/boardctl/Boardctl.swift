@@ -28,7 +28,7 @@ struct BoardctlCommand: ParsableCommand {
         subcommands: [
             Status.self, Lines.self, Get.self, Set.self, Toggle.self, Pulse.self, Sequence.self, Mode.self, Reload.self,
             Press.self, ReleaseButton.self, Click.self, Input.self, Ping.self, StatsCommand.self, EventsCommand.self, FloodCommand.self,
-            TraceCommand.self,
+            TraceCommand.self, RecordCommand.self,
         ])
 }
 

@@ -358,7 +358,7 @@ import Testing
 
     static let subcommands = [
         "status", "lines", "get", "set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input", "ping",
-        "stats", "events", "flood", "trace",
+        "stats", "events", "flood", "trace", "record",
     ]
 
     /// The list above is every subcommand `boardctl --help` names (a new one

@@ -144,7 +144,9 @@ extension LoopRuntime {
             let tr = tracer
             let t0 = tr == nil ? 0 : nowNanoseconds
             activity.store(Activity.message.rawValue << 32, ordering: .relaxed)
+            let was = events.writing(p.ctx)
             perform(p.op, p.ctx)
+            events.restore(was)
             activity.store(0, ordering: .relaxed)
             if let tr { tr.slice(.message, Int(p.op), from: t0, to: nowNanoseconds) }
         case .ping:
@@ -165,6 +167,8 @@ extension LoopRuntime {
         }
         reactionFires[r] &+= 1
         activity.store(Activity.reaction.code(r), ordering: .relaxed)
+        let was = events.writing(.reaction, r)
+        defer { events.restore(was) }
         execute(program.reactions[r], Context(line: Int32(line.id), edge: rising ? 1 : 0, origin: .reaction, timestamp: t, reaction: Int32(r), repeatCount: count))
         activity.store(0, ordering: .relaxed)
         let done = nowNanoseconds
@@ -183,7 +187,9 @@ extension LoopRuntime {
     func runTask(_ task: TaskRunner) -> UInt64 {
         guard !stopping else { return 0 }
         activity.store(Activity.task.code(task.index), ordering: .relaxed)
+        let was = events.writing(.task, task.index)
         execute(task.range, Context(origin: .task, task: Int32(task.index)))
+        events.restore(was)
         activity.store(0, ordering: .relaxed)
         return nowNanoseconds
     }

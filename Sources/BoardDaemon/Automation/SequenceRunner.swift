@@ -137,7 +137,9 @@ final class SequenceRunner {
         let tr = rt.tracer
         let t0 = tr == nil ? 0 : rt.nowNanoseconds
         rt.activity.store(Activity.sequence.code(index), ordering: .relaxed)
+        let was = events.writing(.sequence, index)
         let pc = rt.run(from: runs[slot].pc, to: range.end, runs[slot].ctx, wait: &wait)
+        events.restore(was)
         rt.activity.store(0, ordering: .relaxed)
         if let tr { tr.slice(.sequenceStep, index, Int64(runs[slot].pc), from: t0, to: rt.nowNanoseconds) }
         guard runs[slot].active else { return }  // a step stopped this sequence

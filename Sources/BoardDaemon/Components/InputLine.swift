@@ -234,11 +234,23 @@ final class InputLine: @unchecked Sendable {
         }
     }
 
-    /// The request's handler: `handle`, or while a trace runs `handleTraced`
-    /// (swapped by `traced(_:)`, so the untraced path checks nothing).
+    /// The request's handler: `handle`, or while a trace runs `handleTraced`,
+    /// or while a recording runs `handleRecorded` (swapped by `traced(_:)`
+    /// and `recorded()`, so the path without them checks nothing).
     func edgeHandler(traced: Bool) -> (GPIOEdgeEventBatch) -> Void {
-        traced ? { [unowned self] batch in self.handleTraced(batch) } : { [unowned self] batch in self.handle(batch) }
+        if traced { return { [unowned self] batch in self.handleTraced(batch) } }
+        if events.recorder != nil { return { [unowned self] batch in self.handleRecorded(batch) } }
+        return { [unowned self] batch in self.handle(batch) }
     }
+
+    /// A recording starts or ends: the request's handler is swapped.
+    func recorded() {
+        request.replaceHandler(edgeHandler(traced: rt.tracer != nil))
+    }
+
+    /// The wire's level as the line last read it (before active-low), for
+    /// a recording's start.
+    var physicalLevel: Bool { ((try? request.value()) ?? rawLevel) != config.settings.activeLow }
 
     /// A trace starts or ends: the request's handler is swapped.
     func traced(_ on: Bool) {
@@ -247,7 +259,7 @@ final class InputLine: @unchecked Sendable {
 
     /// `handle`, recorded as a span of the loop's trace.
     private func handleTraced(_ batch: GPIOEdgeEventBatch) {
-        handle(batch)
+        if events.recorder != nil { handleRecorded(batch) } else { handle(batch) }
         if let tr = rt.tracer { tr.slice(.line, id, Int64(batch.count), from: batch.handlerEntryTime.nanoseconds, to: rt.nowNanoseconds) }
     }
 
@@ -268,7 +280,12 @@ final class InputLine: @unchecked Sendable {
 
     // MARK: Events
 
-    func handle(_ batch: GPIOEdgeEventBatch) {
+    func handle(_ batch: GPIOEdgeEventBatch) { handle(batch, recording: false) }
+
+    /// `handle`, each edge also recorded as read (`EventSink.rawEdge`).
+    private func handleRecorded(_ batch: GPIOEdgeEventBatch) { handle(batch, recording: true) }
+
+    @inline(__always) private func handle(_ batch: GPIOEdgeEventBatch, recording: Bool) {
         // One strong reference for the batch: each use of the unowned
         // `rt` checks the runtime is alive and retains it (about 45
         // instructions).
@@ -289,6 +306,11 @@ final class InputLine: @unchecked Sendable {
             let t = e.timestamp.nanoseconds
             rawLevel = rising
             rawTime = t
+            if recording {
+                events.rawEdge(
+                    line: id, physical: rising != config.settings.activeLow, at: t, held: ringCount > 0 || !rt.admits(config.priority),
+                    sequence: e.globalSequence, lineSequence: e.lineSequence)
+            }
             deliver(rising, at: t, rt)
         }
         if batch.overflowSuspected && bothEdges { readLevelAgain(entry: batch.handlerEntryTime.nanoseconds) }

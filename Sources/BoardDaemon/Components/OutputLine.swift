@@ -12,6 +12,9 @@ final class OutputLine {
     let cell: LineCell
     @exclusivity(unchecked) private(set) var value: Bool
     @exclusivity(unchecked) private var pulseTimer: RunLoopTimer?
+    /// Taken off its loop (a stop, a reload): a write of its safe value now
+    /// is the stop's or the reload's (`EventSink.WriteBy.safe`).
+    @exclusivity(unchecked) private var detached = false
 
     init(id: Int, config: LineConfig, loop: BoardRunLoop, events: EventSink, request: GPIOLineRequest, cell: LineCell, value: Bool) {
         self.id = id
@@ -28,13 +31,25 @@ final class OutputLine {
     func makePulseTimer() throws {
         guard pulseTimer == nil else { return }
         let t = RunLoopTimer.rearmable { [unowned self] _ in
+            let was = self.events.writing(.pulse)
             self.set(false)
+            self.events.restore(was)
         }
         try loop.add(t, mode: .common)
         pulseTimer = t
     }
 
     func set(_ v: Bool) {
+        if detached && v == config.safeValue {
+            let was = events.writing(.safe)
+            write(v)
+            events.restore(was)
+        } else {
+            write(v)
+        }
+    }
+
+    private func write(_ v: Bool) {
         do {
             try request.setValue(v)
             value = v
@@ -65,6 +80,7 @@ final class OutputLine {
     }
 
     func detach() {
+        detached = true
         pulseTimer?.invalidate()
         pulseTimer = nil
     }

@@ -57,7 +57,7 @@ extension ControlServer {
 
     static let commands = [
         "status", "lines", "get", "set", "toggle", "pulse", "sequence", "mode", "reload", "press", "release", "click", "input", "ping",
-        "stats", "events", "flood", "trace",
+        "stats", "events", "flood", "trace", "record",
     ]
 
     private func run(_ cmd: String, _ r: JSON, from c: Client) throws -> [(String, JSON)] {
@@ -112,6 +112,7 @@ extension ControlServer {
         case "flood": return try flood(r, from: c)
         case "events", "cancel": return try events(cmd, r, from: c)
         case "trace": return try startTrace(r, from: c)
+        case "record": return try startRecording(r, from: c)
         default:
             throw Failure("unknown-command", "no command '\(cmd)'\(DidYouMean.hint(cmd, in: Self.commands)) (commands: \(list(Self.commands)))")
         }
@@ -127,7 +128,9 @@ extension ControlServer {
     /// Performs a control op on the main loop's executor (a line or
     /// sequence another loop owns is posted to it).
     func perform(_ pc: Int32) {
+        let was = daemon.main.events.writing(.control)
         daemon.main.perform(pc, Context(origin: .control))
+        daemon.main.events.restore(was)
     }
 
     func value(_ i: Int) -> Bool { daemon.main.program.cells[i].value.load(ordering: .relaxed) }

@@ -73,6 +73,8 @@ public final class ControlServer {
     /// trace's number.
     var trace: TraceRun?
     var traceSerial: UInt64 = 0
+    /// The recording that runs, if one does (ControlRecord.swift).
+    var recording: RecordRun?
     var loop: BoardRunLoop { daemon.loop }
     var logger: Logger { daemon.logger }
 
@@ -277,7 +279,7 @@ public final class ControlServer {
                 let line = c.input
                 c.input = []
                 // (A client waiting for its trace has no idle timeout.)
-                c.idleAt = trace?.client === c ? .max : deadline()
+                c.idleAt = trace?.client === c || recording?.client === c ? .max : deadline()
                 armIdle()
                 handleLine(line[...], from: c)
             } else {
@@ -374,6 +376,7 @@ public final class ControlServer {
         c.closed = true
         if c.follow != nil { unfollow(c) }
         if trace?.client === c { endTrace(send: false) }
+        if recording?.client === c { endRecording(send: false) }
         c.traceDump = nil
         c.source?.invalidate()
         c.source = nil

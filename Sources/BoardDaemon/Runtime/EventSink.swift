@@ -45,9 +45,18 @@ final class EventSink: @unchecked Sendable {
     let recordsLines: Atomic<UInt8>
     static let toRing: UInt8 = 1
     static let toTracer: UInt8 = 2
+    /// While a recording runs (`record`): edges as read from the kernel
+    /// and writes go to the recorder (`rawEdge`, `output`).
+    static let toRecorder: UInt8 = 4
     /// The loop's tracer while a trace runs (`LoopTracer`; set on the
     /// loop's thread): every record goes to it too, whatever the level.
     @exclusivity(unchecked) private(set) var tracer: LoopTracer?
+    /// The loop's recorder while a recording runs (`LoopRecorder`; set on
+    /// the loop's thread): the records a replay needs go to it too.
+    @exclusivity(unchecked) private(set) var recorder: LoopRecorder?
+    /// Who writes the outputs now (set by the handlers that run actions
+    /// while a recording runs; `WriteBy` and its index).
+    @exclusivity(unchecked) private(set) var writer: (by: UInt8, index: Int32) = (0, -1)
     /// Whether records of each level are made at all: the level shows
     /// them, or a trace runs (read instead of comparing `level`, at the
     /// same cost).
@@ -67,10 +76,12 @@ final class EventSink: @unchecked Sendable {
         ring.attach(self)
     }
 
-    /// A follower came or the last one went, or a trace started or ended
-    /// (`TraceRing.watch`, `TraceRing.trace`, under the ring's lock).
-    func watch(_ on: Bool, tracing: Bool) {
-        recordsLines.store((on || level <= .debug ? Self.toRing : 0) | (tracing ? Self.toTracer : 0), ordering: .relaxed)
+    /// A follower came or the last one went, or a trace or a recording
+    /// started or ended (`TraceRing.watch`, `.trace`, `.record`, under the
+    /// ring's lock).
+    func watch(_ on: Bool, tracing: Bool, recording: Bool = false) {
+        recordsLines.store(
+            (on || level <= .debug ? Self.toRing : 0) | (tracing ? Self.toTracer : 0) | (recording ? Self.toRecorder : 0), ordering: .relaxed)
     }
 
     /// The program whose reactions and lines the events name from now on.
@@ -84,11 +95,47 @@ final class EventSink: @unchecked Sendable {
     /// on every record also goes to `t`, whatever the level.
     func trace(_ t: LoopTracer?) {
         tracer = t
-        debugOn = t != nil || level <= .debug
-        infoOn = t != nil || level <= .info
-        warningOn = t != nil || level <= .warning
+        levelsOn()
         routeReactions()
         ring.trace(t != nil)
+    }
+
+    /// A recording starts (`r`) or ends (nil), on the loop's thread: from
+    /// now on every record also goes to `r`, whatever the level.
+    func record(_ r: LoopRecorder?) {
+        recorder = r
+        writer = (0, -1)
+        levelsOn()
+        routeReactions()
+        ring.record(r != nil)
+    }
+
+    private func levelsOn() {
+        let all = tracer != nil || recorder != nil
+        debugOn = all || level <= .debug
+        infoOn = all || level <= .info
+        warningOn = all || level <= .warning
+    }
+
+    /// The actions run from now on are `by`'s (while a recording runs);
+    /// returns who wrote before, for `restore`.
+    @inline(__always) func writing(_ by: WriteBy, _ index: Int = -1) -> (by: UInt8, index: Int32) {
+        let was = writer
+        if recorder != nil { writer = (by.rawValue, Int32(truncatingIfNeeded: index)) }
+        return was
+    }
+
+    /// The actions of `context`'s origin (a post from another loop, a control request).
+    @inline(__always) func writing(_ context: Context) -> (by: UInt8, index: Int32) {
+        switch context.origin {
+        case .reaction: writing(.reaction, Int(context.reaction))
+        case .task: writing(.task, Int(context.task))
+        case .control: writing(.control)
+        }
+    }
+
+    @inline(__always) func restore(_ was: (by: UInt8, index: Int32)) {
+        if recorder != nil { writer = was }
     }
 
     /// The level each reaction of the program in use is traced at.
@@ -97,7 +144,7 @@ final class EventSink: @unchecked Sendable {
     /// `traced` from the reactions' levels and whether a trace runs.
     private func routeReactions() {
         let level = level
-        let tracing: UInt8 = tracer != nil ? Self.toTracer : 0
+        let tracing: UInt8 = (tracer != nil ? Self.toTracer : 0) | (recorder != nil ? Self.toRecorder : 0)
         traced = reactionLevels.map { (level <= $0 ? Self.toRing : 0) | tracing }
     }
 
@@ -106,6 +153,7 @@ final class EventSink: @unchecked Sendable {
     @inline(__always) private func emit(_ r: TraceRecord, shown: Bool) {
         if shown { ring.push(r) }
         if let t = tracer { t.record(r, at: loop.now.nanoseconds) }
+        if let rc = recorder { rc.push(r, at: loop.now.nanoseconds) }
     }
 
     // MARK: Lines
@@ -114,7 +162,7 @@ final class EventSink: @unchecked Sendable {
     /// traced with how late it is handled.
     @inline(__always) func edge(line: Int, rising: Bool, at t: UInt64) {
         let m = recordsLines.load(ordering: .relaxed)
-        guard m != 0 else { return }
+        guard m & (Self.toRing | Self.toTracer) != 0 else { return }
         let now = loop.now.nanoseconds
         let r = TraceRecord(kind: .edge, flag: rising, line: Int32(line), generation: generation, nanoseconds: now > t ? now - t : 0, at: t)
         if m & Self.toRing != 0 { ring.push(debug: r) }
@@ -126,9 +174,20 @@ final class EventSink: @unchecked Sendable {
     @inline(__always) func output(line: Int, value: Bool) {
         let m = recordsLines.load(ordering: .relaxed)
         guard m != 0 else { return }
-        let r = TraceRecord(kind: .output, flag: value, line: Int32(line), generation: generation)
+        let r = TraceRecord(kind: .output, flag: value, step: writer.by, line: Int32(line), index: writer.index, generation: generation)
         if m & Self.toRing != 0 { ring.push(debug: r) }
         if m & Self.toTracer != 0, let tr = tracer { tr.record(r, at: loop.now.nanoseconds) }
+        if m & Self.toRecorder != 0, let rc = recorder { rc.push(r, at: loop.now.nanoseconds) }
+    }
+
+    /// An edge as read from the kernel, while a recording runs (`physical`:
+    /// the wire's change, before active-low; `held`: the line's mode does
+    /// not admit it, it waits; the sequence numbers 0 when not known).
+    @inline(__always) func rawEdge(line: Int, physical rising: Bool, at t: UInt64, held: Bool, sequence: UInt64, lineSequence: UInt64) {
+        guard let rc = recorder else { return }
+        rc.push(
+            .rawEdge(line: line, rising: rising, at: t, held: held, sequence: sequence, lineSequence: lineSequence, generation: generation),
+            at: t)
     }
 
     /// A line's gesture group decided an interaction (before its reactions fire).
@@ -137,6 +196,7 @@ final class EventSink: @unchecked Sendable {
         let r = TraceRecord(kind: .gesture, line: Int32(line), index: kind.code, generation: generation)
         if level <= .debug { ring.push(debug: r) }
         if let t = tracer { t.record(r, at: loop.now.nanoseconds) }
+        if let rc = recorder { rc.push(r, at: loop.now.nanoseconds) }
     }
 
     func writeFailed(_ name: String, _ e: GPIOError) {
@@ -172,8 +232,9 @@ final class EventSink: @unchecked Sendable {
     }
 
     /// A held event found the line's ring full (reported at the first and
-    /// every thousandth).
+    /// every thousandth; a recording counts each as lost).
     func ringFull(line: Int, capacity: Int, lost: UInt64) {
+        if let rc = recorder { rc.push(TraceRecord(kind: .lost, line: Int32(line), generation: generation, nanoseconds: 1), at: loop.now.nanoseconds) }
         guard warningOn, lost == 1 || lost % 1000 == 0 else { return }
         emit(
             TraceRecord(kind: .ringFull, line: Int32(line), generation: generation, number: Int32(clamping: capacity), nanoseconds: lost),
@@ -207,6 +268,7 @@ final class EventSink: @unchecked Sendable {
         if to & Self.toRing != 0 { ring.push(rec) }
         // Where its actions ended (`took` from its trigger in the args).
         if to & Self.toTracer != 0, let t = tracer { t.record(rec, at: loop.now.nanoseconds) }
+        if to & Self.toRecorder != 0, let rc = recorder { rc.push(rec, at: loop.now.nanoseconds) }
     }
 
     /// A reaction's condition did not hold.
@@ -292,7 +354,7 @@ final class EventSink: @unchecked Sendable {
     }
 
     func sequence(_ index: Int, _ step: SequenceStep) {
-        guard level <= step.level || tracer != nil else { return }
+        guard level <= step.level || tracer != nil || recorder != nil else { return }
         let r = step.record
         emit(
             TraceRecord(
@@ -339,10 +401,12 @@ final class EventSink: @unchecked Sendable {
     func modeChanged(to new: Int, from old: Int, because why: ModeReason) {
         guard infoOn else { return }
         let r = why.record
+        // (`repeatCount`: who ran a `mode:` action, `WriteBy`, with `other` its index.)
+        let by: (by: UInt8, index: Int32) = r.code == 0 ? writer : (0, Int32(r.sequence))
         emit(
             TraceRecord(
-                kind: .mode, step: r.code, line: -1, index: Int32(new), generation: generation, number: Int32(old),
-                other: Int32(r.sequence)), shown: level <= .info)
+                kind: .mode, step: r.code, line: -1, index: Int32(new), repeatCount: Int32(by.by), generation: generation, number: Int32(old),
+                other: by.index), shown: level <= .info)
     }
 }
 

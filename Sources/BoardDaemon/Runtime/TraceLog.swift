@@ -14,7 +14,8 @@ struct TraceRecord: BitwiseCopyable {
         case skipped
         /// An edge (debug): `line`, `flag` rising, `nanoseconds` late.
         case edge
-        /// An output write (debug): `line`, `flag` the value.
+        /// An output write (debug): `line`, `flag` the value; `step` and
+        /// `index` who wrote it (`EventSink.WriteBy`, its index).
         case output
         /// A gesture decided (debug): `line`, `index` the kind (`GestureKind.code`).
         case gesture
@@ -42,6 +43,8 @@ struct TraceRecord: BitwiseCopyable {
         /// A task's timer skipped periods (traces only): `index` the task,
         /// `nanoseconds` how many.
         case skippedPeriods
+        /// An edge as read from the kernel (recordings only, `LoopRecorder`).
+        case rawEdge
     }
 
     var kind: Kind
@@ -83,6 +86,7 @@ final class TraceRing: @unchecked Sendable {
     private weak var sink: EventSink?
     private var watched = false
     private var traced = false
+    private var recorded = false
 
     init(capacity: Int, wake: WriterWake) {
         precondition(capacity > 0 && capacity & (capacity - 1) == 0, "a trace ring's capacity is a power of two")
@@ -96,18 +100,18 @@ final class TraceRing: @unchecked Sendable {
     deinit { slots.deallocate() }
 
     func attach(_ s: EventSink) {
-        let (on, tracing) = sinkLock.withLock {
+        let (on, tracing, recording) = sinkLock.withLock {
             sink = s
-            return (watched, traced)
+            return (watched, traced, recorded)
         }
-        if on || tracing { s.watch(on, tracing: tracing) }
+        if on || tracing || recording { s.watch(on, tracing: tracing, recording: recording) }
     }
 
     /// Edges and writes recorded at every level while `on` (a follower).
     func watch(_ on: Bool) {
         sinkLock.withLock {
             watched = on
-            sink?.watch(on, tracing: traced)
+            sink?.watch(on, tracing: traced, recording: recorded)
         }
     }
 
@@ -116,7 +120,16 @@ final class TraceRing: @unchecked Sendable {
     func trace(_ on: Bool) {
         sinkLock.withLock {
             traced = on
-            sink?.watch(watched, tracing: on)
+            sink?.watch(watched, tracing: on, recording: recorded)
+        }
+    }
+
+    /// Edges and writes also go to the sink's recorder while `on` (a
+    /// recording runs; on the loop's thread).
+    func record(_ on: Bool) {
+        sinkLock.withLock {
+            recorded = on
+            sink?.watch(watched, tracing: traced, recording: on)
         }
     }
 
@@ -370,6 +383,7 @@ final class TraceLog: @unchecked Sendable {
             source = "task \(name)"
             kind = "skipped-periods"
             fields = [("task", .string(name)), ("count", .int(Int64(clamping: r.nanoseconds)))]
+        case .rawEdge: return nil
         }
         return Described(level: level, text: text, source: source, kind: kind, fields: fields)
     }
