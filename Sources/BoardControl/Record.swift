@@ -2,7 +2,7 @@ import Glibc
 
 /// `boardctl record`: asks boardd to record what it sees and does for a
 /// while (the protocol's `record`, docs/control.md) and writes the records
-/// it streams into a recording file (JSON lines, docs/recording.md) as they
+/// it streams into a recording file (JSON lines, docs/testing-configs.md) as they
 /// come: the header, the records, the footer. The file is written through
 /// a temporary one and a rename: it exists only once the recording is
 /// complete.

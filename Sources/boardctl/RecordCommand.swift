@@ -10,7 +10,7 @@ struct RecordCommand: ParsableCommand {
             Every loop records each edge as read from the kernel (with its timestamp and sequence numbers), held events \
             delivered, losses, each write with who made it, reactions, gestures, mode switches and sequence steps; the \
             records stream to boardctl as they come, so a long recording needs no large buffer. The file is written \
-            through FILE.part and a rename. See docs/recording.md.
+            through FILE.part and a rename. See docs/testing-configs.md.
             """)
     @Option(help: ArgumentHelp("How long to record, in seconds (at most 3600).", valueName: "n")) var seconds: Double = 10
     @Option(help: ArgumentHelp("The recording file to write (JSON lines).", valueName: "file"), completion: .file(extensions: ["jsonl"]))

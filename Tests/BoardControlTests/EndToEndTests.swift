@@ -18,13 +18,15 @@ import Testing
         let logPath: String
         let process = Process()
 
-        init() throws {
-            dir = try TempDir.make()
+        /// `config`: the config to run (default the doorbell); `dir`: its
+        /// directory when the caller made one (removed by `stop()`).
+        init(config: String = EndToEndTests.root + "/examples/doorbell.yaml", dir given: String? = nil) throws {
+            dir = try given ?? TempDir.make()
             socket = dir + "/boardd.sock"
             logPath = dir + "/boardd.log"
             let boardd = URL(fileURLWithPath: BoardctlBinary.path).deletingLastPathComponent().appendingPathComponent("boardd").path
             process.executableURL = URL(fileURLWithPath: boardd)
-            process.arguments = ["--config", EndToEndTests.root + "/examples/doorbell.yaml", "--mock", "--socket", socket, "--for", "120s"]
+            process.arguments = ["--config", config, "--mock", "--socket", socket, "--for", "120s"]
             var env = ProcessInfo.processInfo.environment
             env.removeValue(forKey: "NOTIFY_SOCKET")
             env.removeValue(forKey: "JOURNAL_STREAM")

@@ -197,8 +197,8 @@ import BoardSupport
             changed.stdout.hasSuffix(
                 """
                 differences from the board (writes more than 5 ms apart count):
-                  porch -> on at 1020.2ms on the board; the config did not
-                  porch -> off at 3020.2ms on the board; the config did not
+                  porch -> on at 1020.2 ms on the board; the config did not
+                  porch -> off at 3020.2 ms on the board; the config did not
                   reaction ring: fired 0 time(s), the board 1
                   command chime: 0 run(s), the board 1
                 4 difference(s)

@@ -182,6 +182,7 @@ final class CommandRunner {
         let label = "command \(c.name) [pid \(pid)]"
         let child = Child(command: ci, config: c, label: label, start: rt.loop.now)
         logger.info("\(label): started: \(argv.joined(separator: " "))", source: "command \(c.name)")
+        rt.events.command(ci, started: pid)
         children.append(child)
         child.process = ChildSource(pidfd: pidfd, pid: pid) { [unowned self, unowned child] _, status in
             self.reaped(child, status: status)
@@ -260,6 +261,13 @@ final class CommandRunner {
         }
         child.streams = []
         let took = (rt.loop.now - child.start).short
+        if let ci = child.command {
+            switch status {
+            case let .exited(code): rt.events.command(ci, ended: 1, status: code)
+            case let .killed(sig, _): rt.events.command(ci, ended: 2, status: sig)
+            case .lost: rt.events.command(ci, ended: 3, status: 0)
+            }
+        }
         switch status {
         case let .exited(code):
             let text = "\(child.label): exited with status \(code) after \(took)"

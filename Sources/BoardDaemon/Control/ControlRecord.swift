@@ -2,7 +2,7 @@ import Boardloop
 import BoardSupport
 import Glibc
 
-/// The control protocol's `record` (docs/control.md, docs/recording.md):
+/// The control protocol's `record` (docs/control.md, docs/testing-configs.md):
 /// every loop records what it saw and did for a while (`LoopRecorder`) —
 /// edges as read from the kernel, held events delivered, losses, writes
 /// with who made them, reactions, gestures, mode switches, sequence steps —
@@ -55,7 +55,7 @@ extension ControlServer {
     static let maxRecord = Duration.seconds(3600)
     /// How often the loops' recorders are drained and their records sent.
     static let recordDrainEvery = Duration.milliseconds(50)
-    /// The file format's version (docs/recording.md).
+    /// The file format's version (docs/testing-configs.md).
     static let recordingVersion: Int64 = 1
 
     func startRecording(_ r: JSON, from c: Client) throws -> [(String, JSON)] {
@@ -269,7 +269,7 @@ extension ControlServer {
         }
     }
 
-    /// Appends one record as a line of the recording file (docs/recording.md)
+    /// Appends one record as a line of the recording file (docs/testing-configs.md)
     /// to `out`; false for a kind a recording leaves out or a line it does
     /// not record (`out` is then left as it may be: the caller cuts it).
     private func write(_ e: LoopRecorder.Entry, loop: Int, run: RecordRun, config: DaemonConfig, into out: inout [UInt8]) -> Bool {
@@ -346,6 +346,23 @@ extension ControlServer {
             case .stopped: w.raw(",\"step\":\"stop\"")
             case .refused: w.raw(",\"step\":\"refused\"")
             case .queued: w.raw(",\"step\":\"queued\"")
+            }
+        case .command:
+            guard r.index >= 0 && Int(r.index) < config.commands.count else { return false }
+            w.raw("\"command\"")
+            w.field("name", config.commands[Int(r.index)].name)
+            switch r.step {
+            case 0:
+                w.raw(",\"event\":\"start\"")
+                w.field("pid", Int64(r.number))
+            case 1:
+                w.raw(",\"event\":\"exit\"")
+                w.field("status", Int64(r.other))
+            case 2:
+                w.raw(",\"event\":\"exit\"")
+                w.field("signal", Int64(r.other))
+            default:
+                w.raw(",\"event\":\"exit\"")
             }
         case .edge, .skipped, .ringFull, .deadlinesDeferred, .skippedPeriods:
             return false

@@ -190,6 +190,21 @@ final class EventSink: @unchecked Sendable {
             at: t)
     }
 
+    /// A command started (`pid`) or ended (`exit`: 1 exited with `status`,
+    /// 2 killed by signal `status`, 3 its status lost), while a recording
+    /// runs (the main loop's, where commands run).
+    func command(_ index: Int, started pid: Int32) {
+        guard let rc = recorder else { return }
+        rc.push(TraceRecord(kind: .command, line: -1, index: Int32(index), generation: generation, number: pid), at: loop.now.nanoseconds)
+    }
+
+    func command(_ index: Int, ended how: UInt8, status: Int32) {
+        guard let rc = recorder else { return }
+        rc.push(
+            TraceRecord(kind: .command, step: how, line: -1, index: Int32(index), generation: generation, other: status),
+            at: loop.now.nanoseconds)
+    }
+
     /// A line's gesture group decided an interaction (before its reactions fire).
     @inline(__always) func gesture(line: Int, _ kind: GestureKind) {
         guard debugOn else { return }

@@ -103,6 +103,7 @@ struct LoopBudget: Sendable, Equatable {
             if extras.control && config.control.enabled {
                 out.append(Part(name: "the control socket", budget: ControlServer.budget))
                 out.append(Part(name: "control clients", budget: ControlServer.clientBudget(config.control), atStart: false))
+                out.append(Part(name: "a recording", budget: ControlServer.recordingBudget, atStart: false))
             }
             out.append(Part(name: "run(for:)'s limit", budget: Daemon.runLimitBudget, atStart: false))
         } else {
@@ -225,6 +226,9 @@ extension ControlServer {
     /// idle timer and the timer of the mock-chip drives and pulse ends it
     /// schedules.
     static let budget = LoopBudget(sources: 1, timers: 2)
+
+    /// A recording's drain timer (`record`, one at a time), made when it starts.
+    static let recordingBudget = LoopBudget(timers: 1)
 
     /// Its clients, made as they connect: a source per client it may have
     /// at once (`max_clients`).

@@ -45,6 +45,10 @@ struct TraceRecord: BitwiseCopyable {
         case skippedPeriods
         /// An edge as read from the kernel (recordings only, `LoopRecorder`).
         case rawEdge
+        /// A command started (`step` 0, `number` its pid) or ended (`step`
+        /// 1 exited with status `other`, 2 killed by signal `other`, 3 its
+        /// status lost): `index` the command (recordings only).
+        case command
     }
 
     var kind: Kind
@@ -383,7 +387,7 @@ final class TraceLog: @unchecked Sendable {
             source = "task \(name)"
             kind = "skipped-periods"
             fields = [("task", .string(name)), ("count", .int(Int64(clamping: r.nanoseconds)))]
-        case .rawEdge: return nil
+        case .rawEdge, .command: return nil
         }
         return Described(level: level, text: text, source: source, kind: kind, fields: fields)
     }

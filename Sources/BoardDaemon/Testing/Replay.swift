@@ -278,10 +278,13 @@ public enum Replay {
                 rec = r
                 continue
             }
-            guard case let .string(kind)? = json["kind"], case let .int(t)? = json["t"], t >= 0 else {
-                return fail("a record needs \"kind\" and \"t\" (nanoseconds since the start, not negative)")
+            guard case let .string(kind)? = json["kind"], case let .int(t)? = json["t"] else {
+                return fail("a record needs \"kind\" and \"t\" (nanoseconds since the start)")
             }
-            let at = Duration.nanoseconds(t)
+            // An edge the kernel stamped before the start (read after it)
+            // is in the levels the header gives already.
+            if t < 0 && kind == "edge" { continue }
+            let at = Duration.nanoseconds(max(t, 0))
             var line = ""
             if case let .string(l)? = json["line"] { line = l }
             switch kind {
