@@ -28,7 +28,7 @@ struct ReplayCommand: ParsableCommand {
     var boardDirectories: [String] = []
 
     func run() throws {
-        let catalog = BoardCatalog(directories: boardDirectories + BoardCatalog.standardDirectories())
+        let catalog = BoardCatalog.standard(searchingFirst: boardDirectories)
         var settings = Replay.Settings(file: file, config: config, loadOptions: LoadOptions(board: board, catalog: catalog))
         if let speed {
             if instant { throw ValidationError("give --speed or --instant, not both") }

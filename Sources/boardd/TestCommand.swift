@@ -27,7 +27,7 @@ struct TestCommand: ParsableCommand {
     var boardDirectories: [String] = []
 
     func run() throws {
-        let catalog = BoardCatalog(directories: boardDirectories + BoardCatalog.standardDirectories())
+        let catalog = BoardCatalog.standard(searchingFirst: boardDirectories)
         var settings = ConfigTestRunner.Settings(file: file, config: config, loadOptions: LoadOptions(board: board, catalog: catalog))
         settings.filter = filter
         settings.runCommands = runCommands
