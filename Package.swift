@@ -115,7 +115,10 @@ let package = Package(
         // the text a person reads), the rule both sides place the socket by,
         // and the release both executables print. Glibc only: boardctl
         // starts small.
-        .target(name: "BoardControl", swiftSettings: strict),
+        // BuildInfo (Plugins/BuildInfo, scripts/build-info.sh) gives it the
+        // commit and the libgpiod the build is made from, for --version.
+        .target(name: "BoardControl", swiftSettings: strict, plugins: [.plugin(name: "BuildInfo")]),
+        .plugin(name: "BuildInfo", capability: .buildTool()),
 
         // The daemon's bits of libc Swift cannot call directly (variadic syscall, posix_spawn attributes).
         .target(name: "CDaemon"),
