@@ -3,7 +3,8 @@
 #   scripts/install.sh [--prefix P] [--destdir D] [--no-build] [--bin-dir DIR] [--uninstall]
 #
 # Builds release with the Swift standard library linked in (scratch
-# .build-static; --no-build: use what is there, or --bin-dir DIR), then
+# .build-static; --no-build: use what is there, .build-static/release, or
+# --bin-dir DIR: the binaries there), then
 # installs, each only when it differs from what is there:
 #   P/bin/boardd, P/bin/boardctl                   (P: --prefix, default /usr/local)
 #   shell completions: P/share/bash-completion/completions/,
@@ -156,14 +157,16 @@ fi
 
 # The binaries.
 if [ -z "$bin_dir" ]; then
-    [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
-    flags=(-c release --static-swift-stdlib --scratch-path "$package/.build-static" --package-path "$package")
     if [ $build = 1 ]; then
+        [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
+        flags=(-c release --static-swift-stdlib --scratch-path "$package/.build-static" --package-path "$package")
         note "building: swift build ${flags[*]} (boardd, boardctl)"
         swift build "${flags[@]}" --product boardd >&2
         swift build "${flags[@]}" --product boardctl >&2
     fi
-    bin_dir=$(swift build "${flags[@]}" --show-bin-path)
+    # SwiftPM's link to the release directory (no swift needed: sudo's
+    # PATH may not have it).
+    bin_dir=$package/.build-static/release
 fi
 for exe in boardd boardctl; do
     [ -x "$bin_dir/$exe" ] || { echo "install.sh: no $bin_dir/$exe (build it, or give --bin-dir)" >&2; exit 1; }
