@@ -88,6 +88,15 @@ let package = Package(
         // (config language, loading, validation, the resolved model).
         .target(
             name: "BoardSupport", dependencies: ["BoardloopGPIO", .product(name: "Yams", package: "Yams")],
+            // Every board file, compiled in (links to boards/, the only
+            // copies) as the catalog's built-in boards: a boardd copied
+            // anywhere knows every board; files in /etc/boardd/boards and
+            // /usr/share/boardd/boards override them by name (docs/deploy.md).
+            resources: [
+                .embedInCode("Boards/demo.yaml"), .embedInCode("Boards/generic.yaml"), .embedInCode("Boards/gpio-sim.yaml"),
+                .embedInCode("Boards/raspberry-pi-3.yaml"), .embedInCode("Boards/raspberry-pi-4.yaml"),
+                .embedInCode("Boards/raspberry-pi-5.yaml"),
+            ],
             swiftSettings: strict),
         .target(
             name: "BoardDaemon",
@@ -95,19 +104,21 @@ let package = Package(
                 "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "CDaemon", "BoardControl",
                 .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
             ],
-            // `boardd --demo`: the demo config, its scripted person and the
-            // demo board, compiled in (links to examples/ and boards/, the
-            // only copies), so an installed boardd needs no checkout.
-            resources: [
-                .embedInCode("Demo/demo-config.yaml"), .embedInCode("Demo/demo-script.yaml"), .embedInCode("Demo/demo-board.yaml"),
-            ],
+            // `boardd --demo`: the demo config and its scripted person,
+            // compiled in (links to examples/, the only copies; the demo
+            // board is built in with every board, in BoardSupport), so an
+            // installed boardd needs no checkout.
+            resources: [.embedInCode("Demo/demo-config.yaml"), .embedInCode("Demo/demo-script.yaml")],
             swiftSettings: strict),
 
         // The control socket's client side (socket path, one request, its reply,
         // the text a person reads), the rule both sides place the socket by,
         // and the release both executables print. Glibc only: boardctl
         // starts small.
-        .target(name: "BoardControl", swiftSettings: strict),
+        // BuildInfo (Plugins/BuildInfo, scripts/build-info.sh) gives it the
+        // commit and the libgpiod the build is made from, for --version.
+        .target(name: "BoardControl", swiftSettings: strict, plugins: [.plugin(name: "BuildInfo")]),
+        .plugin(name: "BuildInfo", capability: .buildTool()),
 
         // The daemon's bits of libc Swift cannot call directly (variadic syscall, posix_spawn attributes).
         .target(name: "CDaemon"),

@@ -1,9 +1,15 @@
 import Glibc
 
 /// The release of boardloop's executables: `boardd --version` and
-/// `boardctl --version` both print it.
+/// `boardctl --version` both print it, with the build's facts.
 public enum Release {
     public static let version = "0.1.0"
+    /// `git describe --always --dirty` of the tree the build was made from
+    /// (`unknown` outside a git checkout), read at build time.
+    public static let commit = BuildInfo.commit
+    /// The libgpiod version the build compiled against (pkg-config at build
+    /// time; `unknown` without it).
+    public static let libgpiod = BuildInfo.libgpiod
 }
 
 /// Where the control socket is, in the order the control protocol gives

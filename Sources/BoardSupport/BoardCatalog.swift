@@ -1,15 +1,18 @@
-/// The board files a program can use, found in a list of directories; an
-/// earlier directory wins over a later one for the same board name.
+/// The board files a program can use: found in a list of directories, then
+/// among the boards built into the program; an earlier directory wins over a
+/// later one for the same board name, and any directory over a built-in board.
 ///
 /// The standard order: `/etc/boardd/boards` (a user's own boards and
-/// overrides), `/usr/share/boardd/boards` (installed), then the `boards/`
+/// overrides), `/usr/share/boardd/boards` (installed), the `boards/`
 /// directory of the source checkout the running executable is in (a
-/// `.build/…/boardd` of a checkout). Never a path compiled into the binary:
-/// a binary copied elsewhere does not read files from where it was built.
+/// `.build/…/boardd` of a checkout, so an edit there is seen without a
+/// rebuild), then every file of `boards/` as compiled in
+/// (`builtInBoards`). Never a path compiled into the binary: a binary copied
+/// elsewhere reads no files from where it was built, and needs none.
 public struct BoardCatalog: Sendable {
     public let directories: [String]
     /// Board files built into the program (name to the file's text), for a
-    /// name no directory has: `boardd --demo` brings its own board.
+    /// name no directory has.
     public let builtIn: [String: String]
 
     public init(directories: [String], builtIn: [String: String] = [:]) {
@@ -17,8 +20,26 @@ public struct BoardCatalog: Sendable {
         self.builtIn = builtIn
     }
 
+    /// Every file of `boards/`, compiled in (Package.swift, `resources`,
+    /// through the links in `Sources/BoardSupport/Boards/`): name to text.
+    public static let builtInBoards: [String: String] = [
+        "demo": text(PackageResources.demo_yaml),
+        "generic": text(PackageResources.generic_yaml),
+        "gpio-sim": text(PackageResources.gpio_sim_yaml),
+        "raspberry-pi-3": text(PackageResources.raspberry_pi_3_yaml),
+        "raspberry-pi-4": text(PackageResources.raspberry_pi_4_yaml),
+        "raspberry-pi-5": text(PackageResources.raspberry_pi_5_yaml),
+    ]
+
+    private static func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+
+    /// The standard catalog with `directories` searched first (`--boards DIR`).
+    public static func standard(searchingFirst directories: [String]) -> BoardCatalog {
+        BoardCatalog(directories: directories + standardDirectories(), builtIn: builtInBoards)
+    }
+
     /// The standard search order (see the type's documentation).
-    public static var standard: BoardCatalog { BoardCatalog(directories: standardDirectories()) }
+    public static var standard: BoardCatalog { standard(searchingFirst: []) }
 
     public static func standardDirectories() -> [String] {
         var dirs = ["/etc/boardd/boards", "/usr/share/boardd/boards"]
@@ -54,6 +75,31 @@ public struct BoardCatalog: Sendable {
                 found[String(entry.dropLast(5))] = FileSystem.join(dir, entry)
             }
         }
+        return found.keys.sorted().map { ($0, found[$0]!) }
+    }
+
+    /// Where a board comes from: a file, or the program itself.
+    public enum Source: Sendable, Equatable, CustomStringConvertible {
+        case file(String)
+        case builtIn
+        public var description: String {
+            switch self {
+            case let .file(path): return path
+            case .builtIn: return "built in"
+            }
+        }
+    }
+
+    /// Every board name with each place it is found, the one used first
+    /// (then those it overrides), sorted by name.
+    public func sources() -> [(name: String, sources: [Source])] {
+        var found: [String: [Source]] = [:]
+        for dir in directories where FileSystem.isDirectory(dir) {
+            for entry in FileSystem.list(dir).sorted() where entry.hasSuffix(".yaml") && !entry.hasPrefix(".") {
+                found[String(entry.dropLast(5)), default: []].append(.file(FileSystem.join(dir, entry)))
+            }
+        }
+        for name in builtIn.keys { found[name, default: []].append(.builtIn) }
         return found.keys.sorted().map { ($0, found[$0]!) }
     }
 
@@ -99,14 +145,22 @@ public struct BoardCatalog: Sendable {
         return fileLog.hasErrors ? nil : board
     }
 
-    /// Every board that loads, and the problems of those that do not.
+    /// Every board that loads (a file, else the built-in one), and the
+    /// problems of those that do not.
     public func loadAll() -> (boards: [Board], problems: [Diagnostic]) {
         var boards: [Board] = []
         var problems: [Diagnostic] = []
-        for file in files() {
-            let log = DiagnosticLog(file: file.path)
-            if let b = Self.load(file, log: log) { boards.append(b) }
-            problems += log.items
+        let files = files()
+        for name in Set(files.map(\.name)).union(builtIn.keys).sorted() {
+            if let file = files.first(where: { $0.name == name }) {
+                let log = DiagnosticLog(file: file.path)
+                if let b = Self.load(file, log: log) { boards.append(b) }
+                problems += log.items
+            } else if let text = builtIn[name] {
+                let log = DiagnosticLog(file: "boards/\(name).yaml (built in)")
+                if let b = Self.load(name: name, text: text, log: log) { boards.append(b) }
+                problems += log.items
+            }
         }
         return (boards, problems)
     }

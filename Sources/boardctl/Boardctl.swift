@@ -24,7 +24,7 @@ struct BoardctlCommand: ParsableCommand {
             4 permission denied on the socket, 5 protocol version mismatch, 6 the connection failed otherwise, 64 usage. \
             See docs/boardctl.md.
             """,
-        version: "boardctl \(Release.version) (control protocol v\(ControlError.protocolVersion))",
+        version: "boardctl \(Release.version) (control protocol v\(ControlError.protocolVersion))\ncommit \(Release.commit)\nbuilt against libgpiod \(Release.libgpiod) (boardd links it; boardctl does not)",
         subcommands: [
             Status.self, Lines.self, Get.self, Set.self, Toggle.self, Pulse.self, Sequence.self, Mode.self, Reload.self,
             Press.self, ReleaseButton.self, Click.self, Input.self, Ping.self, StatsCommand.self, EventsCommand.self, FloodCommand.self,

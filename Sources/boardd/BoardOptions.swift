@@ -9,6 +9,6 @@ struct BoardOptions: ParsableArguments {
     var boardDirectories: [String] = []
 
     var loadOptions: LoadOptions {
-        LoadOptions(board: board, catalog: BoardCatalog(directories: boardDirectories + BoardCatalog.standardDirectories()))
+        LoadOptions(board: board, catalog: BoardCatalog.standard(searchingFirst: boardDirectories))
     }
 }

@@ -22,7 +22,7 @@ struct Boardd: ParsableCommand {
             in docs/daemon.md; tests, recordings and replays in docs/testing-configs.md.
             """,
         version: BoarddVersion.text,
-        subcommands: [RunCommand.self, TestCommand.self, ReplayCommand.self],
+        subcommands: [RunCommand.self, TestCommand.self, ReplayCommand.self, BoardsCommand.self],
         defaultSubcommand: RunCommand.self)
 }
 
@@ -70,7 +70,7 @@ struct RunCommand: ParsableCommand {
     }
 
     func run() throws {
-        let catalog = BoardCatalog(directories: boardDirectories + BoardCatalog.standardDirectories())
+        let catalog = BoardCatalog.standard(searchingFirst: boardDirectories)
         var options = LoadOptions(board: board, catalog: catalog, machine: .current(root: root))
         // Under systemd (it sets INVOCATION_ID for a service) a config that
         // others may change is refused, at start and at every reload.

@@ -1,14 +1,18 @@
 import BoardControl
 import BoardloopGPIO
 
-/// What `boardd --version` prints: the release (shared with boardctl), and
-/// the libgpiod it was built against and runs with (the GPIO layer's two
-/// branches differ).
+/// What `boardd --version` prints: the release (shared with boardctl), the
+/// commit it was built from, and the libgpiod it was built against and runs
+/// with (the GPIO layer's two branches differ).
 enum BoarddVersion {
     static let release = Release.version
 
     static var text: String {
         let gpio = LibgpiodBackend.shared
-        return "boardd \(release) (libgpiod \(gpio.libraryVersion), API \(gpio.apiVersion).x)"
+        return """
+            boardd \(release) (libgpiod \(gpio.libraryVersion), API \(gpio.apiVersion).x)
+            commit \(Release.commit)
+            built against libgpiod \(Release.libgpiod) (the \(gpio.apiVersion).x branch), running with libgpiod \(gpio.libraryVersion)
+            """
     }
 }

@@ -353,7 +353,12 @@ import Testing
 @Suite struct BinaryTests {
     @Test func versionMatchesBoarddsFormat() throws {
         let r = try BoardctlBinary.run(["--version"])
-        #expect(r == Outcome(stdout: "boardctl 0.1.0 (control protocol v1)\n", stderr: "", status: 0))
+        #expect(
+            r == Outcome(
+                stdout: "boardctl 0.1.0 (control protocol v1)\ncommit \(Release.commit)\nbuilt against libgpiod \(Release.libgpiod) (boardd links it; boardctl does not)\n",
+                stderr: "", status: 0))
+        #expect(try describesACommit(Release.commit, root: EndToEndTests.root), "\(Release.commit)")
+        #expect(Release.libgpiod != "unknown" && Release.libgpiod.first?.isNumber == true, "\(Release.libgpiod)")
     }
 
     static let subcommands = [
@@ -450,4 +455,20 @@ import Testing
         #expect(page.contains("`boardctl \(Release.version) (control protocol v\(ControlError.protocolVersion))`"))
         #expect(!row(2, containing: ""), "no status 2")
     }
+}
+
+/// Whether `describe` (what `git describe --always --dirty` gave at build
+/// time) names a commit of the repository at `root`: the build read the
+/// real tree, not a placeholder. Outside a git checkout it must be `unknown`.
+func describesACommit(_ describe: String, root: String) throws -> Bool {
+    let git = Process()
+    git.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    var name = describe.hasSuffix("-dirty") ? String(describe.dropLast(6)) : describe
+    if let g = name.range(of: "-g", options: .backwards) { name = String(name[g.upperBound...]) }
+    git.arguments = ["git", "-C", root, "cat-file", "-e", name + "^{commit}"]
+    git.standardError = FileHandle.nullDevice
+    try git.run()
+    git.waitUntilExit()
+    if FileManager.default.fileExists(atPath: root + "/.git") { return git.terminationStatus == 0 && !name.isEmpty }
+    return describe == "unknown"
 }

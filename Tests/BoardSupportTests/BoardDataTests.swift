@@ -215,6 +215,36 @@ let piBoards: [(String, String, Int)] = [
         #expect(dirs == ["/etc/boardd/boards", "/usr/share/boardd/boards", Paths.boards])
     }
 
+    @Test func everyBoardFileIsBuiltInAsItIs() throws {
+        let files = try FileManager.default.contentsOfDirectory(atPath: Paths.boards).filter { $0.hasSuffix(".yaml") }
+        #expect(BoardCatalog.builtInBoards.keys.sorted() == files.map { String($0.dropLast(5)) }.sorted())
+        for file in files {
+            let text = try String(contentsOfFile: Paths.boards + "/" + file, encoding: .utf8)
+            #expect(BoardCatalog.builtInBoards[String(file.dropLast(5))] == text, "\(file)")
+        }
+        let (boards, problems) = BoardCatalog(directories: [], builtIn: BoardCatalog.builtInBoards).loadAll()
+        #expect(problems.map(\.description) == [])
+        #expect(boards.map(\.name) == BoardCatalog.builtInBoards.keys.sorted())
+        #expect(boards.allSatisfy { $0.file == "boards/\($0.name).yaml (built in)" })
+    }
+
+    @Test func aDirectoryOverridesABuiltInBoard() throws {
+        let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("boardd-catalog-builtin-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: tmp) }
+        try FileManager.default.createDirectory(atPath: tmp, withIntermediateDirectories: true)
+        try "name: generic\ntitle: Mine\n".write(toFile: tmp + "/generic.yaml", atomically: true, encoding: .utf8)
+        let catalog = BoardCatalog(directories: [tmp], builtIn: BoardCatalog.builtInBoards)
+        let log = DiagnosticLog(file: "t")
+        #expect(catalog.board(named: "generic", log: log)?.title == "Mine")
+        #expect(catalog.board(named: "raspberry-pi-5", log: log)?.file == "boards/raspberry-pi-5.yaml (built in)")
+        #expect(log.items.isEmpty)
+        let sources = Dictionary(uniqueKeysWithValues: catalog.sources().map { ($0.name, $0.sources) })
+        #expect(sources["generic"] == [.file(tmp + "/generic.yaml"), .builtIn])
+        #expect(sources["raspberry-pi-5"] == [.builtIn])
+        #expect(catalog.loadAll().boards.first { $0.name == "generic" }?.title == "Mine")
+        #expect(BoardCatalog.standard(searchingFirst: [tmp]).directories.first == tmp)
+    }
+
     @Test func aFileWhoseNameDiffersFromItsBoardIsAnError() throws {
         let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("boardd-catalog-name-\(getpid())").path
         defer { try? FileManager.default.removeItem(atPath: tmp) }

@@ -10,15 +10,16 @@ import Yams
 /// (`examples/demo.script.yaml`): clicks, a double click, a hold, a
 /// chattering contact, a flood held through a critical sequence and
 /// delivered after it, and an e-stop during a running sequence. The three
-/// files are compiled into boardd (Package.swift, `resources`), so the demo
+/// files are compiled into boardd (Package.swift, `resources`: the config and
+/// script here, the board with every board file in BoardSupport), so the demo
 /// needs no checkout and runs exactly what the files say.
 public enum Demo {
     /// `examples/demo.yaml`, as built in.
     public static let configText = String(decoding: PackageResources.demo_config_yaml, as: UTF8.self)
     /// `examples/demo.script.yaml`, as built in.
     public static let scriptText = String(decoding: PackageResources.demo_script_yaml, as: UTF8.self)
-    /// `boards/demo.yaml`, as built in.
-    public static let boardText = String(decoding: PackageResources.demo_board_yaml, as: UTF8.self)
+    /// `boards/demo.yaml`, as built in (with every board file: BoardSupport).
+    public static let boardText = BoardCatalog.builtInBoards["demo"]!
 
     /// The names diagnostics and the summary give the built-in files.
     public static let configFile = "examples/demo.yaml (built in)"
