@@ -2,7 +2,7 @@
 # Makes a throwaway Debian 12 root for scripts/deb-test.sh and prints the
 # path of its tarball: `debootstrap --variant=minbase bookworm` with what
 # installing the boardd package needs already in it (systemd, for
-# systemd-analyze verify and deb-systemd-helper; libgpiod2), so that
+# systemd-analyze verify and deb-systemd-helper; libgpiod2; procps), so that
 # `apt-get install ./boardd_….deb` resolves its Depends offline.
 # Cached in ${BOARDLOOP_CACHE:-~/.cache/boardloop}/debootstrap/KEY.tar.zst,
 # KEY = the suite, the packages included and the root's version below; made
@@ -13,7 +13,7 @@ set -eu
 # change, a point release worth having).
 root_version=1
 suite=bookworm
-include=systemd,libgpiod2
+include=systemd,libgpiod2,procps
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 key="$suite-minbase-$(echo "$include" | tr , +)-v$root_version"
 cache="${BOARDLOOP_CACHE:-$HOME/.cache/boardloop}/debootstrap"
