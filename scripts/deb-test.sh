@@ -8,7 +8,7 @@
 # boardd and boardctl there, else it builds them), the second time with a
 # higher version, and repacks that one with a changed config and a higher
 # version again. Unpacks the root scripts/deb-root.sh keeps (debootstrap, cached)
-# into a temporary directory, mounts /proc and /dev in it (unmounted on every
+# into a temporary directory, mounts /proc, /dev and /dev/pts in it (unmounted on every
 # exit), and checks in it, by chroot (after lintian on the package): the files, the user and groups, the
 # conffile, boardd --version and --demo, systemd-analyze verify of the unit,
 # that nothing started (systemd is not running there) and postinst said so;
@@ -45,11 +45,12 @@ work=$(mktemp -d /tmp/boardloop-debtest.XXXXXX)
 root=$work/root
 cleanup() {
     local m
-    for m in dev proc; do
+    for m in dev/pts dev proc; do
         if mountpoint -q "$root/$m" 2> /dev/null; then umount "$root/$m" || umount -l "$root/$m"; fi
     done
     # Never into a mount that is still there (/dev is the host's).
-    if mountpoint -q "$root/dev" 2> /dev/null || mountpoint -q "$root/proc" 2> /dev/null; then
+    if mountpoint -q "$root/dev/pts" 2> /dev/null || mountpoint -q "$root/dev" 2> /dev/null ||
+        mountpoint -q "$root/proc" 2> /dev/null; then
         echo "deb-test.sh: $root still has mounts: left in place" >&2
     else
         rm -rf --one-file-system "$work"
@@ -98,6 +99,7 @@ mkdir "$root"
 zstd -dc "$tarball" | tar -C "$root" -xf -
 mount -t proc proc "$root/proc"
 mount --bind /dev "$root/dev"
+mount --bind /dev/pts "$root/dev/pts"
 cp "$deb1" "$deb2" "$deb3" "$root/tmp/"
 note "root unpacked in $(( $(date +%s) - t )) s ($tarball)"
 # inroot COMMAND...: runs it in the root, with a clean environment.
