@@ -176,6 +176,8 @@ find "$root" -exec touch -h -d "@$date_epoch" {} +
 
 mkdir -p "$out"
 deb=$(cd "$out" && pwd)/boardd_${version}_$arch.deb
-dpkg-deb --build --root-owner-group "$root" "$deb" > /dev/null
+# dpkg-deb dates the archive's members by SOURCE_DATE_EPOCH: the same tree,
+# the same package, byte for byte.
+SOURCE_DATE_EPOCH=$date_epoch dpkg-deb --build --root-owner-group "$root" "$deb" > /dev/null
 note "$(du -h "$deb" | cut -f1) $deb (Depends: $depends)"
 echo "$deb"
