@@ -13,7 +13,8 @@
 # conffile, boardd --version and --demo, systemd-analyze verify of the unit,
 # that nothing started (systemd is not running there) and postinst said so;
 # two upgrades keeping an edited config; a remove keeping it; a purge removing
-# it with the user and groups. Each check prints PASS or FAIL; exits 1 on any
+# it with the user and groups (but a gpio group that was there before).
+# Each check prints PASS or FAIL; exits 1 on any
 # FAIL. Needs root (chroot, mount).
 set -euo pipefail
 package=$(cd "$(dirname "$0")/.." && pwd)
@@ -189,6 +190,9 @@ check "the edited config survived the upgrade" grep -qxF "$edit" "$root/etc/boar
 check "the package's new config is beside it as boardd.yaml.dpkg-dist" \
     grep -qxF "# A line the next version added." "$root/etc/boardd/boardd.yaml.dpkg-dist"
 
+check "postinst ran three times, made the user once" test "$(grep -c '^boardd:' "$root/etc/passwd")" = 1
+check "and noted each thing it made once" test "$(sort "$root/var/lib/boardd/created" | uniq -d | wc -l)" = 0
+
 echo "== remove"
 if apt remove boardd > "$work/remove.log" 2>&1; then pass "apt-get remove boardd"; else fail "apt-get remove boardd"; sed 's/^/    /' "$work/remove.log"; fi
 check "binaries and unit gone" test ! -e "$root/usr/bin/boardd" -a ! -e "$root/usr/bin/boardctl" -a ! -e "$root/lib/systemd/system/boardd.service"
@@ -207,6 +211,14 @@ check "group boardd gone" group_gone boardd
 check "group gpio gone (postinst made it: the root had none)" group_gone gpio
 check "boardd gone from dpkg's database" test "$(inroot dpkg-query -W -f='${Status}' boardd 2>&1 | grep -c 'no packages found')" = 1
 check "/var/lib/boardd gone" test ! -e "$root/var/lib/boardd"
+
+echo "== install and purge where the group gpio was there before (Raspberry Pi OS)"
+inroot groupadd --system gpio
+apt install "/tmp/$(basename "$deb1")" > "$work/install2.log" 2>&1 || { fail "apt-get install again"; sed 's/^/    /' "$work/install2.log"; }
+check "boardd is in the group gpio that was there" grep -qx gpio <<< "$(inroot id -nG boardd | tr ' ' '\n')"
+apt purge boardd > "$work/purge2.log" 2>&1 || { fail "apt-get purge again"; sed 's/^/    /' "$work/purge2.log"; }
+check "purge kept the group gpio it did not make" has_group gpio
+check "purge removed the user boardd it made" user_gone boardd
 
 note "took $(( $(date +%s) - started )) s"
 echo "deb-test: $passed passed, $failed failed"
