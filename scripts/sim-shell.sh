@@ -108,7 +108,7 @@ log=${SIM_LOG:-.build-guest/sim-shell.log}
 mkdir -p "$(dirname "$log")"
 : > "$log"
 start=$(date +%s)
-timeout "${limit:-900}" "$@" -serial "file:$log" </dev/null >/dev/null 2>&1 &
+timeout "${limit:-900}" "$@" -serial "file:$log" </dev/null >/dev/null 2>"$work/qemu.err" &
 qpid=$!
 # The command's output as it comes: the console from the begin line to the exit line.
 tail -n +1 -f --pid="$qpid" "$log" | awk -v b="SIM-SHELL-BEGIN $token" -v e="SIM-SHELL-EXIT $token " '
@@ -133,4 +133,9 @@ if [ $qrc = 124 ]; then
 fi
 echo "sim-shell: the guest ended (qemu status $qrc) without the command's exit status; the end of $log:" >&2
 tail -n 20 "$log" | tr -d '\r' >&2
+if [ -s "$work/qemu.err" ]; then
+    echo "sim-shell: qemu said:" >&2
+    sed 's/^/  /' "$work/qemu.err" >&2
+    [ $kvm = 1 ] && echo "sim-shell: KVM did not work here (a VM inside a VM often cannot): leave --kvm out" >&2
+fi
 exit 125
