@@ -20,6 +20,7 @@
 # (it crashed, or the chips could not be made); 2 for a bad argument.
 #   SIM_LOG  where the serial log goes (default .build-guest/sim-shell.log)
 set -eu
+caller=$(pwd)
 cd "$(dirname "$0")/.."
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
 usage() {
@@ -28,7 +29,7 @@ usage() {
     exit 2
 }
 die() { echo "sim-shell: $*" >&2; exit 2; }
-config=examples/sim-button.yaml
+config=""
 kvm=0
 limit=""
 while [ $# -gt 0 ]; do
@@ -44,6 +45,11 @@ while [ $# -gt 0 ]; do
     *) break ;;
     esac
 done
+case $config in
+'') config=examples/sim-button.yaml ;;
+/*) ;;
+*) config=$caller/$config ;;
+esac
 [ -r "$config" ] || die "cannot read the config $config"
 case $limit in '' | *[!0-9]*) [ -z "$limit" ] || die "--timeout takes whole seconds, not '$limit'" ;; esac
 if [ $# -eq 0 ] && [ ! -t 0 ]; then
@@ -59,7 +65,7 @@ kernel=$(scripts/sim/build-kernel.sh)
 echo "sim-shell: building boardd and boardctl (release, .build-guest)" >&2
 bin=$(scripts/sim/build-boardd.sh .build-guest)
 "$bin/boardd" --check --config "$config" --board gpio-sim >/dev/null \
-    || die "$config does not run on the gpio-sim board (above): its lines must name pins of boards/gpio-sim.yaml (BUTTON, LED, SIM0_N, SIM1_N)"
+    || die "$config fails boardd --check --board gpio-sim (above): fix it, or if the errors are about pins, it does not run on the gpio-sim board: its lines must name pins of boards/gpio-sim.yaml (BUTTON, LED, SIM0_N, SIM1_N)"
 
 work=$(mktemp -d /tmp/boardloop-sim-shell.XXXXXX)
 qpid=""
