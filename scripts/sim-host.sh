@@ -115,7 +115,6 @@ up)
         echo "(the chips and their lines' pull attributes now belong to user $uid, who ran sudo: boardd and boardctl need no root)"
     fi
     set -- $(where "$(echo "$labels" | head -n 1)")
-    first=$(echo "$labels" | head -n 1)
     button=$(awk '$1 == "line" && $3 == "BUTTON" { print $2; exit }' "$chips")
     led=$(awk '$1 == "line" && $3 == "LED" { print $2; exit }' "$chips")
     cat <<EOF
