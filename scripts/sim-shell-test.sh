@@ -6,9 +6,11 @@
 #      `boardctl click button` toggles the LED (`boardctl get led`, and
 #      sim-host.sh status shows line 27 at 1); then sim-host.sh down, status,
 #      up again (configfs unmounted first: up mounts it; SUDO_UID given: the
-#      chips go to that user), up twice (refused), down. Exit status 0.
+#      chips go to that user, and boardd and boardctl run as that user), up
+#      twice (refused), down. Exit status 0.
 #   2. a command that fails: its exit status (7) comes back.
 #   3. a config for another board: refused before the guest boots (status 2).
+#   4. on this host: sim-host.sh up without root says to use sudo.
 # Prints PASS/FAIL lines, the time of each run, and "N passed, N failed".
 # usage: scripts/sim-shell-test.sh [--kvm]
 set -u
@@ -63,6 +65,17 @@ grep -q "boardd --config /config/boardd.yaml --board gpio-sim" /tmp/up && grep -
 . /run/boardloop-sim/boardloop-sim0.env
 [ "$(stat -c %u "$DEV")" = 1000 ] && [ "$(stat -c %u "$SYSFS/sim_gpio17/pull")" = 1000 ] \
     && ok "with SUDO_UID, $DEV and the pull attributes belong to that user" || bad "owners: $(ls -ln "$DEV" "$SYSFS/sim_gpio17/pull")"
+# As that user: boardd on the chips, boardctl driving them.
+u() { /usr/bin/setpriv --reuid=1000 --regid=1000 --clear-groups "$@"; }
+u_led_is() { [ "$(u boardctl get led)" = "led: $1" ]; }
+rm -f /tmp/boardd.log
+u boardd --config /config/boardd.yaml --board gpio-sim 2> /tmp/boardd.log &
+pid=$!
+if wait_for 180 ready; then ok "boardd runs as uid 1000 on the chips up gave that user"
+else bad "boardd as uid 1000 not ready within 180 s"; tail -n 20 /tmp/boardd.log; fi
+u boardctl click button > /dev/null
+wait_for 10 u_led_is on && ok "boardctl click button as uid 1000 turns the LED on" || bad "as uid 1000, after a click: $(u boardctl get led 2>&1)"
+kill -TERM $pid; wait $pid
 scripts/sim-host.sh up > /tmp/up2 2>&1; rc=$?
 [ $rc = 1 ] && grep -q "exists already" /tmp/up2 && ok "up twice: refused, $(cat /tmp/up2)" || bad "up twice ($rc): $(cat /tmp/up2)"
 scripts/sim-host.sh status > /dev/null && ok "status: every chip up (exit 0)" || bad "status after up: exit $?"
@@ -87,5 +100,12 @@ run "a failing command's status comes back" 7 "$@" --timeout 300 -- sh -c 'echo 
 grep -qx "it's failing" "$out" && ok "its output is shown, quotes kept" || bad "its output: $(cat "$out")"
 run "a config for another board is refused before booting" 2 --config examples/doorbell.yaml -- true
 grep -q "does not run on the gpio-sim board" "$out" && ok "and says why" || bad "the refusal: $(cat "$out")"
+# sim-host.sh on this host, where it needs no gpio-sim: a user who is not root is told to use sudo.
+if [ "$(id -u)" = 0 ]; then as_nobody="setpriv --reuid=nobody --regid=nogroup --clear-groups"; else as_nobody=""; fi
+$as_nobody scripts/sim-host.sh up > "$out" 2>&1; rc=$?
+[ $rc = 1 ] && grep -q "run it with sudo: sudo scripts/sim-host.sh up" "$out" && ok "host: sim-host.sh up without root says to use sudo" \
+    || bad "host: up without root ($rc): $(cat "$out")"
+scripts/sim-host.sh status --chips /nonexistent > "$out" 2>&1; rc=$?
+[ $rc = 1 ] && grep -q "cannot read the chips file /nonexistent" "$out" && ok "host: a missing chips file is named" || bad "host: --chips ($rc): $(cat "$out")"
 echo "sim-shell-test: $pass passed, $fail failed"
 [ $fail = 0 ]

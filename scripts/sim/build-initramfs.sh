@@ -10,8 +10,8 @@
 # With GUEST_MODE=shell (scripts/sim-shell.sh), the guest runs no tests:
 # its /init is scripts/sim/shell-init, and it holds scripts/sim-host.sh
 # with gpio-sim-up.sh and gpio-sim-down.sh in /scripts, boards/ in /boards,
-# the example configs in /examples, and the files of SHELL_DIR (the user's
-# config, the command to run) in /config.
+# the example configs in /examples, the host's setpriv, and the files of
+# SHELL_DIR (the user's config, the command to run) in /config.
 # usage: [BOARDD=PATH] [BOARDCTL=PATH] [REACT_REF=PATH] build-initramfs.sh OUT.cpio.gz [PROGRAM...]
 #        GUEST_MODE=shell SHELL_DIR=DIR [BOARDD=PATH] [BOARDCTL=PATH] build-initramfs.sh OUT.cpio.gz
 set -eu
@@ -22,6 +22,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/dev" "$stage/proc" "$stage/sys" "$stage/tmp" "$stage/run" "$stage/tests/bin" "$stage/tests/scenarios" "$stage/boards"
 cp /bin/busybox "$stage/bin/busybox"
 ln -s busybox "$stage/bin/sh"
+copy_setpriv=""
 case ${GUEST_MODE:-test} in
 test)
     cp "$root_dir/tests-guest/init" "$stage/init"
@@ -32,12 +33,18 @@ shell)
     [ $# -eq 0 ] || { echo "build-initramfs: GUEST_MODE=shell runs no test programs" >&2; exit 2; }
     [ -d "${SHELL_DIR:-}" ] || { echo "build-initramfs: GUEST_MODE=shell needs SHELL_DIR" >&2; exit 2; }
     rm -rf "$stage/tests"
+    # The root is the staging directory's (mktemp: 0700): open it to other users.
+    chmod 755 "$stage"
     cp "$root_dir/scripts/sim/shell-init" "$stage/init"
     mkdir -p "$stage/scripts" "$stage/examples" "$stage/config" "$stage/root"
     cp "$root_dir/scripts/sim-host.sh" "$root_dir/scripts/gpio-sim-up.sh" "$root_dir/scripts/gpio-sim-down.sh" "$stage/scripts/"
     cp "$root_dir"/boards/*.yaml "$stage/boards/"
     cp "$root_dir"/examples/*.yaml "$stage/examples/"
     cp -R "$SHELL_DIR"/. "$stage/config/"
+    # /usr/bin/setpriv runs boardd and boardctl as another user (busybox's own
+    # setpriv cannot change the user).
+    sp=$(command -v setpriv || true)
+    [ -z "$sp" ] || copy_setpriv=$sp
     ;;
 *) echo "build-initramfs: GUEST_MODE is test or shell, not '$GUEST_MODE'" >&2; exit 2 ;;
 esac
@@ -54,6 +61,7 @@ copy_with_libs() {
         cp -L "$lib" "$stage$lib"
     done
 }
+[ -z "${copy_setpriv:-}" ] || copy_with_libs /usr/bin/setpriv "$copy_setpriv"
 for t in gpiodetect gpioinfo gpioget gpioset gpiomon gpiofind; do copy_with_libs "/usr/bin/$t" "/usr/bin/$t"; done
 if [ -n "${BOARDD:-}" ]; then
     copy_with_libs /usr/bin/boardd "$BOARDD"
