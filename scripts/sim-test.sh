@@ -31,10 +31,9 @@ for v in ${SIM_LIBGPIOD:-1 2}; do
     boardd=""
     boardctl=""
     if [ "${GUEST_BOARDD:-1}" = 1 ]; then
-        $with swift build -c release --product boardd --scratch-path "$scratch" >/dev/null
-        $with swift build -c release --product boardctl --scratch-path "$scratch" >/dev/null
-        boardd="$($with swift build -c release --scratch-path "$scratch" --show-bin-path)/boardd"
-        boardctl="$($with swift build -c release --scratch-path "$scratch" --show-bin-path)/boardctl"
+        bin=$(scripts/sim/build-boardd.sh "$scratch" $with)
+        boardd=$bin/boardd
+        boardctl=$bin/boardctl
     fi
     # The C reference of the reaction-latency scenario, against the same libgpiod.
     ref=.build-guest/react-ref-libgpiod$v

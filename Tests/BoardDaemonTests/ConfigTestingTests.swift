@@ -6,7 +6,7 @@ import BoardSupport
 /// `boardd test` and `boardd replay`, as a user runs them: the built
 /// binary on the example configs and their test files.
 @Suite struct ConfigTestingTests {
-    static let examples = ["demo", "doorbell", "fan-controller", "pump-valve"]
+    static let examples = ["demo", "doorbell", "fan-controller", "pump-valve", "sim-button"]
 
     static func temporaryDirectory() throws -> String {
         var template = Array("/tmp/boardd-config-tests-XXXXXX".utf8CString)

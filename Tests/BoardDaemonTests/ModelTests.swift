@@ -186,7 +186,7 @@ import Testing
 /// Every example config passes the check (in process; the CLI tests run
 /// them through the binary too).
 @Suite struct ExampleTests {
-    static let examples = ["demo", "doorbell", "fan-controller", "pump-valve"]
+    static let examples = ["demo", "doorbell", "fan-controller", "pump-valve", "sim-button"]
 
     @Test(arguments: examples)
     func examplePassesCheck(_ name: String) throws {

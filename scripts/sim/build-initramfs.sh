@@ -7,7 +7,13 @@
 # and boards/*.yaml to /etc/boardd/boards, for the boardd scenario; with
 # BOARDCTL=PATH, that boardctl goes to /usr/bin/boardctl (the boardctl
 # scenario); with REACT_REF=PATH, that program goes to /usr/bin/react-ref.
+# With GUEST_MODE=shell (scripts/sim-shell.sh), the guest runs no tests:
+# its /init is scripts/sim/shell-init, and it holds scripts/sim-host.sh
+# with gpio-sim-up.sh and gpio-sim-down.sh in /scripts, boards/ in /boards,
+# the example configs in /examples, the host's setpriv, and the files of
+# SHELL_DIR (the user's config, the command to run) in /config.
 # usage: [BOARDD=PATH] [BOARDCTL=PATH] [REACT_REF=PATH] build-initramfs.sh OUT.cpio.gz [PROGRAM...]
+#        GUEST_MODE=shell SHELL_DIR=DIR [BOARDD=PATH] [BOARDCTL=PATH] build-initramfs.sh OUT.cpio.gz
 set -eu
 root_dir=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1; shift
@@ -16,10 +22,33 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/dev" "$stage/proc" "$stage/sys" "$stage/tmp" "$stage/run" "$stage/tests/bin" "$stage/tests/scenarios" "$stage/boards"
 cp /bin/busybox "$stage/bin/busybox"
 ln -s busybox "$stage/bin/sh"
-cp "$root_dir/tests-guest/init" "$stage/init"
+copy_setpriv=""
+case ${GUEST_MODE:-test} in
+test)
+    cp "$root_dir/tests-guest/init" "$stage/init"
+    cp "$root_dir"/tests-guest/scenarios/*.sh "$stage/tests/scenarios/" 2>/dev/null || true
+    cp "$root_dir/scripts/gpio-sim-up.sh" "$stage/tests/gpio-sim-up.sh"
+    ;;
+shell)
+    [ $# -eq 0 ] || { echo "build-initramfs: GUEST_MODE=shell runs no test programs" >&2; exit 2; }
+    [ -d "${SHELL_DIR:-}" ] || { echo "build-initramfs: GUEST_MODE=shell needs SHELL_DIR" >&2; exit 2; }
+    rm -rf "$stage/tests"
+    # The root is the staging directory's (mktemp: 0700): open it to other users.
+    chmod 755 "$stage"
+    cp "$root_dir/scripts/sim/shell-init" "$stage/init"
+    mkdir -p "$stage/scripts" "$stage/examples" "$stage/config" "$stage/root"
+    cp "$root_dir/scripts/sim-host.sh" "$root_dir/scripts/gpio-sim-up.sh" "$root_dir/scripts/gpio-sim-down.sh" "$stage/scripts/"
+    cp "$root_dir"/boards/*.yaml "$stage/boards/"
+    cp "$root_dir"/examples/*.yaml "$stage/examples/"
+    cp -R "$SHELL_DIR"/. "$stage/config/"
+    # /usr/bin/setpriv runs boardd and boardctl as another user (busybox's own
+    # setpriv cannot change the user).
+    sp=$(command -v setpriv || true)
+    [ -z "$sp" ] || copy_setpriv=$sp
+    ;;
+*) echo "build-initramfs: GUEST_MODE is test or shell, not '$GUEST_MODE'" >&2; exit 2 ;;
+esac
 chmod +x "$stage/init"
-cp "$root_dir"/tests-guest/scenarios/*.sh "$stage/tests/scenarios/" 2>/dev/null || true
-cp "$root_dir/scripts/gpio-sim-up.sh" "$stage/tests/gpio-sim-up.sh"
 cp "$root_dir/boards/sim-chips.conf" "$stage/boards/"
 libs_of() { ldd "$1" 2>/dev/null | grep -o '/[^ ]*' || true; }
 copy_with_libs() {
@@ -32,6 +61,7 @@ copy_with_libs() {
         cp -L "$lib" "$stage$lib"
     done
 }
+[ -z "${copy_setpriv:-}" ] || copy_with_libs /usr/bin/setpriv "$copy_setpriv"
 for t in gpiodetect gpioinfo gpioget gpioset gpiomon gpiofind; do copy_with_libs "/usr/bin/$t" "/usr/bin/$t"; done
 if [ -n "${BOARDD:-}" ]; then
     copy_with_libs /usr/bin/boardd "$BOARDD"

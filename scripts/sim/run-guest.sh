@@ -17,18 +17,7 @@
 set -eu
 kernel=$1; initrd=$2; log=$3; limit=${4:-600}
 here=$(cd "$(dirname "$0")" && pwd)
-tsc=""
-case $(uname -m) in
-x86_64 | i?86)
-    probe=$(mktemp /tmp/boardloop-tsc.XXXXXX)
-    if cc -O2 -o "$probe" "$here/host-tsc-khz.c" && khz=$("$probe") && [ "$khz" -gt 0 ]; then
-        tsc="tsc_early_khz=$khz"
-    else
-        echo "run-guest: could not measure the host's TSC frequency; the guest calibrates its own" >&2
-    fi
-    rm -f "$probe"
-    ;;
-esac
+tsc=$("$here/tsc-arg.sh")
 : > "$log"
 start=$(date +%s)
 append="console=ttyS0 panic=-1 quiet tsc=reliable $tsc ${SIM_APPEND:-}"
