@@ -226,7 +226,7 @@ chmod 755 "$root/usr/local/sbin/systemctl"
 rm -f "$root"/etc/ssh/ssh_host_*
 ssh-keygen -q -t ed25519 -N '' -C deploy-test-host -f "$root/etc/ssh/ssh_host_ed25519_key"
 ssh-keygen -q -t ed25519 -N '' -C deploy-test -f "$work/id_ed25519"
-mkdir -p -m 700 "$root/root/.ssh"
+mkdir -p "$root/root/.ssh" && chmod 700 "$root/root/.ssh"
 cp "$work/id_ed25519.pub" "$root/root/.ssh/authorized_keys"
 mkdir -p "$root/run/sshd"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -208,7 +208,7 @@ fi
 up() {
     step "restart boardd and wait for it (systemctl is-active for ${timeout}s, then boardctl status)"
     remote "${S}systemctl restart boardd" || { why="systemctl restart boardd failed"; return 1; }
-    echo "+ ssh $target: systemctl is-active --quiet boardd (every second, at most ${timeout}s)"
+    echo "+ ssh $target: ${S}systemctl is-active --quiet boardd (every second, at most ${timeout}s)"
     if [ $dry = 0 ]; then
         local waited=0
         until ssh "${ssh_opts[@]}" "$target" "${S}systemctl is-active --quiet boardd"; do
@@ -220,33 +220,46 @@ up() {
     fi
     remote "${S}boardctl status" || { why="boardctl status failed"; return 1; }
 }
+# roll_back: the previous package or binaries and config back (what it put
+# back in $rolled).
+roll_back() {
+    if [ "$mode" = package ]; then
+        if [ $dry = 1 ]; then
+            remote "${S}env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades -o Dpkg::Options::=--force-confold /var/lib/boardd-deploy/boardd_PREVIOUS_VERSION.deb"
+        elif [ -z "$prev_version" ]; then
+            rolled+=("no boardd package was installed before: $new_version left installed, nothing to go back to")
+        elif remote "${S}env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades -o Dpkg::Options::=--force-confold /var/lib/boardd-deploy/boardd_$prev_version.deb"; then
+            rolled+=("the package back to $prev_version (from /var/lib/boardd-deploy)")
+        else
+            rolled+=("NOT the package: no /var/lib/boardd-deploy/boardd_$prev_version.deb to go back to (it was not installed by deploy.sh)")
+        fi
+    elif [ -n "$mode" ]; then
+        remote "for b in boardd boardctl; do if [ -f /usr/local/bin/\$b.previous ]; then ${S}mv -f /usr/local/bin/\$b.previous /usr/local/bin/\$b; else ${S}rm -f /usr/local/bin/\$b; fi; done" &&
+            rolled+=("/usr/local/bin/boardd and boardctl back to the previous (removed where there was none)")
+    fi
+    if [ -n "$config" ]; then
+        remote "if [ -f /etc/boardd/boardd.yaml.previous ]; then ${S}cp -p /etc/boardd/boardd.yaml /etc/boardd/boardd.yaml.failed; ${S}mv -f /etc/boardd/boardd.yaml.previous /etc/boardd/boardd.yaml; fi" &&
+            rolled+=("/etc/boardd/boardd.yaml back to the previous (the deployed one kept as boardd.yaml.failed)")
+    fi
+    return 0
+}
 if [ -z "${failed:-}" ]; then
     if up; then
-        [ $dry = 1 ] && note "dry run: nothing was changed" || note "deployed to $target"
+        if [ $dry = 1 ]; then
+            step "only when boardd is not active within ${timeout}s or boardctl status fails: roll back, then restart and wait again"
+            roll_back
+            note "dry run: nothing was changed"
+        else
+            note "deployed to $target"
+        fi
         exit 0
     fi
     failed=$why
 fi
 
-# Rollback.
 echo "deploy.sh: $failed: rolling back" >&2
 remote "${S}systemctl status boardd --no-pager -n 15" >&2 || true
-if [ "$mode" = package ]; then
-    if [ -z "$prev_version" ]; then
-        rolled+=("no boardd package was installed before: $new_version left installed, nothing to go back to")
-    elif remote "${S}env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades -o Dpkg::Options::=--force-confold /var/lib/boardd-deploy/boardd_$prev_version.deb"; then
-        rolled+=("the package back to $prev_version (from /var/lib/boardd-deploy)")
-    else
-        rolled+=("NOT the package: no /var/lib/boardd-deploy/boardd_$prev_version.deb to go back to (it was not installed by deploy.sh)")
-    fi
-elif [ -n "$mode" ]; then
-    remote "for b in boardd boardctl; do if [ -f /usr/local/bin/\$b.previous ]; then ${S}mv -f /usr/local/bin/\$b.previous /usr/local/bin/\$b; else ${S}rm -f /usr/local/bin/\$b; fi; done" &&
-        rolled+=("/usr/local/bin/boardd and boardctl back to the previous (removed where there was none)")
-fi
-if [ -n "$config" ]; then
-    remote "if [ -f /etc/boardd/boardd.yaml.previous ]; then ${S}cp -p /etc/boardd/boardd.yaml /etc/boardd/boardd.yaml.failed; ${S}mv -f /etc/boardd/boardd.yaml.previous /etc/boardd/boardd.yaml; fi" &&
-        rolled+=("/etc/boardd/boardd.yaml back to the previous (the deployed one kept as boardd.yaml.failed)")
-fi
+roll_back
 first=$failed
 if up; then
     back="the previous boardd is running again"
