@@ -5,7 +5,8 @@
 # package needs already in it (systemd, for systemd-analyze verify and
 # deb-systemd-helper; libgpiod2; procps), so that
 # `apt-get install ./boardd_….deb` resolves its Depends offline, and
-# openssh-server (the "board" deploy-test.sh deploys to over ssh).
+# openssh-server and sudo (the "board" deploy-test.sh deploys to over ssh,
+# as root and as a user with sudo).
 # Cached in ${BOARDLOOP_CACHE:-~/.cache/boardloop}/debootstrap/KEY.tar.zst,
 # KEY = the suite, the packages included and the root's version below; made
 # again only when the key changes.
@@ -15,7 +16,7 @@ set -eu
 # change, a point release worth having).
 root_version=2
 suite=bookworm
-include=systemd,libgpiod2,procps,openssh-server
+include=systemd,libgpiod2,procps,openssh-server,sudo
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 key="$suite-minbase-$(echo "$include" | tr , +)-v$root_version"
 cache="${BOARDLOOP_CACHE:-$HOME/.cache/boardloop}/debootstrap"
