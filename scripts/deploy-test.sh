@@ -32,7 +32,9 @@
 #     (checksums of the installed files, the package version, the pid);
 #  e. --bin-dir with good binaries (install.sh on the board, /usr/local/bin),
 #     then a --bin-dir whose boardd is a stub that exits 1: rolled back to
-#     the *.previous binaries.
+#     the *.previous binaries;
+#  f. as the user pi (not root; sudo without a password, as on Raspberry Pi
+#     OS): a config deployed, its privileged steps by sudo -n.
 # --bin-dir DIR: the release boardd and boardctl to use (else .build-static's,
 # built by package-deb.sh); --package FILE: a .deb of them already built.
 # Needs root (chroot, mount).
@@ -44,7 +46,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --bin-dir) bin_dir=$(cd "${2:?--bin-dir needs a directory}" && pwd); shift ;;
         --package) deb1=$(realpath "${2:?--package needs a .deb}"); shift ;;
-        -h | --help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "deploy-test.sh: unknown option $1" >&2; exit 64 ;;
     esac
     shift
@@ -228,6 +230,17 @@ ssh-keygen -q -t ed25519 -N '' -C deploy-test-host -f "$root/etc/ssh/ssh_host_ed
 ssh-keygen -q -t ed25519 -N '' -C deploy-test -f "$work/id_ed25519"
 mkdir -p "$root/root/.ssh" && chmod 700 "$root/root/.ssh"
 cp "$work/id_ed25519.pub" "$root/root/.ssh/authorized_keys"
+# The user pi: a key login (no password: '*', not a locked '!', which sshd
+# refuses without PAM), sudo without a password.
+inroot_setup() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
+inroot_setup useradd --create-home --shell /bin/bash pi
+inroot_setup usermod -p '*' pi
+echo 'pi ALL=(ALL) NOPASSWD: ALL' > "$root/etc/sudoers.d/pi"
+chmod 440 "$root/etc/sudoers.d/pi"
+mkdir -p "$root/home/pi/.ssh"
+cp "$work/id_ed25519.pub" "$root/home/pi/.ssh/authorized_keys"
+inroot_setup chown -R pi:pi /home/pi/.ssh
+chmod 700 "$root/home/pi/.ssh"
 mkdir -p "$root/run/sshd"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$root/etc/ssh/ssh_host_ed25519_key.pub")" > "$work/known_hosts"
@@ -245,10 +258,13 @@ else
 fi
 note "board ready in $(( $(date +%s) - t )) s"
 
-deploy() {
+deploy_as() {
+    local who=$1
+    shift
     "$package/scripts/deploy.sh" --port "$port" --identity "$work/id_ed25519" --timeout 10 \
-        --ssh-option UserKnownHostsFile="$work/known_hosts" "$@" root@127.0.0.1
+        --ssh-option UserKnownHostsFile="$work/known_hosts" "$@" "$who@127.0.0.1"
 }
+deploy() { deploy_as root "$@"; }
 inroot() { chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 HOME=/root "$@"; }
 boardd_pid() { cat "$root/run/boardd.pid" 2> /dev/null; }
 is_active() { inroot systemctl is-active --quiet boardd; }
@@ -347,6 +363,19 @@ pid_f=$(boardd_pid)
 check "the previous binary running again (pid $pid_f)" runs "$pid_f" /usr/local/bin/boardd
 is_active || fail "boardd active after the --bin-dir rollback"
 [ "$rc" = 1 ] || show "$work/f.log"
+
+echo "== f. as the user pi, by sudo -n: a config"
+pid_before=$(boardd_pid)
+rc=0
+deploy_as pi --config "$good2" > "$work/g.log" 2>&1 || rc=$?
+check "deploy.sh as pi exits 0 (it was $rc)" test "$rc" = 0
+check "its privileged steps ran with sudo -n" grep -q 'sudo -n systemctl restart boardd' "$work/g.log"
+check "the config installed, owned by root" test "$(stat -c %U "$root/etc/boardd/boardd.yaml")" = root -a -z "$(cmp "$good2" "$root/etc/boardd/boardd.yaml" 2>&1)"
+check "restarted (pid $pid_before -> $(boardd_pid)), active" test "$(boardd_pid)" != "$pid_before"
+is_active || fail "boardd active after the deploy as pi"
+check "boardctl status printed (by sudo)" grep -q '^config: *.*/etc/boardd/boardd.yaml' "$work/g.log"
+check "no temporary directory left on the board" test -z "$(ls -d "$root"/tmp/boardd-deploy.* 2> /dev/null)"
+[ "$rc" = 0 ] || show "$work/g.log"
 
 note "took $(( $(date +%s) - started )) s"
 echo "deploy-test: $passed passed, $failed failed"
