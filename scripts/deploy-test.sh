@@ -275,8 +275,12 @@ show() { sed 's/^/    /' "$1"; }
 
 echo "== a. first deploy: --package $(basename "$deb1") --config (the demo)"
 t=$(date +%s)
+logins() { grep -c 'Accepted publickey' "$work/sshd.log" || true; }
+logins_before=$(logins)
 if deploy --package "$deb1" --config "$good" > "$work/a.log" 2>&1; then pass "deploy.sh exits 0 ($(( $(date +%s) - t )) s)"; else fail "deploy.sh exit status"; show "$work/a.log"; fi
 check "package $v1 installed" test "$(version_of)" = "$v1"
+check "one ssh login for all of its $(grep -c '^+ \(ssh\|copy\) ' "$work/a.log") remote commands and copies (the ControlMaster)" \
+    test "$(( $(logins) - logins_before ))" = 1
 check "the config installed as /etc/boardd/boardd.yaml" cmp -s "$good" "$root/etc/boardd/boardd.yaml"
 check "boardd active (systemctl double: READY logged, process alive)" is_active
 pid_a=$(boardd_pid)
