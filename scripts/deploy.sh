@@ -39,7 +39,7 @@ identity=
 timeout=20
 target=
 extra=()
-usage() { sed -n '2,3p' "$0" | sed 's/^# \{0,1\}//'; echo "  (scripts/deploy.sh --help for more)"; }
+usage() { sed -n '5,6p' "$0" | sed 's/^# \{0,1\}//'; echo "  (scripts/deploy.sh --help for more)"; }
 die_usage() { echo "deploy.sh: $*" >&2; usage >&2; exit 64; }
 set_mode() { [ -z "$mode" ] || die_usage "give one of --build-on-target, --package, --bin-dir"; mode=$1; }
 while [ $# -gt 0 ]; do
@@ -53,7 +53,7 @@ while [ $# -gt 0 ]; do
         --identity) identity=${2:?--identity needs a key file}; shift ;;
         --timeout) timeout=${2:?--timeout needs seconds}; shift ;;
         --ssh-option) extra+=(-o "${2:?--ssh-option needs an option}"); shift ;;
-        -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) die_usage "unknown option $1" ;;
         *) [ -z "$target" ] || die_usage "one host only"; target=$1 ;;
     esac
