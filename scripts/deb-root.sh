@@ -1,9 +1,12 @@
 #!/bin/sh
-# Makes a throwaway Debian 12 root for scripts/deb-test.sh and prints the
-# path of its tarball: `debootstrap --variant=minbase bookworm` with what
-# installing the boardd package needs already in it (systemd, for
-# systemd-analyze verify and deb-systemd-helper; libgpiod2; procps), so that
-# `apt-get install ./boardd_….deb` resolves its Depends offline.
+# Makes a throwaway Debian 12 root for scripts/deb-test.sh and
+# scripts/deploy-test.sh and prints the path of its tarball:
+# `debootstrap --variant=minbase bookworm` with what installing the boardd
+# package needs already in it (systemd, for systemd-analyze verify and
+# deb-systemd-helper; libgpiod2; procps), so that
+# `apt-get install ./boardd_….deb` resolves its Depends offline, and
+# openssh-server and sudo (the "board" deploy-test.sh deploys to over ssh,
+# as root and as a user with sudo).
 # Cached in ${BOARDLOOP_CACHE:-~/.cache/boardloop}/debootstrap/KEY.tar.zst,
 # KEY = the suite, the packages included and the root's version below; made
 # again only when the key changes.
@@ -11,9 +14,9 @@
 set -eu
 # Raise when the root should be made again (a package added, a mirror
 # change, a point release worth having).
-root_version=1
+root_version=2
 suite=bookworm
-include=systemd,libgpiod2,procps
+include=systemd,libgpiod2,procps,openssh-server,sudo
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 key="$suite-minbase-$(echo "$include" | tr , +)-v$root_version"
 cache="${BOARDLOOP_CACHE:-$HOME/.cache/boardloop}/debootstrap"
