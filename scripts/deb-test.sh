@@ -31,16 +31,8 @@ done
 started=$(date +%s)
 note() { echo "deb-test.sh: $*"; }
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS $*"; }
-fail() { failed=$((failed + 1)); echo "FAIL $*"; }
-# check DESCRIPTION COMMAND...: PASS when the command succeeds.
-check() {
-    local what=$1
-    shift
-    if "$@"; then pass "$what"; else fail "$what"; fi
-}
+# shellcheck source=lib/checks.sh
+. "$package/scripts/lib/checks.sh"
 
 work=$(mktemp -d /tmp/boardloop-debtest.XXXXXX)
 root=$work/root

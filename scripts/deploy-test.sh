@@ -54,15 +54,8 @@ done
 [ "$(id -u)" = 0 ] || { echo "deploy-test.sh: needs root (chroot, mount)" >&2; exit 1; }
 started=$(date +%s)
 note() { echo "deploy-test.sh: $*"; }
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "PASS $*"; }
-fail() { failed=$((failed + 1)); echo "FAIL $*"; }
-check() {
-    local what=$1
-    shift
-    if "$@"; then pass "$what"; else fail "$what"; fi
-}
+# shellcheck source=lib/checks.sh
+. "$package/scripts/lib/checks.sh"
 
 work=$(mktemp -d /tmp/boardloop-deploytest.XXXXXX)
 root=$work/root

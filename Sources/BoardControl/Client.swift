@@ -186,4 +186,17 @@ struct LineReader {
             if pending.count > limit { return .failure(.tooLong) }
         }
     }
+
+    /// The next line of a stream boardd sends (a trace, a recording) as
+    /// text, or what ended it; `closed` says what a connection closed
+    /// before the stream's end means.
+    mutating func streamLine(path: String, closed: String) throws(ControlError) -> String {
+        switch next() {
+        case let .success(bytes): return String(decoding: bytes, as: UTF8.self)
+        case .failure(.timedOut): throw .connection(path: path, problem: "boardd stopped answering")
+        case let .failure(.failed(e)): throw .connection(path: path, problem: "reading failed: \(ControlClient.describe(e))")
+        case .failure(.tooLong): throw .connection(path: path, problem: "a line from boardd is longer than \(limit >> 20) MiB")
+        case .failure(.closed), .failure(.interrupted): throw .connection(path: path, problem: closed)
+        }
+    }
 }

@@ -78,14 +78,7 @@ public enum TraceRecorder {
 
     /// The next line of the trace's stream, or what ended it.
     static func next(_ reader: inout LineReader, path: String) throws(ControlError) -> String {
-        switch reader.next() {
-        case let .success(bytes): return String(decoding: bytes, as: UTF8.self)
-        case .failure(.timedOut): throw .connection(path: path, problem: "boardd stopped answering")
-        case let .failure(.failed(e)): throw .connection(path: path, problem: "reading failed: \(ControlClient.describe(e))")
-        case .failure(.tooLong): throw .connection(path: path, problem: "a line from boardd is longer than 64 MiB")
-        case .failure(.closed), .failure(.interrupted):
-            throw .connection(path: path, problem: "the daemon closed the connection before the trace was sent")
-        }
+        try reader.streamLine(path: path, closed: "the daemon closed the connection before the trace was sent")
     }
 
     /// Writes the file through a temporary one and a rename: a reader never

@@ -22,18 +22,10 @@ import Testing
           - { name: flip, on: { line: button, press: true }, do: [ toggle: led, pulse: { lamp: 300ms }, run: note ] }
         """
 
+    /// The built boardd beside boardctl.
     static func boardd(_ args: [String]) throws -> Outcome {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: BoardctlBinary.path).deletingLastPathComponent().appendingPathComponent("boardd")
-        p.arguments = args
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return Outcome(stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self), status: p.terminationStatus)
+        let boardd = URL(fileURLWithPath: BoardctlBinary.path).deletingLastPathComponent().appendingPathComponent("boardd").path
+        return try BoardctlBinary.run(args, program: boardd)
     }
 
     @Test func aRecordingOfTwoClicksReplaysWithNoDifferenceAndAChangedConfigWithExactlyItsOwn() throws {

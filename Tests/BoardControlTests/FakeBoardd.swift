@@ -121,8 +121,12 @@ enum BoardctlBinary {
         return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("boardctl").path
     }
 
-    /// Runs it; `prefix` runs it under another program (setpriv).
-    static func run(_ arguments: [String], prefix: [String] = [], environment: [String: String]? = nil) throws -> Outcome {
+    /// Runs it (or `program`, another of the package's binaries); `prefix`
+    /// runs it under another program (setpriv).
+    static func run(_ arguments: [String], prefix: [String] = [], environment: [String: String]? = nil, program: String? = nil) throws
+        -> Outcome
+    {
+        let path = program ?? path
         let p = Process()
         p.executableURL = URL(fileURLWithPath: prefix.first ?? path)
         p.arguments = prefix.isEmpty ? arguments : Array(prefix.dropFirst()) + [path] + arguments

@@ -58,17 +58,7 @@ final class LoopRecorder: @unchecked Sendable {
 
     /// The consumer: hands every waiting record to `body`, in order.
     @discardableResult
-    func consume(_ body: (Entry) -> Void) -> Int {
-        let h = head.load(ordering: .relaxed)
-        let t = tail.load(ordering: .acquiring)
-        var i = h
-        while i != t {
-            body(slots[i & mask])
-            i &+= 1
-        }
-        head.store(t, ordering: .releasing)
-        return t &- h
-    }
+    func consume(_ body: (Entry) -> Void) -> Int { consumeRing(slots, mask: mask, head: head, tail: tail, body) }
 }
 
 extension TraceRecord {

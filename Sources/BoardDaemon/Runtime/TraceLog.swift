@@ -161,17 +161,24 @@ final class TraceRing: @unchecked Sendable {
     var pending: Bool { tail.load(ordering: .sequentiallyConsistent) != head.load(ordering: .relaxed) }
 
     /// The consumer: hands every waiting record to `body`, in order.
-    func consume(_ body: (TraceRecord) -> Void) -> Int {
-        let h = head.load(ordering: .relaxed)
-        let t = tail.load(ordering: .acquiring)
-        var i = h
-        while i != t {
-            body(slots[i & mask])
-            i &+= 1
-        }
-        head.store(t, ordering: .releasing)
-        return t &- h
+    func consume(_ body: (TraceRecord) -> Void) -> Int { consumeRing(slots, mask: mask, head: head, tail: tail, body) }
+}
+
+/// The consumer's side of a single-producer ring (`TraceRing`,
+/// `LoopRecorder`): hands every element between `head` and `tail` to
+/// `body`, in order, then frees their slots; returns how many.
+@inline(__always) func consumeRing<T>(
+    _ slots: UnsafeMutablePointer<T>, mask: Int, head: borrowing Atomic<Int>, tail: borrowing Atomic<Int>, _ body: (T) -> Void
+) -> Int {
+    let h = head.load(ordering: .relaxed)
+    let t = tail.load(ordering: .acquiring)
+    var i = h
+    while i != t {
+        body(slots[i & mask])
+        i &+= 1
     }
+    head.store(t, ordering: .releasing)
+    return t &- h
 }
 
 /// A daemon's trace: a ring per loop, and what the log writer needs to make
