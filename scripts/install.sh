@@ -255,7 +255,13 @@ if [ -n "$destdir" ] || [ $rule_exists = 0 ]; then
     else
         before=$changes
         put 0644 "$tmp/rule" "$udev_rule"
-        [ $changes != "$before" ] && system udevadm control --reload && system udevadm trigger --subsystem-match=gpio
+        if [ $changes != "$before" ]; then
+            if [ -n "$destdir" ] || command -v udevadm > /dev/null; then
+                system udevadm control --reload && system udevadm trigger --subsystem-match=gpio
+            else
+                note "no udevadm here (no udev running): the rule applies once udev starts"
+            fi
+        fi
     fi
 fi
 useradd=(useradd --system --user-group --groups gpio --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin boardd)
