@@ -271,9 +271,7 @@ public enum ConfigTestRunner {
                 }
                 let now = try sim.value(n.name)
                 if now == v { return nil }
-                let (chip, _, l) = try sim.pin(n.name)
-                _ = chip
-                if l.isOutput {
+                if try sim.pin(n.name).2.isOutput {
                     let (initial, writes) = try sim.writes(n.name)
                     return "\(n.name) is \(onOff(now)) (\(history(initial, writes)))"
                 }
