@@ -60,7 +60,7 @@ public enum Recording {
         }
         let recorded = (header["lines"]?.array ?? []).compactMap(\.string)
         started(recorded)
-        let out = try OutputFile(file)
+        let out = try PartFile(file)
         do {
             try out.write(header.serialized + "\n")
             let prefix = #"{"v":\#(ControlError.protocolVersion),"id":1,"record":"#
@@ -90,46 +90,5 @@ public enum Recording {
     /// The next line of the recording's stream, or what ended it.
     static func next(_ reader: inout LineReader, path: String) throws(ControlError) -> String {
         try reader.streamLine(path: path, closed: "the daemon closed the connection before the recording ended; no file is written")
-    }
-
-    /// A file written through `FILE.part` and renamed when complete.
-    final class OutputFile {
-        let file: String
-        let tmp: String
-        var fd: Int32
-
-        init(_ file: String) throws(ControlError) {
-            self.file = file
-            tmp = file + ".part"
-            fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw .file(path: file, problem: ControlClient.describe(errno)) }
-        }
-
-        func write(_ text: String) throws(ControlError) {
-            let bytes = Array(text.utf8)
-            var done = 0
-            while done < bytes.count {
-                let n = bytes.withUnsafeBufferPointer { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw .file(path: file, problem: ControlClient.describe(errno))
-                }
-                done += n
-            }
-        }
-
-        func finish() throws(ControlError) {
-            let failed = close(fd) != 0
-            fd = -1
-            if failed { throw .file(path: file, problem: ControlClient.describe(errno)) }
-            guard rename(tmp, file) == 0 else { throw .file(path: file, problem: ControlClient.describe(errno)) }
-        }
-
-        /// Removes the temporary file (the recording did not complete).
-        func abandon() {
-            if fd >= 0 { close(fd) }
-            fd = -1
-            unlink(tmp)
-        }
     }
 }

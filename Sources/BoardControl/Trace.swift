@@ -84,27 +84,13 @@ public enum TraceRecorder {
     /// Writes the file through a temporary one and a rename: a reader never
     /// sees half a trace.
     static func write(_ text: String, to file: String, path: String) throws(ControlError) {
-        let tmp = file + ".part"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw .file(path: file, problem: ControlClient.describe(errno)) }
-        let bytes = Array(text.utf8)
-        var done = 0
-        while done < bytes.count {
-            let n = bytes.withUnsafeBufferPointer { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                let e = errno
-                close(fd)
-                unlink(tmp)
-                throw .file(path: file, problem: ControlClient.describe(e))
-            }
-            done += n
-        }
-        close(fd)
-        guard rename(tmp, file) == 0 else {
-            let e = errno
-            unlink(tmp)
-            throw .file(path: file, problem: ControlClient.describe(e))
+        let out = try PartFile(file)
+        do {
+            try out.write(text)
+            try out.finish()
+        } catch {
+            out.abandon()
+            throw error
         }
     }
 }
