@@ -173,14 +173,19 @@ extension ControlServer {
     /// that is written (or at the idle timeout if it never reads).
     private func tooSlow(_ c: Client, _ f: Follow) {
         events.tooSlow += 1
-        // Counted with the other error replies (it bypasses `reply`, whose
-        // output bound it would trip).
-        counters.errors["too-slow", default: 0] += 1
         unfollow(c)
         logger.warning("control: dropped an events follower (\(c.peer)) that does not read them (\(c.output.count) bytes waiting)")
-        append(
-            error(id: f.id, "too-slow", "the events were not read as fast as they came (\(c.output.count) bytes waiting); the stream ends"),
-            to: &c.output)
+        dropTooSlow(c, id: f.id, "the events were not read as fast as they came (\(c.output.count) bytes waiting); the stream ends")
+    }
+
+    /// Ends a stream (`events`, `record`) whose client does not read it:
+    /// a last line saying why goes after what waits, and the client is
+    /// closed once that is written (or at the idle timeout if it never
+    /// reads). Counted with the other error replies (it bypasses `reply`,
+    /// whose output bound it would trip).
+    func dropTooSlow(_ c: Client, id: JSON, _ message: String) {
+        counters.errors["too-slow", default: 0] += 1
+        append(error(id: id, "too-slow", message), to: &c.output)
         c.closeWhenFlushed = true
         c.idleAt = deadline()
         armIdle()

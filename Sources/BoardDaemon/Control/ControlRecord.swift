@@ -417,16 +417,9 @@ extension ControlServer {
     /// that is written (as a slow `events` follower is).
     private func recordingTooSlow(_ run: RecordRun) {
         let c = run.client
-        counters.errors["too-slow", default: 0] += 1
         endRecording(send: false)
         logger.warning("control: dropped a recording client (\(c.peer)) that does not read its records (\(c.output.count) bytes waiting)")
-        append(
-            error(id: run.id, "too-slow", "the records were not read as fast as they came (\(c.output.count) bytes waiting); the recording ends"),
-            to: &c.output)
-        c.closeWhenFlushed = true
-        c.idleAt = deadline()
-        armIdle()
-        flush(c)
+        dropTooSlow(c, id: run.id, "the records were not read as fast as they came (\(c.output.count) bytes waiting); the recording ends")
     }
 }
 
