@@ -33,23 +33,12 @@ note() { echo "deb-test.sh: $*"; }
 
 # shellcheck source=lib/checks.sh
 . "$package/scripts/lib/checks.sh"
+# shellcheck source=lib/root.sh
+. "$package/scripts/lib/root.sh"
 
 work=$(mktemp -d /tmp/boardloop-debtest.XXXXXX)
 root=$work/root
-cleanup() {
-    local m
-    for m in dev/pts dev proc; do
-        if mountpoint -q "$root/$m" 2> /dev/null; then umount "$root/$m" || umount -l "$root/$m"; fi
-    done
-    # Never into a mount that is still there (/dev is the host's).
-    if mountpoint -q "$root/dev/pts" 2> /dev/null || mountpoint -q "$root/dev" 2> /dev/null ||
-        mountpoint -q "$root/proc" 2> /dev/null; then
-        echo "deb-test.sh: $root still has mounts: left in place" >&2
-    else
-        rm -rf --one-file-system "$work"
-    fi
-}
-trap cleanup EXIT
+trap 'root_remove deb-test.sh "$work"' EXIT
 trap 'exit 130' INT TERM
 
 # The packages: this tree's, the same with a higher version, and that one
@@ -87,12 +76,7 @@ fi
 
 # The root.
 t=$(date +%s)
-tarball=$("$package/scripts/deb-root.sh")
-mkdir "$root"
-zstd -dc "$tarball" | tar -C "$root" -xf -
-mount -t proc proc "$root/proc"
-mount --bind /dev "$root/dev"
-mount --bind /dev/pts "$root/dev/pts"
+root_unpack
 cp "$deb1" "$deb2" "$deb3" "$root/tmp/"
 note "root unpacked in $(( $(date +%s) - t )) s ($tarball)"
 # inroot COMMAND...: runs it in the root, with a clean environment.

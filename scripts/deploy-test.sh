@@ -56,6 +56,8 @@ started=$(date +%s)
 note() { echo "deploy-test.sh: $*"; }
 # shellcheck source=lib/checks.sh
 . "$package/scripts/lib/checks.sh"
+# shellcheck source=lib/root.sh
+. "$package/scripts/lib/root.sh"
 
 work=$(mktemp -d /tmp/boardloop-deploytest.XXXXXX)
 root=$work/root
@@ -69,21 +71,13 @@ root_pids() {
     return 0
 }
 cleanup() {
-    local m pids
+    local pids
     pids=$(root_pids)
     [ -z "$pids" ] || kill $pids 2> /dev/null || true
     sleep 0.5
     pids=$(root_pids)
     [ -z "$pids" ] || kill -KILL $pids 2> /dev/null || true
-    for m in dev/pts dev proc; do
-        if mountpoint -q "$root/$m" 2> /dev/null; then umount "$root/$m" || umount -l "$root/$m"; fi
-    done
-    if mountpoint -q "$root/dev/pts" 2> /dev/null || mountpoint -q "$root/dev" 2> /dev/null ||
-        mountpoint -q "$root/proc" 2> /dev/null; then
-        echo "deploy-test.sh: $root still has mounts: left in place" >&2
-    else
-        rm -rf --one-file-system "$work"
-    fi
+    root_remove deploy-test.sh "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -134,12 +128,7 @@ sed 's/initial: off, safe: off/initial: offf, safe: off/' "$good" > "$bad"
 
 # The board.
 t=$(date +%s)
-tarball=$("$package/scripts/deb-root.sh")
-mkdir "$root"
-zstd -dc "$tarball" | tar -C "$root" -xf -
-mount -t proc proc "$root/proc"
-mount --bind /dev "$root/dev"
-mount --bind /dev/pts "$root/dev/pts"
+root_unpack
 [ -x "$root/usr/sbin/sshd" ] || { echo "deploy-test.sh: no sshd in $tarball (scripts/deb-root.sh too old?)" >&2; exit 1; }
 # The systemctl test double (see the top of this file).
 mkdir -p "$root/usr/local/sbin"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # PASS/FAIL counting for the scripts that test the product from outside
 # (deb-test.sh, deploy-test.sh); sourced, bash.
 passed=0
