@@ -131,6 +131,23 @@ final class CommandRunner {
         var argv = s.argv
         if c.shell { argv = ["/bin/sh", "-c", argv.first ?? ""] }
         guard let program = argv.first else { return }
+        // The run's own variables, then (for a child) the daemon's environment before them.
+        var own: [String] = []
+        if ctx.line >= 0 {
+            own.append("BOARDD_LINE=\(config.lines[Int(ctx.line)].name)")
+            if ctx.edge >= 0 { own.append("BOARDD_EDGE=\(ctx.edge == 1 ? "rising" : "falling")") }
+            own.append("BOARDD_TIMESTAMP_NS=\(ctx.timestamp)")
+        }
+        if ctx.reaction >= 0 { own.append("BOARDD_REACTION=\(config.reactions[Int(ctx.reaction)].name)") }
+        if ctx.task >= 0 { own.append("BOARDD_TASK=\(config.tasks[Int(ctx.task)].name)") }
+        if ctx.repeatCount >= 0 { own.append("BOARDD_REPEAT=\(ctx.repeatCount)") }
+        own.append("BOARDD_ORIGIN=\(ctx.origin.name)")
+        if let recorder {
+            started[ci] &+= 1
+            logger.info("command \(c.name): would run: \(argv.joined(separator: " "))", source: "command \(c.name)")
+            recorder(CommandRun(name: c.name, argv: argv, environment: own, at: rt.loop.now))
+            return
+        }
         var env: [String] = []
         var e = environ
         while let p = e.pointee {
@@ -138,22 +155,7 @@ final class CommandRunner {
             if !Self.withheld(entry) { env.append(entry) }
             e += 1
         }
-        if ctx.line >= 0 {
-            env.append("BOARDD_LINE=\(config.lines[Int(ctx.line)].name)")
-            if ctx.edge >= 0 { env.append("BOARDD_EDGE=\(ctx.edge == 1 ? "rising" : "falling")") }
-            env.append("BOARDD_TIMESTAMP_NS=\(ctx.timestamp)")
-        }
-        if ctx.reaction >= 0 { env.append("BOARDD_REACTION=\(config.reactions[Int(ctx.reaction)].name)") }
-        if ctx.task >= 0 { env.append("BOARDD_TASK=\(config.tasks[Int(ctx.task)].name)") }
-        if ctx.repeatCount >= 0 { env.append("BOARDD_REPEAT=\(ctx.repeatCount)") }
-        env.append("BOARDD_ORIGIN=\(ctx.origin.name)")
-        if let recorder {
-            started[ci] &+= 1
-            let own = env.filter { $0.hasPrefix("BOARDD_") }
-            logger.info("command \(c.name): would run: \(argv.joined(separator: " "))", source: "command \(c.name)")
-            recorder(CommandRun(name: c.name, argv: argv, environment: own, at: rt.loop.now))
-            return
-        }
+        env += own
 
         var outPipe: [Int32] = [-1, -1]
         var errPipe: [Int32] = [-1, -1]
