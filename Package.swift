@@ -4,7 +4,8 @@
 // with libgpiod line events as port sources, for Linux single-board computers.
 //
 // Layers (lower never imports higher), see README.md ("Layers"):
-//   1. C shims      CLinux (epoll/eventfd/timerfd/signalfd/futex), CGPIOD (libgpiod 1.6 / 2.x)
+//   1. C shims      CLinux (epoll/eventfd/timerfd/signalfd/futex), CGPIOD (libgpiod 1.6 / 2.x),
+//                   Clibmosquitto (MQTT, for the daemon)
 //   2. Engine       Boardloop             (Glibc only, never Foundation)
 //   3. GPIO         BoardloopGPIO, BoardloopGPIOMock
 //   4. Board        BoardSupport
@@ -76,6 +77,9 @@ let package = Package(
         ),
         // libgpiod itself: flags from pkg-config (libgpiod.pc).
         .systemLibrary(name: "Clibgpiod", pkgConfig: "libgpiod", providers: [.apt(["libgpiod-dev"])]),
+        // libmosquitto: boardd's MQTT client (the `mqtt:` block), its
+        // socket a port source on the main loop. Flags from pkg-config.
+        .systemLibrary(name: "Clibmosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
 
         // Layer 2: the engine.
         .target(name: "Boardloop", dependencies: ["CLinux"], swiftSettings: strict),
@@ -101,7 +105,7 @@ let package = Package(
         .target(
             name: "BoardDaemon",
             dependencies: [
-                "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "CDaemon", "BoardControl",
+                "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "CDaemon", "BoardControl", "Clibmosquitto",
                 .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
             ],
             // `boardd --demo`: the demo config and its scripted person,

@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "CDaemon.h"
 #include <errno.h>
+#include <pthread.h>
+#include <time.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -128,4 +130,13 @@ int bd_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     *uid = c.uid;
     *gid = c.gid;
     return 0;
+}
+
+int bd_thread_timedjoin(pthread_t thread, int ms) {
+    struct timespec end;
+    clock_gettime(CLOCK_REALTIME, &end);
+    end.tv_sec += ms / 1000;
+    end.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (end.tv_nsec >= 1000000000L) { end.tv_sec += 1; end.tv_nsec -= 1000000000L; }
+    return pthread_timedjoin_np(thread, NULL, &end);
 }

@@ -32,6 +32,8 @@ enum Origin: UInt8, BitwiseCopyable, Sendable {
     case reaction, task
     /// A request on the control socket (`ControlServer`).
     case control
+    /// A command from the MQTT broker (`MQTTBridge`).
+    case mqtt
 
     /// As a command sees it (`BOARDD_ORIGIN`).
     var name: String {
@@ -39,6 +41,7 @@ enum Origin: UInt8, BitwiseCopyable, Sendable {
         case .reaction: "reaction"
         case .task: "task"
         case .control: "control"
+        case .mqtt: "mqtt"
         }
     }
 }

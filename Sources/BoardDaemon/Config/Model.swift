@@ -28,6 +28,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var warnings: [Diagnostic]
     /// The control socket (`control:`).
     public var control = ControlConfig()
+    /// The MQTT client (`mqtt:`; nil: none).
+    public var mqtt: MQTTConfig?
 
     public func line(named name: String) -> LineID? { lines.firstIndex { $0.name == name }.map(LineID.init) }
     public func mode(named name: String) -> ModeID? { modes.firstIndex { $0.name == name }.map(ModeID.init) }

@@ -35,6 +35,8 @@ extension ControlServer {
         /// Events the feed dropped (its queue full before the main loop took it).
         var overflowed: UInt64 = 0
         var item: PerformWorkItem?
+        /// The server's end of the trace log's feed (while it runs).
+        var consumer: EventFeed.Consumer?
         /// A batch taken from the feed and not yet all written: it is
         /// written a slice (`slice` events) a pass, so a loop's timers run
         /// between the slices, not after the whole batch.
@@ -67,11 +69,12 @@ extension ControlServer {
         let item = PerformWorkItem(modes: [.common]) { target.server?.deliverEvents() }
         events.item = item
         let loop = self.loop
-        daemon.traceLog.feed.attach { _ = try? loop.perform(item) }
+        events.consumer = daemon.traceLog.feed.attach { _ = try? loop.perform(item) }
     }
 
     func stopEvents() {
-        daemon.traceLog.feed.detach()
+        if let c = events.consumer { daemon.traceLog.feed.detach(c) }
+        events.consumer = nil
         if events.followers > 0 { daemon.traceLog.watch(false) }
     }
 
@@ -127,7 +130,8 @@ extension ControlServer {
     func deliverEvents(all: Bool = false) {
         repeat {
             if events.done >= events.batch.count {
-                let (batch, overflowed) = daemon.traceLog.feed.take()
+                guard let consumer = events.consumer else { return }
+                let (batch, overflowed) = daemon.traceLog.feed.take(consumer)
                 events.overflowed = overflowed
                 events.batch = batch
                 events.done = 0

@@ -31,57 +31,69 @@ struct TraceEvent: Sendable {
     var fields: [(String, Value)] = []
 }
 
-/// From the log writer's thread to the control server on the main loop:
-/// a bounded queue behind a lock, and a wake-up when it stops being empty
-/// (one per batch, not per event). Nothing is queued while no consumer is
-/// attached; past `capacity` waiting events, new ones are dropped and
+/// From the log writer's thread to the main loop's consumers (the control
+/// server's `events`, the MQTT bridge): per consumer a bounded queue
+/// behind one lock, and a wake-up when it stops being empty (one per
+/// batch, not per event). Nothing is queued while no consumer is attached;
+/// past `capacity` waiting events, a consumer's new ones are dropped and
 /// counted.
 final class EventFeed: @unchecked Sendable {
     static let capacity = 4096
 
+    /// One consumer's end: its queue and how to wake it.
+    final class Consumer: @unchecked Sendable {
+        // With the feed's lock held:
+        fileprivate var queue: [TraceEvent] = []
+        fileprivate var overflowed: UInt64 = 0
+        fileprivate let wake: @Sendable () -> Void
+        fileprivate init(_ wake: @escaping @Sendable () -> Void) { self.wake = wake }
+    }
+
     private let lock = Lock()
     // With `lock` held:
-    private var queue: [TraceEvent] = []
-    private var wake: (@Sendable () -> Void)?
-    private var overflowed: UInt64 = 0
+    private var consumers: [Consumer] = []
     /// Whether a consumer is attached (read without the lock by the writer,
     /// to skip making events nobody takes).
     let attached = Atomic<Bool>(false)
 
-    func attach(_ wake: @escaping @Sendable () -> Void) {
-        lock.withLock { self.wake = wake }
+    func attach(_ wake: @escaping @Sendable () -> Void) -> Consumer {
+        let c = Consumer(wake)
+        lock.withLock { consumers.append(c) }
         attached.store(true, ordering: .releasing)
+        return c
     }
 
-    func detach() {
-        attached.store(false, ordering: .releasing)
+    func detach(_ c: Consumer) {
         lock.withLock {
-            wake = nil
-            queue = []
+            consumers.removeAll { $0 === c }
+            c.queue = []
+            attached.store(!consumers.isEmpty, ordering: .releasing)
         }
     }
 
     /// On the log writer's thread.
     func push(_ e: TraceEvent) {
-        let w: (@Sendable () -> Void)? = lock.withLock {
-            guard let wake else { return nil }
-            guard queue.count < Self.capacity else {
-                overflowed &+= 1
-                return nil
+        var wakes: [@Sendable () -> Void] = []
+        lock.withLock {
+            for c in consumers {
+                guard c.queue.count < Self.capacity else {
+                    c.overflowed &+= 1
+                    continue
+                }
+                c.queue.append(e)
+                if c.queue.count == 1 { wakes.append(c.wake) }
             }
-            queue.append(e)
-            return queue.count == 1 ? wake : nil
         }
-        w?()
+        for w in wakes { w() }
     }
 
-    /// On the consumer's thread: every waiting event, and how many were
-    /// dropped in all because the queue was full.
-    func take() -> (events: [TraceEvent], overflowed: UInt64) {
+    /// On the consumer's thread: every event waiting for `c`, and how many
+    /// were dropped in all because its queue was full.
+    func take(_ c: Consumer) -> (events: [TraceEvent], overflowed: UInt64) {
         lock.withLock {
-            let q = queue
-            queue = []
-            return (q, overflowed)
+            let q = c.queue
+            c.queue = []
+            return (q, c.overflowed)
         }
     }
 

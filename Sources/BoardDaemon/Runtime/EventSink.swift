@@ -130,7 +130,7 @@ final class EventSink: @unchecked Sendable {
         switch context.origin {
         case .reaction: writing(.reaction, Int(context.reaction))
         case .task: writing(.task, Int(context.task))
-        case .control: writing(.control)
+        case .control, .mqtt: writing(.control)
         }
     }
 
@@ -207,9 +207,10 @@ final class EventSink: @unchecked Sendable {
 
     /// A line's gesture group decided an interaction (before its reactions fire).
     @inline(__always) func gesture(line: Int, _ kind: GestureKind) {
-        guard debugOn else { return }
+        let watched = self.watched
+        guard debugOn || watched else { return }
         let r = TraceRecord(kind: .gesture, line: Int32(line), index: kind.code, generation: generation)
-        if level <= .debug { ring.push(debug: r) }
+        if level <= .debug || watched { ring.push(debug: r) }
         if let t = tracer { t.record(r, at: loop.now.nanoseconds) }
         if let rc = recorder { rc.push(r, at: loop.now.nanoseconds) }
     }
@@ -353,6 +354,19 @@ final class EventSink: @unchecked Sendable {
             }
         }
 
+        /// In one word (MQTT's sequence events, `events`' `step`).
+        var name: String {
+            switch self {
+            case .started: "started"
+            case .began: "began"
+            case .queued: "queued"
+            case .restarted: "restarted"
+            case .stopped: "stopped"
+            case .refused: "refused"
+            case .completed: "completed"
+            }
+        }
+
         var text: String {
             switch self {
             case .started: "started"
@@ -369,12 +383,13 @@ final class EventSink: @unchecked Sendable {
     }
 
     func sequence(_ index: Int, _ step: SequenceStep) {
-        guard level <= step.level || tracer != nil || recorder != nil else { return }
+        let watched = self.watched
+        guard level <= step.level || watched || tracer != nil || recorder != nil else { return }
         let r = step.record
         emit(
             TraceRecord(
                 kind: .sequence, step: r.code, line: -1, index: Int32(index), generation: generation, number: Int32(clamping: r.number),
-                other: Int32(clamping: r.max)), shown: level <= step.level)
+                other: Int32(clamping: r.max)), shown: level <= step.level || watched)
     }
 
     /// Why a loop's mode changed.
@@ -414,15 +429,22 @@ final class EventSink: @unchecked Sendable {
     /// The loop's effective mode changed from `old` to `new` (both modes
     /// of the current program).
     func modeChanged(to new: Int, from old: Int, because why: ModeReason) {
-        guard infoOn else { return }
+        let watched = self.watched
+        guard infoOn || watched else { return }
         let r = why.record
         // (`repeatCount`: who ran a `mode:` action, `WriteBy`, with `other` its index.)
         let by: (by: UInt8, index: Int32) = r.code == 0 ? writer : (0, Int32(r.sequence))
         emit(
             TraceRecord(
                 kind: .mode, step: r.code, line: -1, index: Int32(new), repeatCount: Int32(by.by), generation: generation, number: Int32(old),
-                other: by.index), shown: level <= .info)
+                other: by.index), shown: level <= .info || watched)
     }
+
+    /// Whether a watcher (an `events` follower, the MQTT bridge) takes the
+    /// records: gestures, sequence steps and mode changes then reach the
+    /// ring whatever the level (the log still prints only what its level
+    /// shows).
+    var watched: Bool { recordsLines.load(ordering: .relaxed) & Self.toRing != 0 }
 }
 
 extension GestureKind {

@@ -41,6 +41,8 @@ struct LoopBudget: Sendable, Equatable {
         var demo: Bool
         /// The control socket's server, when the config enables it (`Daemon.Options.control`).
         var control = false
+        /// The MQTT client, when the config has one (`Daemon.Options.mqtt`).
+        var mqtt = false
 
         init(signals: Bool, watchdog: Bool, summary: Bool, demo: Bool) {
             self.signals = signals
@@ -53,6 +55,7 @@ struct LoopBudget: Sendable, Equatable {
             self.init(
                 signals: o.handleSignals, watchdog: o.watchdog != nil, summary: (o.summaryInterval ?? .zero) > .zero, demo: o.demo)
             control = o.control != nil
+            mqtt = o.mqtt && !o.inlineWorkers
         }
 
         /// The most `boardd --config FILE` makes: signals, a summary, and a
@@ -60,6 +63,7 @@ struct LoopBudget: Sendable, Equatable {
         static let configStart: Extras = {
             var e = Extras(signals: true, watchdog: true, summary: true, demo: false)
             e.control = true
+            e.mqtt = true
             return e
         }()
     }
@@ -105,6 +109,7 @@ struct LoopBudget: Sendable, Equatable {
                 out.append(Part(name: "control clients", budget: ControlServer.clientBudget(config.control), atStart: false))
                 out.append(Part(name: "a recording", budget: ControlServer.recordingBudget, atStart: false))
             }
+            if extras.mqtt && config.mqtt != nil { out.append(Part(name: "the MQTT client", budget: MQTTBridge.budget)) }
             out.append(Part(name: "run(for:)'s limit", budget: Daemon.runLimitBudget, atStart: false))
         } else {
             out.append(Part(name: "the worker's thread", budget: Daemon.workerBudget))

@@ -202,6 +202,7 @@ final class TraceLog: @unchecked Sendable {
     private var programs: [(program: Program, levels: [Logger.Level])] = []
     private var droppedReported: [UInt64]
     private var stale: UInt64 = 0
+    private var watchers = 0
     /// CLOCK_REALTIME minus CLOCK_MONOTONIC, read at each drain: puts an
     /// edge's kernel timestamp on the wall clock.
     private var clockOffset: UInt64 = 0
@@ -214,10 +215,17 @@ final class TraceLog: @unchecked Sendable {
         programs = [(program, program.traceLevels())]
     }
 
-    /// While a control client follows the events, every loop records its
-    /// edges and writes (at info, only then; printed only at debug).
+    /// While a control client follows the events or the MQTT bridge runs,
+    /// every loop records its edges and writes (at info, only then; printed
+    /// only at debug). Counted: each watcher that starts (`true`) stops
+    /// (`false`) once.
     func watch(_ on: Bool) {
-        for r in rings { r.watch(on) }
+        let changed: Bool = lock.withLock {
+            let was = watchers > 0
+            watchers = max(0, watchers + (on ? 1 : -1))
+            return (watchers > 0) != was
+        }
+        if changed { for r in rings { r.watch(on) } }
     }
 
     /// A reload's program, before it is swapped into the loops.
@@ -352,7 +360,7 @@ final class TraceLog: @unchecked Sendable {
             text = "sequence \(name): \(step.text)"
             source = "sequence \(name)"
             kind = "sequence"
-            fields = [("sequence", .string(name))]
+            fields = [("sequence", .string(name)), ("step", .string(step.name))]
         case .mode:
             guard let why = EventSink.ModeReason(code: r.step, sequence: Int(r.other)) else { return nil }
             let new = Int(r.index)

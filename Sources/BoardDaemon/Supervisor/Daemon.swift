@@ -61,6 +61,9 @@ public final class Daemon: @unchecked Sendable {
         /// manual clock and the `.external` mode driver; real-time
         /// settings are not applied.
         public var inlineWorkers = false
+        /// Whether the config's `mqtt:` client runs (never with inline
+        /// workers: `boardd test` and `replay` reach no broker).
+        public var mqtt = true
         /// Set: `run` actions are handed to it instead of started.
         public var commandRecorder: (@Sendable (CommandRun) -> Void)?
 
@@ -107,6 +110,8 @@ public final class Daemon: @unchecked Sendable {
     public internal(set) var lastReloadError: String?
     /// The control socket's server (`Options.control`).
     public internal(set) var control: ControlServer?
+    /// The MQTT client and what it publishes (the config's `mqtt:`).
+    var mqtt: MQTTBridge?
 
     public init(config: DaemonConfig, options: Options) throws {
         if options.inlineWorkers {
@@ -143,6 +148,14 @@ public final class Daemon: @unchecked Sendable {
             throw error
         }
         logger.info("\(startLine)")
+        if options.mqtt && !options.inlineWorkers, let m = config.mqtt {
+            let b = MQTTBridge(daemon: self, config: m)
+            do { try b.start() } catch {
+                b.stop()
+                throw DaemonError.setup("mqtt: \(error)")
+            }
+            mqtt = b
+        }
         // Inline, the records are logged on this thread only (`flushEvents`
         // after each settle), so a run's log is the same every time.
         if !options.inlineWorkers { traceLog.writer.attach(traceLog) }

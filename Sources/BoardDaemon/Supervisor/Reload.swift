@@ -74,6 +74,7 @@ extension Daemon {
         }
         let (totals, failures) = swapAll(to: program, timeout: .seconds(5))
         config = new
+        if let m = new.mqtt { mqtt?.reload(m, new) }
         reloads.applied += 1
         logger.notice(
             "reloaded \(new.file): \(totals.kept) lines kept as they were, \(totals.requested) requested, \(totals.released) released\(failures > 0 ? " (with errors, see above)" : "")"
@@ -88,6 +89,11 @@ extension Daemon {
         // The control socket is made once, at the start (its path, mode,
         // group and client limit).
         guard new.control == config.control else { return "the control: block changed" }
+        // The MQTT client's parts of the main loop are made at the start;
+        // its settings may change at a reload, not whether it runs.
+        if (new.mqtt == nil) != (config.mqtt == nil) && options.mqtt && !options.inlineWorkers {
+            return new.mqtt == nil ? "the mqtt: block was removed" : "an mqtt: block was added"
+        }
         // A moved line first: it also changes both loops' capacities, and
         // the line is what the user changed.
         for l in new.lines {

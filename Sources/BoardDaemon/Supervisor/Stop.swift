@@ -45,6 +45,9 @@ extension Daemon {
         watchdogTimer?.invalidate()
         signalSource?.invalidate()
         control?.stop()
+        // `offline` on the status topic, and a DISCONNECT: a clean end.
+        mqtt?.stop()
+        mqtt = nil
         let start = MonotonicInstant.now.nanoseconds
         let budget = UInt64(max(options.stopTimeout.nanosecondsClamped, 1_000_000))
         let deadline = start &+ budget

@@ -1,5 +1,6 @@
 #ifndef BOARDD_CDAEMON_H
 #define BOARDD_CDAEMON_H
+#include <pthread.h>
 #include <sys/types.h>
 
 /// posix_spawn(3)/posix_spawnp with stdin from /dev/null, stdout and stderr
@@ -32,4 +33,7 @@ int bd_unix_connect(const char *path);
 int bd_unix_accept(int fd);
 /// The peer's pid, uid and gid (SO_PEERCRED). Returns 0 or an errno.
 int bd_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+/// pthread_timedjoin_np: joins `thread` if it ends within `ms`
+/// milliseconds. Returns 0 (joined) or an errno (ETIMEDOUT).
+int bd_thread_timedjoin(pthread_t thread, int ms);
 #endif

@@ -1,0 +1,573 @@
+import BoardControl
+import Boardloop
+import BoardSupport
+import Glibc
+import Logging
+
+/// boardd on an MQTT broker (the config's `mqtt:`, docs/mqtt.md): it
+/// publishes its lines' states and events, its modes, its sequences and a
+/// stats summary, takes commands for what the config lets be commanded,
+/// and announces itself to Home Assistant by discovery.
+///
+/// Main loop only. What it publishes comes from the trace log's event
+/// feed (the same records `boardctl events` reads), made on the log
+/// writer's thread: MQTT's allocations stay on the main loop and off the
+/// worker loops' allocation-free event path. Commands run through the
+/// program's control ops, as a reaction's actions do (same order, same
+/// policies), with the origin `mqtt`.
+///
+/// While the broker is out of reach, states are kept (the last of each)
+/// and events queued, the most recent `queue` of them; on reconnect every
+/// retained state is published again and the queue sent, and what did not
+/// fit is counted, logged and in the stats.
+final class MQTTBridge {
+    let daemon: Daemon
+    private(set) var config: MQTTConfig
+    private var names: DaemonConfig
+    let client: MQTTClient
+    var loop: BoardRunLoop { daemon.loop }
+    var logger: Logger { daemon.logger }
+
+    private var consumer: EventFeed.Consumer?
+    private var feedItem: PerformWorkItem?
+    /// The last payload of each retained state topic (republished on reconnect).
+    private var states: [String: [UInt8]] = [:]
+    /// States changed while they could not be published.
+    private var dirty: Set<String> = []
+    /// Events waiting for the broker, oldest first (at most `config.queue`).
+    private var queued: [(topic: String, payload: [UInt8])] = []
+    private var queuedHead = 0
+    private(set) var stats = Stats()
+    /// Sequences' runs in progress (the state topics' `running`/`idle`).
+    private var running: [String: Int] = [:]
+    /// Discovery's components published last, by id: their platform.
+    private var discovered: [String: String] = [:]
+    /// Pulse ends: when, and the output.
+    private var pulses: [(at: UInt64, line: Int)] = []
+    private var pulseTimer: RunLoopTimer?
+    private var statsTimer: RunLoopTimer?
+    private var discoveryTimer: RunLoopTimer?
+    /// When the connection went down (for the log line on reconnect).
+    private var downSince: UInt64?
+
+    struct Stats {
+        var published: UInt64 = 0
+        var commands: UInt64 = 0
+        var refused: UInt64 = 0
+        var queuedSent: UInt64 = 0
+        /// Events that did not fit the queue while the broker was out of reach.
+        var dropped: UInt64 = 0
+        /// Edges and state changes while disconnected (their states republished).
+        var whileDown: UInt64 = 0
+        /// Events the log writer's feed dropped before the bridge took them.
+        var feedOverflowed: UInt64 = 0
+    }
+
+    /// The most a command's payload may be.
+    static let maxPayload = 256
+    /// Pulses in flight at most.
+    static let maxPulses = 256
+
+    /// The MQTT client and the bridge's timers (pulses, stats, discovery).
+    static let budget = LoopBudget(timers: 3, performs: 2) + MQTTClient.budget
+
+    init(daemon: Daemon, config: MQTTConfig) {
+        self.daemon = daemon
+        self.config = config
+        names = daemon.config
+        client = MQTTClient(loop: daemon.loop, settings: Self.settings(config), logger: daemon.logger)
+    }
+
+    static func settings(_ c: MQTTConfig) -> MQTTClient.Settings {
+        MQTTClient.Settings(
+            host: c.broker, port: c.port, clientID: c.clientID, username: c.username, password: c.password?.value, tls: c.tls,
+            keepalive: Int(c.keepalive.nanosecondsClamped / 1_000_000_000),
+            will: (topic: "\(c.topicPrefix)/status", payload: "offline", qos: 1, retain: true), reconnectMin: c.reconnectMin,
+            reconnectMax: c.reconnectMax)
+    }
+
+    // MARK: Start, reload, stop
+
+    func start() throws {
+        client.onUp = { [unowned self] in self.up() }
+        client.onDown = { [unowned self] why in self.down(why) }
+        client.onMessage = { [unowned self] topic, payload, retained in self.message(topic, payload, retained: retained) }
+        client.onDrained = { [unowned self] in self.flush() }
+        let p = RunLoopTimer.rearmable { [unowned self] _ in self.pulseTick() }
+        try loop.add(p, mode: .common)
+        pulseTimer = p
+        let d = RunLoopTimer.rearmable { [unowned self] _ in self.publishDiscovery(states: true) }
+        try loop.add(d, mode: .common)
+        discoveryTimer = d
+        let s = RunLoopTimer.rearmable { [unowned self] _ in self.statsTick() }
+        try loop.add(s, mode: .common)
+        statsTimer = s
+        if let i = config.statsInterval { s.arm(after: i) }
+        let box = WeakBridge(self)
+        let item = PerformWorkItem(modes: [.common]) { box.bridge?.takeEvents() }
+        feedItem = item
+        let loop = self.loop
+        consumer = daemon.traceLog.feed.attach { _ = try? loop.perform(item) }
+        daemon.traceLog.watch(true)
+        seedStates()
+        try client.start()
+        logger.info(
+            "mqtt: broker \(config.broker):\(config.port)\(config.tls != nil ? " (TLS)" : ""), client id \(config.clientID), topics \(config.topicPrefix)/…\(config.discovery != nil ? ", Home Assistant discovery under \(config.discovery!.prefix)" : "")"
+        )
+    }
+
+    /// A reload's config, once it is in force: names and topics from it;
+    /// the connection made again when its settings changed; discovery
+    /// published again (entities the reload removed are removed).
+    func reload(_ new: MQTTConfig, _ all: DaemonConfig) {
+        let old = config
+        config = new
+        names = all
+        // States of lines no longer published are cleared on the broker.
+        let keep = Set(stateTopics())
+        for t in states.keys where !keep.contains(t) && t.hasPrefix(old.topicPrefix + "/") {
+            publish(t, [], qos: old.qos.states, retain: true)
+            states[t] = nil
+        }
+        if let i = new.statsInterval { statsTimer?.arm(after: i) } else { statsTimer?.disarm() }
+        seedStates()
+        if new.connection != old.connection || new.topicPrefix != old.topicPrefix {
+            if old.discovery != nil && client.state == .up { publish(discoveryTopic(old), [], qos: 1, retain: true) }
+            if client.state == .up { publish("\(old.topicPrefix)/status", Array("offline".utf8), qos: 1, retain: true) }
+            discovered = [:]
+            client.reconnect(with: Self.settings(new), because: "the mqtt: block changed")
+            return
+        }
+        guard client.state == .up else { return }
+        resubscribe(old)
+        publishDiscovery(states: true)
+    }
+
+    func stop() {
+        if client.state == .up {
+            publish("\(config.topicPrefix)/status", Array("offline".utf8), qos: 1, retain: true)
+        }
+        client.stop()
+        if let c = consumer { daemon.traceLog.feed.detach(c) }
+        consumer = nil
+        daemon.traceLog.watch(false)
+        pulseTimer?.invalidate()
+        statsTimer?.invalidate()
+        discoveryTimer?.invalidate()
+    }
+
+    // MARK: Topics
+
+    var prefix: String { config.topicPrefix }
+    func lineTopic(_ name: String, _ leaf: String) -> String { "\(prefix)/line/\(name)/\(leaf)" }
+    func sequenceTopic(_ name: String, _ leaf: String) -> String { "\(prefix)/sequence/\(name)/\(leaf)" }
+    func modeTopic(_ loop: String) -> String { "\(prefix)/loop/\(loop)/mode" }
+    var errorTopic: String { "\(prefix)/error" }
+    var statsTopic: String { "\(prefix)/stats" }
+
+    private func stateTopics() -> [String] {
+        config.published.map { lineTopic(names[$0].name, "state") } + names.sequences.map { sequenceTopic($0.name, "state") }
+            + names.loops.map { modeTopic($0.name) }
+    }
+
+    private func onOff(_ v: Bool) -> [UInt8] { Array((v ? "ON" : "OFF").utf8) }
+
+    /// Every retained state from the daemon as it is now (at the start,
+    /// after a reload, and on reconnect).
+    private func seedStates() {
+        let program = daemon.main.program
+        for id in config.published {
+            setState(lineTopic(names[id].name, "state"), onOff(program.cells[id.index].value.load(ordering: .relaxed)))
+        }
+        let counters = daemon.counters
+        for s in names.sequences {
+            let n = running[s.name] ?? counters.sequence[s.name]?.running ?? 0
+            running[s.name] = n
+            setState(sequenceTopic(s.name, "state"), Array((n > 0 ? "running" : "idle").utf8))
+        }
+        setState(modeTopic(names.loops[0].name), Array(daemon.mainMode.utf8))
+    }
+
+    // MARK: Connection
+
+    private func up() {
+        let was = downSince
+        downSince = nil
+        resubscribe(nil)
+        publish("\(prefix)/status", Array("online".utf8), qos: 1, retain: true)
+        publishDiscovery(states: false)
+        // Every retained state, so the broker's view is right again.
+        seedStates()
+        for (t, p) in states.sorted(by: { $0.key < $1.key }) { publish(t, p, qos: config.qos.states, retain: true) }
+        dirty = []
+        let waiting = queued.count - queuedHead
+        flush()
+        if let was {
+            let tenths = (MonotonicClock.nanoseconds &- was) / 100_000_000
+            logger.notice(
+                "mqtt: back after \(tenths / 10).\(tenths % 10) s: \(states.count) states republished, \(waiting) queued events sent\(stats.dropped > 0 ? ", \(stats.dropped) events dropped in all (the queue holds \(config.queue); raise mqtt.queue)" : "")"
+            )
+        }
+    }
+
+    private func down(_ why: String) {
+        downSince = MonotonicClock.nanoseconds
+    }
+
+    private func resubscribe(_ old: MQTTConfig?) {
+        if let old, let d = old.discovery, d.prefix != config.discovery?.prefix { client.unsubscribe("\(d.prefix)/status") }
+        let q = config.qos.commands
+        client.subscribe("\(prefix)/line/+/set", qos: q)
+        client.subscribe("\(prefix)/sequence/+/run", qos: q)
+        client.subscribe("\(prefix)/loop/+/mode/set", qos: q)
+        if let d = config.discovery { client.subscribe("\(d.prefix)/status", qos: 1) }
+    }
+
+    /// Publishes, counted; false when it could not be handed to libmosquitto.
+    @discardableResult
+    private func publish(_ topic: String, _ payload: [UInt8], qos: Int, retain: Bool) -> Bool {
+        guard client.publish(topic, payload, qos: qos, retain: retain) else { return false }
+        stats.published &+= 1
+        return true
+    }
+
+    /// A retained state: published now if it can be, else kept for later.
+    private func setState(_ topic: String, _ payload: [UInt8]) {
+        if states[topic] == payload { return }
+        states[topic] = payload
+        if client.state == .up && !client.backlogged {
+            if publish(topic, payload, qos: config.qos.states, retain: true) { return }
+        }
+        if client.state != .up { stats.whileDown &+= 1 }
+        dirty.insert(topic)
+    }
+
+    /// An event: published now if it can be, else queued (the oldest
+    /// dropped, counted, past `config.queue`).
+    private func event(_ topic: String, _ payload: [UInt8]) {
+        if client.state == .up && !client.backlogged && queued.count == queuedHead {
+            if publish(topic, payload, qos: config.qos.events, retain: false) { return }
+        }
+        guard config.queue > 0 else {
+            stats.dropped &+= 1
+            return
+        }
+        if queued.count - queuedHead >= config.queue {
+            queuedHead += 1
+            stats.dropped &+= 1
+        }
+        queued.append((topic, payload))
+        if queuedHead > 1024 && queuedHead * 2 > queued.count {
+            queued.removeFirst(queuedHead)
+            queuedHead = 0
+        }
+    }
+
+    /// Sends what waits (states first) while the socket takes it.
+    private func flush() {
+        guard client.state == .up else { return }
+        for t in dirty.sorted() where !client.backlogged {
+            if let p = states[t], publish(t, p, qos: config.qos.states, retain: true) { dirty.remove(t) }
+        }
+        while queuedHead < queued.count && !client.backlogged {
+            let (t, p) = queued[queuedHead]
+            guard publish(t, p, qos: config.qos.events, retain: false) else { break }
+            queuedHead += 1
+            stats.queuedSent &+= 1
+        }
+        if queuedHead == queued.count {
+            queued = []
+            queuedHead = 0
+        }
+    }
+
+    // MARK: Events from the feed
+
+    private func takeEvents() {
+        guard let c = consumer else { return }
+        let (batch, overflowed) = daemon.traceLog.feed.take(c)
+        stats.feedOverflowed = overflowed
+        for e in batch { handle(e) }
+    }
+
+    private func published(_ line: String) -> Bool {
+        guard let id = names.line(named: line) else { return false }
+        return config.published.contains(id)
+    }
+
+    private func handle(_ e: TraceEvent) {
+        func field(_ k: String) -> TraceEvent.Value? { e.fields.first { $0.0 == k }?.1 }
+        switch e.kind {
+        case "edge", "output":
+            guard let line = e.line, published(line), case let .bool(v)? = field("value") else { return }
+            setState(lineTopic(line, "state"), onOff(v))
+            if e.kind == "edge" {
+                var o: [(String, JSON)] = [("value", .string(v ? "ON" : "OFF")), ("t_ns", .int(Int64(clamping: e.nanoseconds)))]
+                if case let .int(m)? = field("mono_ns") { o.append(("mono_ns", .int(m))) }
+                event(lineTopic(line, "edge"), Array(JSON.object(o).text.utf8))
+            }
+        case "gesture":
+            guard let line = e.line, published(line), case let .string(g)? = field("gesture") else { return }
+            let kind = GestureKind.allCases.first { $0.traceName == g }?.rawValue ?? g
+            let o: JSON = .object([("event_type", .string(kind)), ("t_ns", .int(Int64(clamping: e.nanoseconds)))])
+            event(lineTopic(line, "gesture"), Array(o.text.utf8))
+        case "mode":
+            guard case let .string(m)? = field("mode") else { return }
+            setState(modeTopic(e.loop), Array(m.utf8))
+        case "sequence":
+            guard case let .string(s)? = field("sequence"), case let .string(step)? = field("step") else { return }
+            var n = running[s] ?? 0
+            switch step {
+            case "started", "restarted": n = max(n, 1)
+            case "began": n += 1
+            case "stopped": n = 0
+            case "completed": n = max(0, n - 1)
+            default: break
+            }
+            running[s] = n
+            event(sequenceTopic(s, "event"), Array(JSON.object([("event", .string(step)), ("t_ns", .int(Int64(clamping: e.nanoseconds)))]).text.utf8))
+            setState(sequenceTopic(s, "state"), Array((n > 0 ? "running" : "idle").utf8))
+        default:
+            break
+        }
+    }
+
+    // MARK: Commands
+
+    private func message(_ topic: String, _ raw: UnsafeRawBufferPointer, retained: Bool) {
+        if let d = config.discovery, topic == "\(d.prefix)/status" {
+            if String(decoding: raw, as: UTF8.self) == "online" {
+                // Home Assistant started: discovery again, after a short
+                // random delay (a fleet does not answer at once).
+                discoveryTimer?.arm(after: .milliseconds(Int64.random(in: 500...3000)))
+            }
+            return
+        }
+        guard topic.hasPrefix(prefix + "/") else { return }
+        let payload = String(decoding: raw.prefix(Self.maxPayload), as: UTF8.self)
+        guard !retained else {
+            // A retained command would run again at every connection.
+            refuse(topic, payload, "a retained command is ignored (publish commands without the retain flag)")
+            return
+        }
+        guard raw.count <= Self.maxPayload else {
+            refuse(topic, payload, "the payload has \(raw.count) bytes; a command has at most \(Self.maxPayload)")
+            return
+        }
+        let parts = topic.dropFirst(prefix.count + 1).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        do {
+            switch (parts.count, parts.first) {
+            case (3, "line") where parts[2] == "set": try setLine(parts[1], payload)
+            case (3, "sequence") where parts[2] == "run": try runSequence(parts[1], payload)
+            case (4, "loop") where parts[2] == "mode" && parts[3] == "set": try setMode(parts[1], payload)
+            default: throw Refusal("no such command topic (commands: line/NAME/set, sequence/NAME/run, loop/NAME/mode/set)")
+            }
+            stats.commands &+= 1
+        } catch let r as Refusal {
+            refuse(topic, payload, r.message)
+        } catch {
+            refuse(topic, payload, "\(error)")
+        }
+    }
+
+    struct Refusal: Error {
+        let message: String
+        init(_ m: String) { message = m }
+    }
+
+    private func refuse(_ topic: String, _ payload: String, _ why: String) {
+        stats.refused &+= 1
+        logger.warning("mqtt: refused \(topic) \(JSON.string(payload).text): \(why)")
+        let o: JSON = .object([("topic", .string(topic)), ("payload", .string(payload)), ("error", .string(why))])
+        publish(errorTopic, Array(o.text.utf8), qos: config.qos.commands, retain: false)
+    }
+
+    private func perform(_ pc: Int32, _ what: String) {
+        logger.notice("mqtt: \(what) (origin mqtt)")
+        let was = daemon.main.events.writing(.control)
+        daemon.main.perform(pc, Context(origin: .mqtt))
+        daemon.main.events.restore(was)
+    }
+
+    private func setLine(_ name: String, _ payload: String) throws {
+        guard let id = names.line(named: name) else {
+            throw Refusal("no line named '\(name)'\(DidYouMean.hint(name, in: names.lines.map(\.name)))")
+        }
+        guard names[id].isOutput else { throw Refusal("line '\(name)' is an input; only outputs can be set") }
+        guard config.writableOutputs.contains(id) else {
+            throw Refusal(
+                "output '\(name)' may not be commanded over MQTT (mqtt.commands.outputs: \(list(config.writableOutputs.map { names[$0].name })))")
+        }
+        let ops = daemon.main.program.control
+        let words = payload.trimmingWhitespace.split(separator: " ", omittingEmptySubsequences: true)
+        switch words.first?.uppercased() {
+        case "ON" where words.count == 1: perform(ops.set(line: id.index, true), "set \(name) on")
+        case "OFF" where words.count == 1: perform(ops.set(line: id.index, false), "set \(name) off")
+        case "TOGGLE" where words.count == 1: perform(ops.toggle(line: id.index), "toggle \(name)")
+        case "PULSE" where words.count == 2:
+            let text = String(words[1])
+            let d: Duration
+            switch Launcher.parseDuration(text) {
+            case let .success(v): d = v
+            case let .failure(p): throw Refusal("PULSE: \(p.message(text, suggest: "ms"))")
+            }
+            guard d > .zero, d <= .seconds(86400) else { throw Refusal("PULSE: the duration must be more than zero and at most 24h") }
+            guard pulses.count < Self.maxPulses else { throw Refusal("\(pulses.count) pulses are in flight (at most \(Self.maxPulses))") }
+            perform(ops.set(line: id.index, true), "pulse \(name) for \(DurationText.format(d))")
+            let at = loop.now.nanoseconds &+ UInt64(d.nanosecondsClamped)
+            let i = pulses.firstIndex { $0.at > at } ?? pulses.endIndex
+            pulses.insert((at, id.index), at: i)
+            pulseTimer?.arm(at: MonotonicInstant(nanoseconds: pulses[0].at))
+        default:
+            throw Refusal("expected ON, OFF, TOGGLE or PULSE with a duration (PULSE 500ms)")
+        }
+    }
+
+    private func pulseTick() {
+        let now = loop.now.nanoseconds
+        let ops = daemon.main.program.control
+        while let p = pulses.first, p.at <= now {
+            pulses.removeFirst()
+            if p.line < names.lines.count { perform(ops.set(line: p.line, false), "pulse of \(names.lines[p.line].name) ends") }
+        }
+        if let p = pulses.first { pulseTimer?.arm(at: MonotonicInstant(nanoseconds: p.at)) } else { pulseTimer?.disarm() }
+    }
+
+    private func runSequence(_ name: String, _ payload: String) throws {
+        guard let id = names.sequence(named: name) else {
+            throw Refusal("no sequence named '\(name)'\(DidYouMean.hint(name, in: names.sequences.map(\.name)))")
+        }
+        guard config.writableSequences.contains(id) else {
+            throw Refusal(
+                "sequence '\(name)' may not be run over MQTT (mqtt.commands.sequences: \(list(config.writableSequences.map { names[$0].name })))")
+        }
+        let ops = daemon.main.program.control
+        switch payload.trimmingWhitespace.uppercased() {
+        case "", "START", "RUN", "PRESS": perform(ops.start(sequence: id.index), "sequence start \(name)")
+        case "STOP": perform(ops.stop(sequence: id.index), "sequence stop \(name)")
+        default: throw Refusal("expected START (or an empty payload, or PRESS) or STOP")
+        }
+    }
+
+    private func setMode(_ loopName: String, _ payload: String) throws {
+        guard let li = names.loops.firstIndex(where: { $0.name == loopName }) else {
+            throw Refusal("no loop named '\(loopName)'\(DidYouMean.hint(loopName, in: names.loops.map(\.name)))")
+        }
+        let modeName = payload.trimmingWhitespace
+        guard let m = names.mode(named: modeName) else {
+            throw Refusal("no mode named '\(modeName)'\(DidYouMean.hint(modeName, in: names.modes.map(\.name)))")
+        }
+        guard config.writableModes.contains(m) else {
+            throw Refusal("mode '\(modeName)' may not be set over MQTT (mqtt.commands.modes: \(list(config.writableModes.map { names[$0].name })))")
+        }
+        let program = daemon.main.program
+        let pc = program.control.mode(m.index)
+        if li == 0 {
+            perform(pc, "mode \(loopName) \(modeName)")
+        } else {
+            logger.notice("mqtt: mode \(loopName) \(modeName) (origin mqtt)")
+            do {
+                try daemon.ports[li].send(
+                    id: PortMessage.action.rawValue, value: Post(generation: program.generation, op: pc, ctx: Context(origin: .mqtt)),
+                    timeout: .zero)
+            } catch {
+                throw Refusal("could not post the mode to loop '\(loopName)': \(error)")
+            }
+        }
+    }
+
+    private func list(_ names: [String]) -> String { names.isEmpty ? "none" : names.joined(separator: ", ") }
+
+    // MARK: Stats
+
+    private func statsTick() {
+        if let i = config.statsInterval { statsTimer?.arm(after: i) }
+        guard client.state == .up else { return }
+        publish(statsTopic, Array(statsJSON().text.utf8), qos: config.qos.states, retain: true)
+    }
+
+    func statsJSON() -> JSON {
+        var all = [daemon.counters]
+        for i in daemon.workers.indices {
+            if case let .success(c) = daemon.workerCounters(i, timeout: .seconds(1)) { all.append(c) }
+        }
+        func ms(_ d: Duration) -> JSON { .double((Double(d.nanosecondsClamped) / 1e3).rounded() / 1e3) }
+        var tasks: [(String, JSON)] = []
+        var reactions: [(String, JSON)] = []
+        var lateP99 = Duration.zero, reactionP99 = Duration.zero
+        var held: UInt64 = 0, lost: UInt64 = 0
+        for c in all {
+            for t in names.tasks {
+                guard let tc = c.tasks[t.name] else { continue }
+                lateP99 = max(lateP99, tc.p99)
+                tasks.append((t.name, .object([
+                    ("runs", .int(Int64(clamping: tc.runs))), ("skipped_periods", .int(Int64(clamping: tc.skippedPeriods))),
+                    ("late_p50_ms", ms(tc.p50)), ("late_p99_ms", ms(tc.p99)), ("late_max_ms", ms(tc.max)),
+                ])))
+            }
+            for r in names.reactions {
+                guard let fires = c.reactionFires[r.name] else { continue }
+                let t = c.reactionTimes[r.name]
+                reactionP99 = max(reactionP99, t?.p99 ?? .zero)
+                reactions.append((r.name, .object([
+                    ("fires", .int(Int64(clamping: fires))), ("p50_ms", ms(t?.p50 ?? .zero)), ("p99_ms", ms(t?.p99 ?? .zero)),
+                ])))
+            }
+            for (_, l) in c.lines {
+                held &+= l.heldInRing
+                lost &+= l.lost
+            }
+        }
+        return .object([
+            ("task_late_p99_ms", ms(lateP99)), ("reaction_p99_ms", ms(reactionP99)), ("held", .int(Int64(clamping: held))),
+            ("lost", .int(Int64(clamping: lost))), ("tasks", .object(tasks)), ("reactions", .object(reactions)),
+            ("mqtt", .object([
+                ("connections", .int(Int64(clamping: client.connections))), ("losses", .int(Int64(clamping: client.losses))),
+                ("published", .int(Int64(clamping: stats.published))), ("commands", .int(Int64(clamping: stats.commands))),
+                ("refused", .int(Int64(clamping: stats.refused))), ("queued", .int(Int64(queued.count - queuedHead))),
+                ("queued_sent", .int(Int64(clamping: stats.queuedSent))), ("dropped", .int(Int64(clamping: stats.dropped))),
+                ("while_down", .int(Int64(clamping: stats.whileDown))),
+            ])),
+        ])
+    }
+
+    // MARK: Home Assistant discovery
+
+    func discoveryTopic(_ c: MQTTConfig) -> String { "\(c.discovery?.prefix ?? "homeassistant")/device/\(Self.objectID(c.clientID))/config" }
+
+    /// `[a-zA-Z0-9_-]`, as Home Assistant's discovery topics want.
+    static func objectID(_ s: String) -> String {
+        String(s.map { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") ? $0 : "_" })
+    }
+
+    private func publishDiscovery(states republish: Bool) {
+        guard client.state == .up else { return }
+        guard config.discovery != nil else {
+            if !discovered.isEmpty {
+                publish(discoveryTopic(config), [], qos: 1, retain: true)
+                discovered = [:]
+            }
+            return
+        }
+        let (payload, components) = MQTTDiscovery.payload(config: config, names: names, removed: discovered)
+        publish(discoveryTopic(config), Array(payload.text.utf8), qos: 1, retain: true)
+        discovered = components
+        if republish {
+            for (t, p) in states.sorted(by: { $0.key < $1.key }) { publish(t, p, qos: config.qos.states, retain: true) }
+        }
+    }
+}
+
+private final class WeakBridge: @unchecked Sendable {
+    weak var bridge: MQTTBridge?
+    init(_ b: MQTTBridge) { bridge = b }
+}
+
+extension String {
+    var trimmingWhitespace: String {
+        var s = Substring(self)
+        while let f = s.first, f.isWhitespace { s = s.dropFirst() }
+        while let l = s.last, l.isWhitespace { s = s.dropLast() }
+        return String(s)
+    }
+}

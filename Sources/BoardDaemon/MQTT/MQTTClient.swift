@@ -1,0 +1,527 @@
+import BoardSupport
+import Boardloop
+import CDaemon
+import Clibmosquitto
+import Glibc
+import Logging
+
+/// libmosquitto driven by the main loop, with no thread of its own: its
+/// socket is a port source (readable → `mosquitto_loop_read`; writable
+/// interest only while `mosquitto_want_write` says so →
+/// `mosquitto_loop_write`), a one-second timer calls `mosquitto_loop_misc`
+/// (keepalive pings), and it connects again by itself after any loss, with
+/// exponential back-off and jitter, forever.
+///
+/// Connecting blocks (the broker's name is resolved with `getaddrinfo`,
+/// which may wait for DNS), so each attempt runs `mosquitto_connect_async`
+/// on a short-lived thread of its own with a fresh client instance the loop
+/// does not touch meanwhile; the thread hands the instance back through a
+/// perform request. The TLS handshake and MQTT's CONNECT/CONNACK then run
+/// on the loop, non-blocking. Each attempt has its own instance, so a lost
+/// or refused connection is simply destroyed (its socket with it) and the
+/// next attempt starts clean; the port source is made for each socket.
+///
+/// Main loop only, except the connecting thread as described.
+final class MQTTClient {
+    struct Settings: Equatable {
+        var host: String
+        var port: Int
+        var clientID: String
+        var username: String?
+        var password: String?
+        var tls: MQTTConfig.TLS?
+        var keepalive: Int
+        /// The last will: published by the broker when the connection is
+        /// lost without a DISCONNECT (`offline`, retained).
+        var will: (topic: String, payload: String, qos: Int, retain: Bool)
+        var reconnectMin: Duration
+        var reconnectMax: Duration
+
+        static func == (a: Settings, b: Settings) -> Bool {
+            a.host == b.host && a.port == b.port && a.clientID == b.clientID && a.username == b.username && a.password == b.password
+                && a.tls == b.tls && a.keepalive == b.keepalive && a.will.topic == b.will.topic && a.will.payload == b.will.payload
+                && a.reconnectMin == b.reconnectMin && a.reconnectMax == b.reconnectMax
+        }
+    }
+
+    enum State: Equatable {
+        /// Not started, or stopped.
+        case idle
+        /// A thread resolves the name and opens the socket.
+        case opening
+        /// The socket is open: the TLS handshake and CONNECT/CONNACK run.
+        case handshaking
+        /// CONNACK accepted: publishing and subscribing work.
+        case up
+        /// Waiting to try again.
+        case waiting
+    }
+
+    /// How long a connection may take from its socket to the broker's
+    /// CONNACK before it is given up (a broker that accepts and never
+    /// answers).
+    static let handshakeTimeout: Duration = .seconds(10)
+
+    let loop: BoardRunLoop
+    let logger: Logger
+    private(set) var settings: Settings
+    private(set) var state: State = .idle
+    /// The connected (or handshaking) instance, main loop only.
+    private var mosq: OpaquePointer?
+    private var source: PortSource?
+    private var wantsWrite = false
+    private var misc: RunLoopTimer?
+    /// The next attempt, or the handshake's deadline.
+    private var retry: RunLoopTimer?
+    private let opened: PerformWorkItem
+    private let attempt = Attempt()
+    /// Failures in a row (the back-off doubles with each).
+    private(set) var failures = 0
+    /// Connections made in all, and losses.
+    private(set) var connections: UInt64 = 0
+    private(set) var losses: UInt64 = 0
+    /// Why the broker refused the last CONNECT (set from the connect callback).
+    private var refused: String?
+    /// The library's last error or warning line (it says what TLS did not accept).
+    private let libraryLog = LockedValue<String?>(nil)
+
+    /// Called on the loop: the connection is up (CONNACK accepted), it
+    /// went down (with why), a message arrived, and everything queued was
+    /// written (`want_write` turned false).
+    var onUp: () -> Void = {}
+    var onDown: (String) -> Void = { _ in }
+    var onMessage: (String, UnsafeRawBufferPointer, Bool) -> Void = { _, _, _ in }
+    var onDrained: () -> Void = {}
+
+    /// The timers and the socket's source this client has at most.
+    static let budget = LoopBudget(sources: 1, timers: 2, performs: 1)
+
+    private static let libraryReady: Bool = {
+        mosquitto_lib_init()
+        return true
+    }()
+
+    init(loop: BoardRunLoop, settings: Settings, logger: Logger) {
+        _ = Self.libraryReady
+        self.loop = loop
+        self.settings = settings
+        self.logger = logger
+        let box = WeakClient()
+        opened = PerformWorkItem(modes: [.common]) { box.client?.openFinished() }
+        box.client = self
+    }
+
+    deinit {
+        if let m = mosq { mosquitto_destroy(m) }
+    }
+
+    // MARK: Start, stop
+
+    func start() throws {
+        let m = RunLoopTimer(fireAt: loop.now + .seconds(1), interval: .seconds(1), tolerance: .milliseconds(100)) { [unowned self] _ in
+            self.miscTick()
+        }
+        try loop.add(m, mode: .common)
+        misc = m
+        let r = RunLoopTimer.rearmable { [unowned self] _ in self.retryTick() }
+        try loop.add(r, mode: .common)
+        retry = r
+        open()
+    }
+
+    /// New settings (a reload): the connection is made again with them.
+    func reconnect(with s: Settings, because why: String) {
+        settings = s
+        guard state != .idle else { return }
+        if state == .opening {
+            // The thread's instance is dropped when it hands it back.
+            attempt.stale = true
+            return
+        }
+        close(clean: true)
+        logger.notice("mqtt: connecting again (\(why))")
+        failures = 0
+        open()
+    }
+
+    /// A clean end: DISCONNECT is sent (the broker does not publish the
+    /// will) and what is queued written, for at most `flush`.
+    func stop(flush: Duration = .milliseconds(500)) {
+        if state == .up, let m = mosq {
+            mosquitto_disconnect(m)
+            let end = MonotonicClock.nanoseconds &+ UInt64(flush.nanosecondsClamped)
+            var p = pollfd(fd: mosquitto_socket(m), events: Int16(POLLOUT), revents: 0)
+            while mosquitto_want_write(m), p.fd >= 0, MonotonicClock.nanoseconds < end {
+                guard poll(&p, 1, 50) >= 0 else { break }
+                if mosquitto_loop_write(m, 1) != MOSQ_ERR_SUCCESS.rawValue { break }
+            }
+        }
+        close(clean: true)
+        misc?.invalidate()
+        retry?.invalidate()
+        misc = nil
+        retry = nil
+        state = .idle
+        if attempt.joinOrAbandon(timeout: .seconds(2)) == false {
+            logger.warning("mqtt: the connecting thread did not finish within 2 s (name resolution?); left behind")
+        }
+    }
+
+    // MARK: Publishing
+
+    /// Whether the socket's buffer is full (the broker does not read):
+    /// what would be published now waits in libmosquitto's memory instead.
+    var backlogged: Bool { state == .up && wantsWrite }
+
+    /// Publishes; false when the client is not up or libmosquitto refused it.
+    @discardableResult
+    func publish(_ topic: String, _ payload: some Collection<UInt8>, qos: Int, retain: Bool) -> Bool {
+        guard state == .up, let m = mosq else { return false }
+        let bytes = Array(payload)
+        let rc = bytes.withUnsafeBytes { p in
+            mosquitto_publish(m, nil, topic, Int32(p.count), p.baseAddress, Int32(qos), retain)
+        }
+        if rc != MOSQ_ERR_SUCCESS.rawValue {
+            if rc == MOSQ_ERR_PAYLOAD_SIZE.rawValue || rc == MOSQ_ERR_INVAL.rawValue || rc == MOSQ_ERR_MALFORMED_UTF8.rawValue {
+                logger.warning("mqtt: cannot publish to \(topic): \(Self.describe(rc))")
+            }
+            return false
+        }
+        updateInterest()
+        return true
+    }
+
+    func subscribe(_ pattern: String, qos: Int) {
+        guard state == .up, let m = mosq else { return }
+        let rc = mosquitto_subscribe(m, nil, pattern, Int32(qos))
+        if rc != MOSQ_ERR_SUCCESS.rawValue { logger.warning("mqtt: cannot subscribe to \(pattern): \(Self.describe(rc))") }
+        updateInterest()
+    }
+
+    func unsubscribe(_ pattern: String) {
+        guard state == .up, let m = mosq else { return }
+        _ = mosquitto_unsubscribe(m, nil, pattern)
+        updateInterest()
+    }
+
+    // MARK: Connecting
+
+    private func open() {
+        guard let m = makeInstance() else {
+            scheduleRetry(after: "cannot make a client instance")
+            return
+        }
+        state = .opening
+        refused = nil
+        libraryLog.withLock { $0 = nil }
+        let s = settings
+        let loop = self.loop, item = opened
+        attempt.start(UncheckedPointer(m)) { p in
+            let rc = mosquitto_connect_async(p.pointer, s.host, Int32(s.port), Int32(s.keepalive))
+            let e = errno
+            return (rc, e)
+        } done: {
+            _ = try? loop.perform(item)
+        }
+    }
+
+    /// A fresh instance with the settings: credentials, TLS, the will, callbacks.
+    private func makeInstance() -> OpaquePointer? {
+        let s = settings
+        guard let m = mosquitto_new(s.clientID, true, Unmanaged.passUnretained(self).toOpaque()) else {
+            logger.error("mqtt: mosquitto_new failed: \(String(cString: strerror(errno)))")
+            return nil
+        }
+        var ok = true
+        func check(_ rc: Int32, _ what: String) {
+            guard rc != MOSQ_ERR_SUCCESS.rawValue else { return }
+            logger.error("mqtt: \(what): \(Self.describe(rc))")
+            ok = false
+        }
+        if let u = s.username { check(mosquitto_username_pw_set(m, u, s.password), "username and password") }
+        if let t = s.tls {
+            if let ca = t.caFile {
+                check(mosquitto_tls_set(m, ca, nil, t.certFile, t.keyFile, nil), "TLS files")
+            } else {
+                check(mosquitto_int_option(m, MOSQ_OPT_TLS_USE_OS_CERTS, 1), "TLS with the system's CA certificates")
+                if let cert = t.certFile { check(mosquitto_tls_set(m, nil, "/etc/ssl/certs", cert, t.keyFile, nil), "TLS client certificate") }
+            }
+            if !t.verify {
+                check(mosquitto_tls_opts_set(m, 0, nil, nil), "TLS without verification")
+                check(mosquitto_tls_insecure_set(m, true), "TLS without host name check")
+            }
+        }
+        let w = s.will
+        check(
+            w.payload.withCString { mosquitto_will_set(m, w.topic, Int32(strlen($0)), $0, Int32(w.qos), w.retain) }, "the last will")
+        mosquitto_connect_callback_set(m) { _, obj, rc in
+            guard let obj else { return }
+            Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue().connected(rc)
+        }
+        mosquitto_message_callback_set(m) { _, obj, msg in
+            guard let obj, let msg, let topic = msg.pointee.topic else { return }
+            let c = Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue()
+            c.onMessage(
+                String(cString: topic), UnsafeRawBufferPointer(start: msg.pointee.payload, count: Int(max(0, msg.pointee.payloadlen))),
+                msg.pointee.retain)
+        }
+        mosquitto_log_callback_set(m) { _, obj, level, text in
+            guard let obj, let text, level & Int32(MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0 else { return }
+            let c = Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue()
+            let line = String(cString: text)
+            c.libraryLog.withLock { $0 = line }
+        }
+        guard ok else {
+            mosquitto_destroy(m)
+            return nil
+        }
+        return m
+    }
+
+    /// On the loop: the connecting thread handed its instance back.
+    private func openFinished() {
+        guard let (p, rc, e, stale) = attempt.finish() else { return }
+        guard state == .opening, !stale else {
+            mosquitto_destroy(p.pointer)
+            if state == .opening { open() }  // new settings while it connected
+            return
+        }
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+            mosquitto_destroy(p.pointer)
+            fail("cannot connect to \(settings.host):\(settings.port): \(Self.describe(rc, errno: e, library: libraryLog.withLock { $0 }))")
+            return
+        }
+        mosq = p.pointer
+        let fd = mosquitto_socket(p.pointer)
+        wantsWrite = mosquitto_want_write(p.pointer)
+        let s = PortSource(fd: fd, interest: wantsWrite ? [.readable, .writable] : .readable) { [unowned self] _, ev in self.ready(ev) }
+        do {
+            try loop.add(s, mode: .common)
+        } catch {
+            mosquitto_destroy(p.pointer)
+            mosq = nil
+            fail("cannot watch the connection's socket: \(error)")
+            return
+        }
+        source = s
+        state = .handshaking
+        retry?.arm(after: Self.handshakeTimeout)
+    }
+
+    /// CONNACK (from inside `mosquitto_loop_read`).
+    private func connected(_ rc: Int32) {
+        guard rc == 0 else {
+            refused = Self.connack(rc)
+            return
+        }
+        state = .up
+        failures = 0
+        connections &+= 1
+        retry?.disarm()
+        logger.notice("mqtt: connected to \(settings.host):\(settings.port) as \(settings.clientID)\(settings.tls != nil ? " (TLS)" : "")")
+        onUp()
+        updateInterest()
+    }
+
+    // MARK: The socket
+
+    private func ready(_ ev: PortSource.Events) {
+        guard let m = mosq else { return }
+        if ev.contains(.readable) || ev.contains(.error) || ev.contains(.hangup) {
+            let rc = mosquitto_loop_read(m, 1)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue, mosq != nil else { return lost(rc) }
+        }
+        if ev.contains(.writable) {
+            let rc = mosquitto_loop_write(m, 1)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else { return lost(rc) }
+        }
+        updateInterest()
+    }
+
+    private func miscTick() {
+        guard let m = mosq else { return }
+        let rc = mosquitto_loop_misc(m)
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { return lost(rc) }
+        updateInterest()
+    }
+
+    /// Writable interest exactly while libmosquitto has something to write.
+    private func updateInterest() {
+        guard let m = mosq, let s = source else { return }
+        let w = mosquitto_want_write(m)
+        guard w != wantsWrite else { return }
+        wantsWrite = w
+        s.interest = w ? [.readable, .writable] : .readable
+        if !w && state == .up { onDrained() }
+    }
+
+    private func retryTick() {
+        switch state {
+        case .waiting: open()
+        case .handshaking: lost(nil, why: "no CONNACK from the broker within \(DurationText.format(Self.handshakeTimeout))")
+        default: break
+        }
+    }
+
+    // MARK: Losing it
+
+    private func lost(_ rc: Int32?, why: String? = nil) {
+        let wasUp = state == .up
+        let reason =
+            why ?? refused.map { "the broker refused the connection: \($0)" }
+            ?? "connection to \(settings.host):\(settings.port) lost: \(Self.describe(rc ?? MOSQ_ERR_CONN_LOST.rawValue, errno: errno, library: libraryLog.withLock { $0 }))"
+        close(clean: false)
+        if wasUp {
+            losses &+= 1
+            onDown(reason)
+        }
+        fail(reason)
+    }
+
+    private func close(clean: Bool) {
+        source?.invalidate()
+        source = nil
+        wantsWrite = false
+        if let m = mosq {
+            mosquitto_destroy(m)
+            mosq = nil
+        }
+        if state == .up || state == .handshaking { state = .waiting }
+        retry?.disarm()
+    }
+
+    private func fail(_ why: String) {
+        failures += 1
+        scheduleRetry(after: why)
+    }
+
+    private func scheduleRetry(after why: String) {
+        state = .waiting
+        let d = Self.backoff(failures: failures, min: settings.reconnectMin, max: settings.reconnectMax)
+        logger.warning("mqtt: \(why); trying again in \(DurationText.format(d))")
+        retry?.arm(after: d)
+    }
+
+    /// The wait before attempt `failures + 1`: `min` doubled per failure
+    /// up to `max`, then a random part of it cut ("equal jitter": between
+    /// half and all of it), so a fleet that lost its broker at once does
+    /// not come back at once.
+    static func backoff(failures: Int, min: Duration, max: Duration, random: Double = Double.random(in: 0...1)) -> Duration {
+        let base = Swift.min(max, min * (1 << Swift.min(Swift.max(failures - 1, 0), 20)))
+        let ns = Double(base.nanosecondsClamped)
+        return .nanoseconds(Int64(ns / 2 + ns / 2 * random))
+    }
+
+    // MARK: Words
+
+    static func describe(_ rc: Int32, errno e: Int32 = 0, library: String? = nil) -> String {
+        var text: String
+        if rc == MOSQ_ERR_ERRNO.rawValue {
+            text = String(cString: strerror(e))
+        } else if rc == MOSQ_ERR_EAI.rawValue {
+            text = "cannot resolve the broker's name"
+        } else {
+            text = String(cString: mosquitto_strerror(rc))
+        }
+        if let library, !library.isEmpty { text += " (\(library))" }
+        return text
+    }
+
+    static func connack(_ rc: Int32) -> String {
+        let text = String(cString: mosquitto_connack_string(rc))
+        switch rc {
+        case 4, 5: return "\(text) (check mqtt.username and the password)"
+        case 2: return "\(text) (check mqtt.client_id)"
+        default: return text
+        }
+    }
+}
+
+/// The instance a connecting thread works on, handed between threads.
+struct UncheckedPointer: @unchecked Sendable {
+    let pointer: OpaquePointer
+    init(_ p: OpaquePointer) { pointer = p }
+}
+
+private final class WeakClient: @unchecked Sendable {
+    weak var client: MQTTClient?
+}
+
+/// One connecting thread at a time: started on the loop, its result taken
+/// back on the loop (under a lock the thread's hand-over also takes).
+final class Attempt: @unchecked Sendable {
+    private let lock = Lock()
+    // With `lock` held:
+    private var result: (UncheckedPointer, Int32, Int32)?
+    private var pointer: UncheckedPointer?
+    /// Main loop only.
+    private var thread: pthread_t?
+    /// The settings changed while it connected: its instance is dropped.
+    var stale = false
+
+    func start(
+        _ p: UncheckedPointer, _ body: @escaping @Sendable (UncheckedPointer) -> (Int32, Int32), done: @escaping @Sendable () -> Void
+    ) {
+        stale = false
+        lock.withLock {
+            result = nil
+            pointer = p
+        }
+        let run: @Sendable () -> Void = { [self] in
+            let (rc, e) = body(p)
+            lock.withLock { result = (p, rc, e) }
+            done()
+        }
+        var t = pthread_t()
+        let arg = Unmanaged.passRetained(ThreadBody(run)).toOpaque()
+        let rc = pthread_create(
+            &t, nil,
+            { a in
+                Unmanaged<ThreadBody>.fromOpaque(a!).takeRetainedValue().run()
+                return nil
+            }, arg)
+        if rc != 0 {
+            Unmanaged<ThreadBody>.fromOpaque(arg).release()
+            lock.withLock { result = (p, MOSQ_ERR_ERRNO.rawValue, rc) }
+            done()
+            return
+        }
+        thread = t
+    }
+
+    /// The finished attempt's instance and outcome (nil: none finished).
+    func finish() -> (UncheckedPointer, Int32, Int32, Bool)? {
+        guard let r = lock.withLock({ () -> (UncheckedPointer, Int32, Int32)? in
+            defer { result = nil }
+            return result
+        }) else { return nil }
+        if let t = thread {
+            pthread_join(t, nil)
+            thread = nil
+        }
+        return (r.0, r.1, r.2, stale)
+    }
+
+    /// At a stop: waits for a thread still connecting; false if it did not
+    /// end in time (it is detached and its instance left to it).
+    func joinOrAbandon(timeout: Duration) -> Bool {
+        guard let t = thread else { return true }
+        thread = nil
+        if bd_thread_timedjoin(t, Int32(timeout.nanosecondsClamped / 1_000_000)) == 0 {
+            if let r = lock.withLock({ () -> (UncheckedPointer, Int32, Int32)? in
+                defer { result = nil }
+                return result
+            }) {
+                mosquitto_destroy(r.0.pointer)
+            }
+            return true
+        }
+        pthread_detach(t)
+        return false
+    }
+}
+
+private final class ThreadBody {
+    let run: @Sendable () -> Void
+    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+}
