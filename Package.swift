@@ -170,7 +170,10 @@ let package = Package(
         // Depends on `boardd` so the binary its CLI tests run is built first.
         .testTarget(
             name: "BoardDaemonTests",
-            dependencies: ["BoardDaemon", "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "BoardloopTestSupport", "boardd"], exclude: ["Fixtures"],
+            dependencies: [
+                "BoardDaemon", "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "BoardloopTestSupport", "boardd", "CDaemon",
+                "Clibmosquitto",
+            ], exclude: ["Fixtures"],
             swiftSettings: strict),
         // A fake boardd in each test, and the built boardctl against the built boardd (--mock): it depends on both so they are built first.
         .testTarget(name: "BoardControlTests", dependencies: ["BoardControl", "boardctl", "boardd"], swiftSettings: strict),

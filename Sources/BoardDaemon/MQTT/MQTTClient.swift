@@ -408,8 +408,8 @@ final class MQTTClient {
     /// not come back at once.
     static func backoff(failures: Int, min: Duration, max: Duration, random: Double = Double.random(in: 0...1)) -> Duration {
         let base = Swift.min(max, min * (1 << Swift.min(Swift.max(failures - 1, 0), 20)))
-        let ns = Double(base.nanosecondsClamped)
-        return .nanoseconds(Int64(ns / 2 + ns / 2 * random))
+        let ms = Double(base.nanosecondsClamped / 1_000_000)
+        return .milliseconds(Int64((ms / 2 + ms / 2 * random).rounded()))
     }
 
     // MARK: Words

@@ -1,0 +1,256 @@
+import BoardloopTestSupport
+import CDaemon
+import Clibmosquitto
+import Foundation
+import Glibc
+import XCTest
+
+/// A real `mosquitto` broker on 127.0.0.1, started by a test on a free
+/// port with a generated config: anonymous, with a password file, or
+/// with TLS. Stopped (SIGTERM, then SIGKILL) when released.
+final class Broker: @unchecked Sendable {
+    struct Credentials {
+        var user: String
+        var password: String
+    }
+
+    let port: Int
+    let dir: String
+    let credentials: Credentials?
+    let tls: TestCA?
+    private var process: Process?
+    private let output = Pipe()
+
+    /// Whether `mosquitto` is installed (scripts/install-deps.sh installs it).
+    static var installed: Bool { FileManager.default.isExecutableFile(atPath: "/usr/sbin/mosquitto") }
+
+    init(credentials: Credentials? = nil, tls: TestCA? = nil, port: Int? = nil) throws {
+        guard Self.installed else { throw BrokerError("mosquitto is not installed: run scripts/install-deps.sh (it installs the broker the MQTT tests start)") }
+        self.port = port ?? Self.freePort()
+        self.credentials = credentials
+        self.tls = tls
+        dir = NSTemporaryDirectory() + "broker-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        var conf = """
+            listener \(self.port) 127.0.0.1
+            persistence false
+            log_dest stderr
+            log_type error
+            log_type warning
+            log_type notice
+            user \(String(cString: getpwuid(geteuid()).pointee.pw_name))
+
+            """
+        if let c = credentials {
+            let file = dir + "/passwords"
+            try Self.run("/usr/bin/mosquitto_passwd", ["-b", "-c", file, c.user, c.password])
+            conf += "allow_anonymous false\npassword_file \(file)\n"
+        } else {
+            conf += "allow_anonymous true\n"
+        }
+        if let t = tls {
+            conf += "cafile \(t.caCert)\ncertfile \(t.serverCert)\nkeyfile \(t.serverKey)\n"
+        }
+        try conf.write(toFile: dir + "/mosquitto.conf", atomically: true, encoding: .utf8)
+        try start()
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    /// Starts it (again, after `kill`) and waits until it accepts connections.
+    func start() throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/sbin/mosquitto")
+        p.arguments = ["-c", dir + "/mosquitto.conf"]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try p.run()
+        process = p
+        let end = Date().addingTimeInterval(20)
+        while Date() < end {
+            if Self.accepts(port) { return }
+            guard p.isRunning else { throw BrokerError("mosquitto exited at start (\(p.terminationStatus)); config in \(dir)") }
+            usleep(20_000)
+        }
+        throw BrokerError("mosquitto did not listen on \(port) within 20 s")
+    }
+
+    /// Kills it at once (SIGKILL: no clean end, as a broker's crash or a
+    /// power cut), and waits for the port to close.
+    func kill() {
+        guard let p = process, p.isRunning else { return }
+        Glibc.kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+        process = nil
+    }
+
+    func stop() {
+        guard let p = process, p.isRunning else { return }
+        Glibc.kill(p.processIdentifier, SIGTERM)
+        let end = Date().addingTimeInterval(5)
+        while p.isRunning && Date() < end { usleep(10_000) }
+        if p.isRunning { Glibc.kill(p.processIdentifier, SIGKILL) }
+        p.waitUntilExit()
+        process = nil
+    }
+
+    static func accepts(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_port = in_port_t(UInt16(port).bigEndian)
+        a.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafePointer(to: &a) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+
+    /// A port the kernel hands out as free now.
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_port = 0
+        a.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &a) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { s -> Int32 in
+                _ = bind(fd, s, len)
+                return getsockname(fd, s, &len)
+            }
+        }
+        return Int(UInt16(bigEndian: a.sin_port))
+    }
+
+    static func run(_ tool: String, _ args: [String]) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: tool)
+        p.arguments = args
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw BrokerError("\(tool) \(args.joined(separator: " ")) exited \(p.terminationStatus)") }
+    }
+}
+
+struct BrokerError: Error, CustomStringConvertible {
+    let description: String
+    init(_ s: String) { description = s }
+}
+
+/// A throwaway certificate authority made with openssl, and a server
+/// certificate it signed for 127.0.0.1 and localhost.
+struct TestCA: Sendable {
+    let dir: String
+    var caCert: String { dir + "/ca.crt" }
+    var serverCert: String { dir + "/server.crt" }
+    var serverKey: String { dir + "/server.key" }
+
+    /// One made per test process for each name ("right", "wrong").
+    static func make(_ name: String) throws -> TestCA {
+        let dir = NSTemporaryDirectory() + "test-ca-\(getpid())-\(name)"
+        if FileManager.default.fileExists(atPath: dir + "/server.crt") { return TestCA(dir: dir) }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let ssl = "/usr/bin/openssl"
+        try Broker.run(ssl, ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/ca.key", "-out", dir + "/ca.crt", "-days", "2",
+            "-subj", "/CN=boardloop test CA \(name)"])
+        try Broker.run(ssl, ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", dir + "/server.key", "-out", dir + "/server.csr", "-subj", "/CN=localhost"])
+        try "subjectAltName=IP:127.0.0.1,DNS:localhost\n".write(toFile: dir + "/san.ext", atomically: true, encoding: .utf8)
+        try Broker.run(ssl, ["x509", "-req", "-in", dir + "/server.csr", "-CA", dir + "/ca.crt", "-CAkey", dir + "/ca.key", "-CAcreateserial",
+            "-out", dir + "/server.crt", "-days", "2", "-extfile", dir + "/san.ext"])
+        return TestCA(dir: dir)
+    }
+}
+
+/// A test's own MQTT client (libmosquitto with its own thread): it
+/// subscribes to everything and keeps every message, for waits with a deadline.
+final class Probe: @unchecked Sendable {
+    struct Message: CustomStringConvertible {
+        var topic: String
+        var payload: String
+        var retained: Bool
+        var description: String { "\(topic) \(payload)\(retained ? " (retained)" : "")" }
+        var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: Data(payload.utf8))) as? [String: Any] }
+    }
+
+    private let mosq: OpaquePointer
+    private let got = Locked([Message]())
+
+    init(port: Int, credentials: Broker.Credentials? = nil, subscribe: String = "#") throws {
+        mosquitto_lib_init()
+        guard let m = mosquitto_new("probe-\(getpid())-\(UInt32.random(in: 0...UInt32.max))", true, nil) else { throw BrokerError("mosquitto_new") }
+        mosq = m
+        mosquitto_user_data_set(m, Unmanaged.passUnretained(self).toOpaque())
+        if let c = credentials { mosquitto_username_pw_set(m, c.user, c.password) }
+        mosquitto_message_callback_set(m) { _, obj, msg in
+            guard let obj, let msg else { return }
+            let p = Unmanaged<Probe>.fromOpaque(obj).takeUnretainedValue()
+            let payload = String(decoding: UnsafeRawBufferPointer(start: msg.pointee.payload, count: Int(msg.pointee.payloadlen)), as: UTF8.self)
+            let m = Message(topic: String(cString: msg.pointee.topic), payload: payload, retained: msg.pointee.retain)
+            p.got.withLock { $0.append(m) }
+        }
+        let rc = mosquitto_connect(m, "127.0.0.1", Int32(port), 30)
+        guard rc == 0 else { throw BrokerError("probe cannot connect: \(String(cString: mosquitto_strerror(rc)))") }
+        mosquitto_subscribe(m, nil, subscribe, 1)
+        mosquitto_loop_start(m)
+    }
+
+    deinit {
+        mosquitto_disconnect(mosq)
+        mosquitto_loop_stop(mosq, false)
+        mosquitto_destroy(mosq)
+    }
+
+    var messages: [Message] { got.withLock { $0 } }
+
+    func clear() { got.withLock { $0 = [] } }
+
+    func publish(_ topic: String, _ payload: String, retain: Bool = false) {
+        _ = payload.withCString { mosquitto_publish(mosq, nil, topic, Int32(strlen($0)), $0, 1, retain) }
+    }
+
+    /// The first message (in arrival order) that `match` accepts, waiting at most `seconds`.
+    func wait(seconds: Double = 20, _ match: (Message) -> Bool) -> Message? {
+        let end = Date().addingTimeInterval(seconds)
+        repeat {
+            if let m = messages.first(where: match) { return m }
+            usleep(10_000)
+        } while Date() < end
+        return nil
+    }
+
+    func wait(_ topic: String, _ payload: String? = nil, seconds: Double = 20) -> Message? {
+        wait(seconds: seconds) { $0.topic == topic && (payload == nil || $0.payload == payload) }
+    }
+
+    /// Messages on `topic`, in order.
+    func on(_ topic: String) -> [Message] { messages.filter { $0.topic == topic } }
+}
+
+/// One request on a boardd control socket, and its reply line.
+func controlRequest(_ socketPath: String, _ json: String) throws -> String {
+    let fd = bd_unix_connect(socketPath)
+    guard fd >= 0 else { throw BrokerError("cannot connect to \(socketPath): \(String(cString: strerror(-fd)))") }
+    defer { close(fd) }
+    let flags = fcntl(fd, F_GETFL)
+    _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
+    var tv = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    let line = Array((json + "\n").utf8)
+    guard write(fd, line, line.count) == line.count else { throw BrokerError("write to the control socket failed") }
+    var reply: [UInt8] = []
+    var buf = [UInt8](repeating: 0, count: 4096)
+    while !reply.contains(0x0a) {
+        let n = read(fd, &buf, buf.count)
+        guard n > 0 else { break }
+        reply += buf[0..<n]
+    }
+    return String(decoding: reply, as: UTF8.self)
+}

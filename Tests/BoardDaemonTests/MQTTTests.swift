@@ -1,0 +1,331 @@
+import BoardloopTestSupport
+import Foundation
+import Glibc
+import XCTest
+
+/// The built boardd (`--mock`) against a real mosquitto broker each test
+/// starts: discovery, states and events, commands, refusals, credentials,
+/// TLS, a broker that restarts, a queue that overflows, a reload.
+final class MQTTTests: XCTestCase {
+    /// A board with a button (gestures), two outputs (one commandable), a
+    /// sequence (runnable) and a task.
+    static func config(port: Int, extra: String = "", publish: String = "", id: String = "bench-1") -> String {
+        """
+        board: demo
+        lines:
+          button:
+            pin: BUTTON
+            input: { edge: both, active_low: true, debounce: 5ms }
+            gestures: { one_of: [click, double_click, hold], gap: 150ms, hold: 800ms }
+          relay: { pin: VALVE, output: { initial: off, safe: off } }
+          lamp: { pin: LED, output: { initial: off, safe: off } }
+        sequences:
+          blink:
+            steps:
+              - set: { lamp: on }
+              - wait: 300ms
+              - set: { lamp: off }
+        tasks:
+          tick: { every: 500ms, do: [ log: { level: debug, message: tick } ] }
+        reactions:
+          - name: flip
+            on: { line: button, gesture: click }
+            do: [ toggle: relay ]
+        mqtt:
+          broker: 127.0.0.1
+          port: \(port)
+          client_id: \(id)
+          commands: { outputs: [relay], sequences: [blink] }
+          discovery: { enabled: true }
+          stats_interval: 1s
+          reconnect: { min: 200ms, max: 1s }
+        \(publish)\(extra)
+        """
+    }
+
+    final class Run {
+        let dir: String
+        let socket: String
+        let file: String
+        let daemon: Spawned
+
+        init(_ yaml: String, files: [String: String] = [:]) throws {
+            dir = NSTemporaryDirectory() + "mqtt-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            for (name, text) in files {
+                try text.write(toFile: dir + "/" + name, atomically: true, encoding: .utf8)
+                chmod(dir + "/" + name, 0o600)
+            }
+            file = dir + "/board.yaml"
+            socket = dir + "/boardd.sock"
+            try yaml.replacingOccurrences(of: "$DIR", with: dir).write(toFile: file, atomically: true, encoding: .utf8)
+            chmod(file, 0o644)
+            daemon = try Spawned(["--config", file, "--mock", "--socket", socket, "--log-level", "info"])
+        }
+
+        deinit {
+            daemon.signal(SIGTERM)
+            _ = daemon.exitStatus(seconds: 20)
+            try? FileManager.default.removeItem(atPath: dir)
+        }
+
+        func control(_ json: String) throws -> String { try controlRequest(socket, json) }
+    }
+
+    let prefix = "boardd/bench-1"
+
+    func testDiscoveryStatesEventsCommandsAndRefusals() throws {
+        let broker = try Broker()
+        let probe = try Probe(port: broker.port)
+        let p = prefix
+        // A command left retained on the broker would run at every
+        // connection: refused, not acted on.
+        probe.publish("\(p)/line/relay/set", "ON", retain: true)
+        let run = try Run(Self.config(port: broker.port))
+        XCTAssertNotNil(probe.wait("\(p)/status", "online"), "\(probe.messages)\n\(run.daemon.log)")
+        let stale = try XCTUnwrap(probe.wait { $0.topic == "\(p)/error" && ($0.json?["error"] as? String ?? "").contains("retained") })
+        XCTAssertEqual(stale.json?["topic"] as? String, "\(p)/line/relay/set")
+        XCTAssertEqual(stale.json?["error"] as? String, "a retained command is ignored (publish commands without the retain flag)")
+        probe.publish("\(p)/line/relay/set", "", retain: true)  // clears it on the broker
+
+        // Discovery: device-based, with Home Assistant's required keys.
+        let disc = try XCTUnwrap(probe.wait("homeassistant/device/bench-1/config"), "\(probe.messages)")
+        XCTAssertTrue(disc.retained || probe.on(disc.topic).count == 1)
+        let d = try XCTUnwrap(disc.json)
+        let dev = try XCTUnwrap(d["dev"] as? [String: Any])
+        XCTAssertEqual(dev["ids"] as? [String], ["boardd_bench-1"])
+        XCTAssertEqual(dev["name"] as? String, "bench-1")
+        XCTAssertEqual((d["o"] as? [String: Any])?["name"] as? String, "boardd")
+        XCTAssertEqual(d["avty_t"] as? String, "\(p)/status")
+        let cmps = try XCTUnwrap(d["cmps"] as? [String: [String: Any]])
+        for (k, c) in cmps {
+            XCTAssertNotNil(c["p"] as? String, "component \(k) has no platform")
+            XCTAssertEqual(c["unique_id"] as? String, "boardd_bench-1_\(k)")
+        }
+        XCTAssertEqual(cmps["button"]?["p"] as? String, "binary_sensor")
+        XCTAssertEqual(cmps["button"]?["stat_t"] as? String, "\(p)/line/button/state")
+        XCTAssertEqual(cmps["button_gesture"]?["p"] as? String, "event")
+        XCTAssertEqual(cmps["button_gesture"]?["evt_typ"] as? [String], ["click", "double_click", "hold"])
+        XCTAssertEqual(cmps["relay"]?["p"] as? String, "switch")
+        XCTAssertEqual(cmps["relay"]?["cmd_t"] as? String, "\(p)/line/relay/set")
+        XCTAssertEqual(cmps["lamp"]?["p"] as? String, "binary_sensor", "not commandable: a sensor, not a switch")
+        XCTAssertEqual(cmps["blink_run"]?["p"] as? String, "button")
+        XCTAssertEqual(cmps["blink_run"]?["cmd_t"] as? String, "\(p)/sequence/blink/run")
+        XCTAssertEqual(cmps["task_lateness_p99"]?["unit_of_meas"] as? String, "ms")
+        XCTAssertEqual(cmps["task_lateness_p99"]?["stat_cla"] as? String, "measurement")
+        XCTAssertEqual(cmps["lost_events"]?["stat_cla"] as? String, "total_increasing")
+
+        // Retained states at the start.
+        XCTAssertNotNil(probe.wait("\(p)/line/button/state", "OFF"))
+        XCTAssertNotNil(probe.wait("\(p)/line/relay/state", "OFF"))
+        XCTAssertNotNil(probe.wait("\(p)/sequence/blink/state", "idle"))
+        XCTAssertNotNil(probe.wait("\(p)/loop/main/mode", "default"))
+
+        // A press on the mock line: its state, its edges (with kernel
+        // timestamps), the click gesture, and the reaction's write.
+        XCTAssertTrue(try run.control(#"{"v":1,"id":1,"cmd":"click","line":"button"}"#).contains(#""ok":true"#))
+        XCTAssertNotNil(probe.wait("\(p)/line/button/state", "ON"), "\(probe.messages)")
+        let edge = try XCTUnwrap(probe.wait { $0.topic == "\(p)/line/button/edge" }?.json)
+        XCTAssertEqual(edge["value"] as? String, "ON")
+        XCTAssertGreaterThan(edge["t_ns"] as? Int64 ?? (edge["t_ns"] as? Int).map(Int64.init) ?? 0, 1_700_000_000_000_000_000)
+        XCTAssertNotNil(edge["mono_ns"])
+        let g = try XCTUnwrap(probe.wait { $0.topic == "\(p)/line/button/gesture" }?.json)
+        XCTAssertEqual(g["event_type"] as? String, "click")
+        XCTAssertNotNil(probe.wait("\(p)/line/relay/state", "ON"), "the click's reaction toggled relay")
+
+        // set reaches the mock line, through the same action path.
+        probe.publish("\(p)/line/relay/set", "OFF")
+        XCTAssertNotNil(probe.wait { $0.topic == "\(p)/line/relay/state" && $0.payload == "OFF" && !$0.retained })
+        XCTAssertTrue(run.daemon.waitFor("mqtt: set relay off (origin mqtt)"), run.daemon.log)
+        XCTAssertTrue(try run.control(#"{"v":1,"id":2,"cmd":"get","line":"relay"}"#).contains(#""value":false"#))
+        probe.publish("\(p)/line/relay/set", "ON")
+        XCTAssertTrue(run.daemon.waitFor("mqtt: set relay on (origin mqtt)"), run.daemon.log)
+        XCTAssertTrue(try run.control(#"{"v":1,"id":3,"cmd":"get","line":"relay"}"#).contains(#""value":true"#))
+
+        // A pulse: on, then off by itself.
+        probe.publish("\(p)/line/relay/set", "OFF")
+        XCTAssertTrue(run.daemon.waitFor("mqtt: set relay off (origin mqtt)"))
+        probe.clear()
+        probe.publish("\(p)/line/relay/set", "PULSE 300ms")
+        XCTAssertNotNil(probe.wait("\(p)/line/relay/state", "ON"), "\(probe.messages)")
+        XCTAssertNotNil(probe.wait { $0.topic == "\(p)/line/relay/state" && $0.payload == "OFF" && !$0.retained })
+        XCTAssertTrue(run.daemon.waitFor("mqtt: pulse relay for 300ms (origin mqtt)"), run.daemon.log)
+
+        // run starts the sequence.
+        probe.clear()
+        probe.publish("\(p)/sequence/blink/run", "START")
+        XCTAssertNotNil(probe.wait("\(p)/sequence/blink/state", "running"), "\(probe.messages)")
+        XCTAssertEqual(probe.wait { $0.topic == "\(p)/sequence/blink/event" }?.json?["event"] as? String, "started")
+        XCTAssertNotNil(probe.wait("\(p)/sequence/blink/state", "idle"))
+        XCTAssertNotNil(probe.wait("\(p)/line/lamp/state", "ON"), "the sequence's write is published, whoever made it")
+
+        // Refusals: answered on the error topic and logged, never acted on.
+        probe.clear()
+        for (topic, payload, why) in [
+            ("\(p)/line/lamp/set", "ON", "output 'lamp' may not be commanded over MQTT (mqtt.commands.outputs: relay)"),
+            ("\(p)/line/button/set", "ON", "line 'button' is an input; only outputs can be set"),
+            ("\(p)/line/relay/set", "BANANA", "expected ON, OFF, TOGGLE or PULSE with a duration (PULSE 500ms)"),
+            ("\(p)/line/relay/set", "PULSE 5", "PULSE: "),
+            ("\(p)/line/rleay/set", "ON", "no line named 'rleay'; did you mean 'relay'?"),
+            ("\(p)/sequence/blink/run", "DANCE", "expected START (or an empty payload, or PRESS) or STOP"),
+        ] {
+            probe.publish(topic, payload)
+            let e = try XCTUnwrap(
+                probe.wait { $0.topic == "\(p)/error" && ($0.json?["topic"] as? String) == topic && ($0.json?["payload"] as? String) == payload },
+                "no error for \(topic) \(payload): \(probe.messages)")
+            XCTAssertTrue((e.json?["error"] as? String ?? "").contains(why), "\(e)")
+        }
+        XCTAssertNil(probe.messages.first { $0.topic == "\(p)/line/lamp/state" }, "a refused command is not acted on")
+        XCTAssertTrue(try run.control(#"{"v":1,"id":4,"cmd":"get","line":"lamp"}"#).contains(#""value":false"#))
+        XCTAssertTrue(run.daemon.waitFor("mqtt: refused \(p)/line/lamp/set \"ON\": output 'lamp' may not be commanded"), run.daemon.log)
+
+        // Stats: periodic, retained.
+        let stats = try XCTUnwrap(probe.wait { $0.topic == "\(p)/stats" }?.json, "\(probe.messages)")
+        XCTAssertNotNil(stats["task_late_p99_ms"])
+        XCTAssertNotNil((stats["tasks"] as? [String: Any])?["tick"])
+        XCTAssertEqual((stats["mqtt"] as? [String: Any])?["connections"] as? Int, 1)
+
+        // A clean stop: offline, retained.
+        probe.clear()
+        run.daemon.signal(SIGTERM)
+        XCTAssertEqual(run.daemon.exitStatus(), 0, run.daemon.log)
+        XCTAssertNotNil(probe.wait("\(p)/status", "offline"), "\(probe.messages)")
+        let late = try Probe(port: broker.port, subscribe: "\(p)/status")
+        XCTAssertEqual(late.wait("\(p)/status")?.payload, "offline", "retained for who comes later")
+    }
+
+    func testWrongCredentialsAreLoggedAndRetriedWithBackoffThenRightOnesConnect() throws {
+        let creds = Broker.Credentials(user: "board", password: "s3cret-pw")
+        let broker = try Broker(credentials: creds)
+        let extra = "  username: board\n  password_file: $DIR/mqtt-password\n"
+        let wrong = try Run(Self.config(port: broker.port, extra: extra), files: ["mqtt-password": "not-the-password\n"])
+        let log = { wrong.daemon.log }
+        XCTAssertTrue(wrong.daemon.waitFor("trying again in", seconds: 20), log())
+        // Four attempts: each refused with a clear reason, each wait longer (back-off).
+        let end = Date().addingTimeInterval(20)
+        while log().components(separatedBy: "the broker refused the connection").count < 5 && Date() < end { usleep(50_000) }
+        let refusals = log().split(separator: "\n").filter { $0.contains("mqtt: the broker refused the connection: ") }
+        XCTAssertGreaterThanOrEqual(refusals.count, 4, log())
+        XCTAssertTrue(refusals[0].contains("check mqtt.username and the password"), String(refusals[0]))
+        XCTAssertFalse(log().contains("not-the-password"), "the password is never printed")
+        let waits = refusals.compactMap { line -> Double? in
+            guard let r = line.range(of: "trying again in ") else { return nil }
+            let t = line[r.upperBound...]
+            if t.hasSuffix("ms") { return Double(t.dropLast(2)) .map { $0 / 1000 } }
+            return Double(t.dropLast(1))
+        }
+        XCTAssertEqual(waits.count, refusals.count, "\(refusals)")
+        // min 200ms, doubling, jitter between half and all: 0.1–0.2, 0.2–0.4, 0.4–0.8, 0.5–1.
+        XCTAssertTrue(waits[0] >= 0.1 && waits[0] <= 0.2, "\(waits)")
+        XCTAssertTrue(waits[2] >= 0.4 && waits[2] <= 0.8, "\(waits)")
+        XCTAssertGreaterThan(waits[2], waits[0])
+        XCTAssertFalse(log().contains("mqtt: connected"), log())
+
+        let right = try Run(
+            Self.config(port: broker.port, extra: extra, id: "bench-2"), files: ["mqtt-password": "s3cret-pw\n"])
+        XCTAssertTrue(right.daemon.waitFor("mqtt: connected to 127.0.0.1:\(broker.port) as bench-2"), right.daemon.log)
+    }
+
+    func testTLSWithTheRightCAConnectsAndWithAWrongOneIsRefused() throws {
+        let ca = try TestCA.make("right"), other = try TestCA.make("wrong")
+        let broker = try Broker(tls: ca)
+        let good = try Run(Self.config(port: broker.port, extra: "  tls: { ca_file: \(ca.caCert) }\n"))
+        XCTAssertTrue(good.daemon.waitFor("mqtt: connected to 127.0.0.1:\(broker.port) as bench-1 (TLS)"), good.daemon.log)
+
+        let bad = try Run(Self.config(port: broker.port, extra: "  tls: { ca_file: \(other.caCert) }\n", id: "bench-3"))
+        XCTAssertTrue(bad.daemon.waitFor("trying again in"), bad.daemon.log)
+        XCTAssertTrue(bad.daemon.waitFor("certificate verify failed"), bad.daemon.log)
+        XCTAssertFalse(bad.daemon.log.contains("mqtt: connected"), bad.daemon.log)
+    }
+
+    /// The broker is killed while the config runs and started again: boardd
+    /// connects again by itself, publishes availability, discovery and
+    /// every state again, and sends the events of the outage.
+    func testBrokerRestartRepublishesAndDeliversTheOutagesEvents() throws {
+        let broker = try Broker()
+        let run = try Run(Self.config(port: broker.port))
+        XCTAssertTrue(run.daemon.waitFor("mqtt: connected"), run.daemon.log)
+        broker.kill()
+        XCTAssertTrue(run.daemon.waitFor("mqtt: connection to 127.0.0.1:\(broker.port) lost"), run.daemon.log)
+        // During the outage: two clicks (four edges, two gestures, two writes).
+        for i in 0..<2 {
+            XCTAssertTrue(try run.control(#"{"v":1,"id":\#(i),"cmd":"click","line":"button"}"#).contains(#""ok":true"#))
+            usleep(400_000)
+        }
+        XCTAssertTrue(run.daemon.waitFor("button: click -> flip"), run.daemon.log)
+        try broker.start()
+        let probe = try Probe(port: broker.port)
+        XCTAssertTrue(run.daemon.waitFor("mqtt: back after"), run.daemon.log)
+        let p = prefix
+        XCTAssertNotNil(probe.wait("\(p)/status", "online"), "\(probe.messages)")
+        XCTAssertNotNil(probe.wait { $0.topic == "homeassistant/device/bench-1/config" })
+        XCTAssertNotNil(probe.wait("\(p)/line/relay/state", "OFF"), "two flips: off again, \(probe.messages)")
+        XCTAssertNotNil(probe.wait("\(p)/line/button/state", "OFF"))
+        // The outage's events, in order (sent after the broker came back, not retained).
+        let end = Date().addingTimeInterval(10)
+        while probe.on("\(p)/line/button/edge").count < 4 && Date() < end { usleep(20_000) }
+        XCTAssertEqual(probe.on("\(p)/line/button/edge").compactMap { $0.json?["value"] as? String }, ["ON", "OFF", "ON", "OFF"])
+        XCTAssertEqual(probe.on("\(p)/line/button/gesture").count, 2)
+        let line = run.daemon.log.split(separator: "\n").first { $0.contains("mqtt: back after") }.map(String.init) ?? ""
+        XCTAssertTrue(line.contains("6 queued events sent"), line)
+        XCTAssertFalse(line.contains("dropped"), line)
+    }
+
+    /// More events in an outage than the queue holds: the most recent are
+    /// sent, the rest counted, logged, and in the stats.
+    func testAnOutageLongerThanTheQueueCountsWhatDidNotFit() throws {
+        let broker = try Broker()
+        let run = try Run(Self.config(port: broker.port, extra: "  queue: 4\n"))
+        XCTAssertTrue(run.daemon.waitFor("mqtt: connected"), run.daemon.log)
+        broker.kill()
+        XCTAssertTrue(run.daemon.waitFor("lost"), run.daemon.log)
+        XCTAssertTrue(try run.control(#"{"v":1,"id":1,"cmd":"click","line":"button","count":3}"#).contains(#""ok":true"#))
+        XCTAssertTrue(run.daemon.waitFor("-> flip"), run.daemon.log)
+        usleep(500_000)
+        try broker.start()
+        let probe = try Probe(port: broker.port)
+        XCTAssertTrue(run.daemon.waitFor("mqtt: back after"), run.daemon.log)
+        let line = run.daemon.log.split(separator: "\n").first { $0.contains("mqtt: back after") }.map(String.init) ?? ""
+        XCTAssertTrue(line.contains("4 queued events sent"), line)
+        XCTAssertTrue(line.contains("events dropped in all (the queue holds 4; raise mqtt.queue)"), line)
+        let stats = try XCTUnwrap(probe.wait { $0.topic == "\(prefix)/stats" && !$0.retained }?.json, "\(probe.messages)")
+        let dropped = (stats["mqtt"] as? [String: Any])?["dropped"] as? Int ?? 0
+        XCTAssertGreaterThan(dropped, 0, "\(stats)")
+        XCTAssertNotNil(probe.wait("\(prefix)/line/button/state", "OFF"), "states are republished whatever the queue dropped")
+    }
+
+    /// A reload that stops publishing a line: its retained state is
+    /// cleared and Home Assistant told to remove its entities.
+    func testReloadRemovesWhatIsNoLongerPublished() throws {
+        let broker = try Broker()
+        let probe = try Probe(port: broker.port)
+        let run = try Run(Self.config(port: broker.port))
+        XCTAssertNotNil(probe.wait("\(prefix)/line/button/state", "OFF"))
+        XCTAssertNotNil(probe.wait { $0.topic == "homeassistant/device/bench-1/config" })
+        probe.clear()
+        let text = try String(contentsOfFile: run.file, encoding: .utf8)
+        try text.replacingOccurrences(of: "  commands: {", with: "  publish: [relay, lamp]\n  commands: {").write(
+            toFile: run.file, atomically: true, encoding: .utf8)
+        run.daemon.signal(SIGHUP)
+        XCTAssertTrue(run.daemon.waitFor("reloaded"), run.daemon.log)
+        XCTAssertNotNil(probe.wait("\(prefix)/line/button/state", ""), "cleared: \(probe.messages)")
+        let d = try XCTUnwrap(probe.wait { $0.topic == "homeassistant/device/bench-1/config" }?.json)
+        let cmps = try XCTUnwrap(d["cmps"] as? [String: [String: Any]])
+        XCTAssertEqual(cmps["button"]?.count, 1, "only its platform: removed")
+        XCTAssertEqual(cmps["button"]?["p"] as? String, "binary_sensor")
+        XCTAssertEqual(cmps["button_gesture"]?.count, 1)
+        XCTAssertEqual(cmps["relay"]?["p"] as? String, "switch")
+    }
+
+    /// Home Assistant's birth message: discovery again after a short delay.
+    func testHomeAssistantBirthRepublishesDiscovery() throws {
+        let broker = try Broker()
+        let probe = try Probe(port: broker.port)
+        let run = try Run(Self.config(port: broker.port))
+        XCTAssertNotNil(probe.wait { $0.topic == "homeassistant/device/bench-1/config" }, run.daemon.log)
+        probe.clear()
+        probe.publish("homeassistant/status", "online")
+        XCTAssertNotNil(probe.wait(seconds: 10) { $0.topic == "homeassistant/device/bench-1/config" }, "\(probe.messages)")
+        XCTAssertNotNil(probe.wait { $0.topic == "\(self.prefix)/line/button/state" && !$0.retained })
+    }
+}
