@@ -93,8 +93,10 @@ final class MQTTClient {
     var onMessage: (String, UnsafeRawBufferPointer, Bool) -> Void = { _, _, _ in }
     var onDrained: () -> Void = {}
 
-    /// The timers and the socket's source this client has at most.
-    static let budget = LoopBudget(sources: 1, timers: 2, performs: 1)
+    /// Its timers (made at the start) and the connecting thread's hand-over.
+    static let budget = LoopBudget(timers: 2, performs: 1)
+    /// The connection's socket, a source once connected.
+    static let socketBudget = LoopBudget(sources: 1)
 
     private static let libraryReady: Bool = {
         mosquitto_lib_init()

@@ -109,7 +109,10 @@ struct LoopBudget: Sendable, Equatable {
                 out.append(Part(name: "control clients", budget: ControlServer.clientBudget(config.control), atStart: false))
                 out.append(Part(name: "a recording", budget: ControlServer.recordingBudget, atStart: false))
             }
-            if extras.mqtt && config.mqtt != nil { out.append(Part(name: "the MQTT client", budget: MQTTBridge.budget)) }
+            if extras.mqtt && config.mqtt != nil {
+                out.append(Part(name: "the MQTT client", budget: MQTTBridge.budget))
+                out.append(Part(name: "the MQTT connection", budget: MQTTClient.socketBudget, atStart: false))
+            }
             out.append(Part(name: "run(for:)'s limit", budget: Daemon.runLimitBudget, atStart: false))
         } else {
             out.append(Part(name: "the worker's thread", budget: Daemon.workerBudget))
