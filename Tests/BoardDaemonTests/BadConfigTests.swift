@@ -261,7 +261,7 @@ let badConfigs: [(String, [String])] = [
             "unknown-sequence.yaml:7:21: error: reactions[0].do[0].sequence: no sequence named 'pour' (the config declares no sequences)",
     ]),
     ("unknown-tag", [
-            "unknown-tag.yaml:5:37: error: unknown tag '!secret': the config language has no tags (write the value itself; quotes make a string)",
+            "unknown-tag.yaml:5:37: error: unknown tag '!secrt'; did you mean '!secret'? (the config language has only the tags !include and !secret)",
     ]),
     ("unknown-top-key", [
             "unknown-top-key.yaml:1:1: error: boards: unknown key 'boards'; did you mean 'board'?",

@@ -56,7 +56,7 @@ extension ConfigParser {
         }
         if let a = address {
             let key = a.description
-            let at = YAMLReader.position((pinE ?? chipE ?? lineNameE)!.value)
+            let at = r.position((pinE ?? chipE ?? lineNameE)!.value)
             if let other = used[key] {
                 let what = boardPin.map { "\($0.name) (\(key))" } ?? key
                 log.error(at, (pinE ?? chipE ?? lineNameE)!.path, "\(what) is already used by line '\(other.line)' (line \(other.at.line))")
