@@ -379,14 +379,15 @@ extension ConfigParser {
                 )
                 return
             }
-            guard let value = file[name] else {
+            guard let entry = file[name] else {
                 let names = file.keys.sorted()
                 let hint = DidYouMean.hint(name, in: names)
                 let known = names.isEmpty ? " (it has none)" : hint.isEmpty ? " (it has: \(names.joined(separator: ", ")))" : ""
                 r.error(node, path, "no secret named '\(name)' in \(secretsPath)\(hint)\(known)")
                 return
             }
-            secretValues[name] = value
+            // A name whose value is not one was reported in the file.
+            if let value = entry { secretValues[name] = value }
         case let .mapping(m):
             for (k, v) in m { resolveSecrets(v, YAMLReader.key(path, k.string ?? "?")) }
         case let .sequence(q):
@@ -399,10 +400,11 @@ extension ConfigParser {
     /// The secrets file beside the config.
     var secretsPath: String { Self.join(Self.directory(of: file), Self.secretsFileName) }
 
-    /// The secrets file's names and values, read once; nil when it cannot
-    /// be read (why: `secretsProblem`). Problems inside it are reported in
-    /// it and never quote a value: only names and kinds.
-    func secretsFile() -> [String: String]? {
+    /// The secrets file's names and values (nil for a name whose value is
+    /// not a single value), read once; nil when it cannot be read (why:
+    /// `secretsProblem`). Problems inside it are reported in it and never
+    /// quote a value: only names and kinds.
+    func secretsFile() -> [String: String?]? {
         if let secretsRead { return secretsRead }
         if secretsProblem != nil { return nil }
         let path = secretsPath
@@ -422,23 +424,24 @@ extension ConfigParser {
             )
         }
         let own = DiagnosticLog(file: path)
-        var values: [String: String] = [:]
+        var values: [String: String?] = [:]
         if let root = YAMLReader(log: own).compose(text) {
             if case let .mapping(m) = root {
                 for (k, v) in m {
                     guard case let .scalar(ks) = k else {
-                        own.error(r.position(k), "", "a secret's name must be a plain name, found \(Self.shape(k))")
+                        own.error(YAMLReader.position(k), "", "a secret's name must be a plain name, found \(Self.shape(k))")
                         continue
                     }
                     guard case let .scalar(vs) = v, !(vs.style == .plain && (vs.string.isEmpty || vs.string == "~" || vs.string == "null"))
                     else {
-                        own.error(r.position(v), ks.string, "expected the secret's value (text), found \(Self.shape(v))")
+                        own.error(YAMLReader.position(v), ks.string, "expected the secret's value (text), found \(Self.shape(v))")
+                        values[ks.string] = .some(nil)
                         continue
                     }
                     values[ks.string] = vs.string
                 }
             } else {
-                own.error(r.position(root), "", "expected a mapping of names to values (name: value), found \(Self.shape(root))")
+                own.error(YAMLReader.position(root), "", "expected a mapping of names to values (name: value), found \(Self.shape(root))")
             }
         }
         log.append(own, via: "")

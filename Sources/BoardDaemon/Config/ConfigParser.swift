@@ -85,7 +85,7 @@ final class ConfigParser {
     /// `secret(_:_:)` reads them.
     var secretValues: [String: String] = [:]
     /// The secrets file, once read; or why it could not be.
-    var secretsRead: [String: String]?
+    var secretsRead: [String: String?]?
     var secretsProblem: String?
     /// Whether the config is checked on the machine it is for (computed once).
     lazy var checkedHere: Bool = forThisMachine
