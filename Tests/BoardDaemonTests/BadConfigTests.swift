@@ -438,14 +438,16 @@ enum Fixtures {
 
     static func bad(_ name: String) -> String { "\(directory)/bad/\(name).yaml" }
 
-    /// Every config file in the good fixtures and the examples, sorted by
-    /// directory then name (`demo.script.yaml`, the demo's scripted
-    /// person, is not a config).
+    /// Every config file in the good fixtures and the examples (the fleet's
+    /// boards included), sorted by directory then name (`demo.script.yaml`,
+    /// the demo's scripted person, is not a config; nor is
+    /// `fleet/common.yaml`, the package the fleet's boards include).
     static func configPaths() throws -> [String] {
         var paths: [String] = []
-        for dir in [directory + "/good", examples] {
+        for dir in [directory + "/good", examples, examples + "/fleet"] {
             let names = try FileManager.default.contentsOfDirectory(atPath: dir)
-                .filter { $0.hasSuffix(".yaml") && !$0.hasSuffix(".script.yaml") && !$0.hasSuffix(".test.yaml") }.sorted()
+                .filter { $0.hasSuffix(".yaml") && !$0.hasSuffix(".script.yaml") && !$0.hasSuffix(".test.yaml") && $0 != "common.yaml" }
+                .sorted()
             paths += names.map { dir + "/" + $0 }
         }
         return paths
