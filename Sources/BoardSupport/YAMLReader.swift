@@ -387,7 +387,7 @@ public struct YAMLReader {
     /// Reports a secret where a plain value is read: only the keys that
     /// take a password or token read secrets, so that a secret's value is
     /// never shown (a log message, a summary, an error quoting a value).
-    func refuseSecret(_ node: Node, _ path: String) -> Bool {
+    public func refuseSecret(_ node: Node, _ path: String) -> Bool {
         guard Self.isSecret(node) else { return false }
         error(
             node, path,

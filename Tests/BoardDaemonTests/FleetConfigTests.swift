@@ -238,6 +238,17 @@ let fleetGoodConfigs: [(String, [String])] = [
         #expect(!result.diagnostics.contains { $0.description.contains(Self.secretValue) })
     }
 
+    /// Its values would be read as config text, and shown by a message.
+    @Test func theSecretsFileCannotBeIncluded() throws {
+        let dir = try Self.secretsDirectory()
+        try dir.write("config.yaml", "board: demo\nlines: !include ./secrets.yaml\n")
+        let result = ConfigLoader.load(path: dir.path + "/config.yaml", options: Fixtures.options())
+        #expect(
+            Self.messages(result, in: dir.path) == [
+                "config.yaml:2:8: error: lines: cannot include './secrets.yaml': it is the secrets file; refer to its values with !secret NAME (they are never shown)"
+            ])
+    }
+
     @Test func aMissingSecretsFileIsAnErrorAtTheSecret() throws {
         let dir = try TemporaryDirectory()
         try dir.write("config.yaml", "board: demo\nx: !secret api_token\n")

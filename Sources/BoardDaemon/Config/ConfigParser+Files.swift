@@ -101,6 +101,14 @@ extension ConfigParser {
             r.error(node, path, "include cycle: \(chain) (a file may not include itself, directly or through others)")
             return nil
         }
+        // Its values would be read as config text, and a message about
+        // one (an unknown key, a value of the wrong kind) would show it.
+        if real == Self.realPath(secretsPath) {
+            r.error(
+                node, path,
+                "cannot include '\(name)': it is the secrets file; refer to its values with !secret NAME (they are never shown)")
+            return nil
+        }
         guard stack.count <= Self.maximumIncludeDepth else {
             r.error(node, path, "includes are nested more than \(Self.maximumIncludeDepth) deep: \(chain)")
             return nil

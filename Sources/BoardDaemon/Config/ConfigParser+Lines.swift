@@ -130,6 +130,7 @@ extension ConfigParser {
     // MARK: Where a line is
 
     func resolvePin(_ e: YAMLReader.Entry) -> (LineAddress?, Board.Pin?) {
+        if r.refuseSecret(e.value, e.path) { return (nil, nil) }
         guard case let .scalar(s) = e.value else {
             r.error(e.value, e.path, "expected a pin name such as GPIO17, found \(YAMLReader.kind(e.value))")
             return (nil, nil)
