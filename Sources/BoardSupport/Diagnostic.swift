@@ -36,7 +36,16 @@ public struct Diagnostic: Sendable, Equatable, Hashable, CustomStringConvertible
     }
 }
 
-/// Collects diagnostics for one file while it is read.
+/// Collects diagnostics for one document while it is read: its own file
+/// and, for a config, the files it includes (`!include`) and its secrets
+/// file.
+///
+/// Each file besides the log's own is a *source*, numbered from 1 in the
+/// order it was read; a `Position` carries the number of its source (0 is
+/// the log's own file). A diagnostic at a position in a source names that
+/// source's file and ends with how it was reached ("(included from
+/// board.yaml:3:10)"), so an error in a shared file says which config led
+/// to it.
 public final class DiagnosticLog {
     public let file: String
     public private(set) var items: [Diagnostic] = []
@@ -45,19 +54,47 @@ public final class DiagnosticLog {
     /// config with many warnings quadratic to check.
     public private(set) var errorCount = 0
 
+    /// A file read into the document besides the log's own.
+    public struct Source: Sendable, Equatable {
+        /// The file as messages name it.
+        public let file: String
+        /// How the file was reached, said after each of its messages
+        /// (" (included from board.yaml:3:10)"); empty for none.
+        public let via: String
+    }
+
+    /// The sources, source n at index n - 1.
+    public private(set) var sources: [Source] = []
+
     public init(file: String) { self.file = file }
 
     public var errors: [Diagnostic] { items.filter { $0.severity == .error } }
     public var warnings: [Diagnostic] { items.filter { $0.severity == .warning } }
     public var hasErrors: Bool { errorCount > 0 }
 
+    /// Registers a file read into the document; `via` is said after each of
+    /// its messages. Returns the source's number, for `Position.source`.
+    public func addSource(file: String, via: String = "") -> Int {
+        sources.append(Source(file: file, via: via))
+        return sources.count
+    }
+
+    /// The file a position is in, and what its messages end with.
+    func place(_ at: Position) -> (file: String, via: String) {
+        guard at.source > 0, at.source <= sources.count else { return (file, "") }
+        let s = sources[at.source - 1]
+        return (s.file, s.via)
+    }
+
     public func error(_ at: Position, _ path: String, _ message: String) {
         errorCount += 1
-        items.append(Diagnostic(.error, file: file, line: at.line, column: at.column, path: path, message: message))
+        let (file, via) = place(at)
+        items.append(Diagnostic(.error, file: file, line: at.line, column: at.column, path: path, message: message + via))
     }
 
     public func warning(_ at: Position, _ path: String, _ message: String) {
-        items.append(Diagnostic(.warning, file: file, line: at.line, column: at.column, path: path, message: message))
+        let (file, via) = place(at)
+        items.append(Diagnostic(.warning, file: file, line: at.line, column: at.column, path: path, message: message + via))
     }
 
     public func append(_ d: Diagnostic) {
@@ -65,21 +102,41 @@ public final class DiagnosticLog {
         items.append(d)
     }
 
-    /// In file order (line, then column), stable for equal positions.
+    /// Takes the diagnostics of `other` (a log a file of this document was
+    /// read into on its own, such as an included file composed by itself),
+    /// each ending with `via`.
+    public func append(_ other: DiagnosticLog, via: String) {
+        for var d in other.items {
+            d.message += via
+            append(d)
+        }
+    }
+
+    /// In file order: the log's own file first, then the sources in the
+    /// order they were read; within a file by line, then column, stable for
+    /// equal positions.
     public var sorted: [Diagnostic] {
-        items.enumerated().sorted { a, b in
-            (a.element.line, a.element.column, a.offset) < (b.element.line, b.element.column, b.offset)
+        var rank: [String: Int] = [file: 0]
+        for (i, s) in sources.enumerated() where rank[s.file] == nil { rank[s.file] = i + 1 }
+        return items.enumerated().sorted { a, b in
+            let ra = rank[a.element.file] ?? Int.max
+            let rb = rank[b.element.file] ?? Int.max
+            return (ra, a.element.line, a.element.column, a.offset) < (rb, b.element.line, b.element.column, b.offset)
         }.map(\.element)
     }
 }
 
-/// A 1-based line and column in a file.
+/// A 1-based line and column in a file: the log's own (`source` 0) or one
+/// of its sources (see `DiagnosticLog`).
 public struct Position: Sendable, Equatable, Hashable, CustomStringConvertible {
     public var line: Int
     public var column: Int
-    public init(line: Int, column: Int) {
+    /// The file: 0 for the log's own, else the number `addSource` gave.
+    public var source: Int
+    public init(line: Int, column: Int, source: Int = 0) {
         self.line = line
         self.column = column
+        self.source = source
     }
     public static let none = Position(line: 0, column: 0)
     public var description: String { "\(line):\(column)" }

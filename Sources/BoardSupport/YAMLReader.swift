@@ -8,8 +8,18 @@ import Yams
 /// asked for, so a caller carries on with the rest of the document.
 public struct YAMLReader {
     public let log: DiagnosticLog
+    /// Which file each node came from, for a document read from several
+    /// files (a config and what it includes); shared by the copies of a
+    /// reader.
+    public let files: NodeFiles
+    /// Tags the language defines, each taking a scalar (`!include`,
+    /// `!secret` in a config); any other tag is an error. Empty: no tags.
+    public var scalarTags: [String] = []
 
-    public init(log: DiagnosticLog) { self.log = log }
+    public init(log: DiagnosticLog, files: NodeFiles = NodeFiles()) {
+        self.log = log
+        self.files = files
+    }
 
     /// Nodes that aliases may add to a document, in all: a config never
     /// needs many, and a few nested aliases ("billion laughs") can
@@ -227,7 +237,7 @@ public struct YAMLReader {
     /// `maximumAliasNodes` (reported at the alias), and keys renamed by
     /// `compose` with their duplicates. True when nothing was found.
     func checkTree(_ root: Node, original: String, renamed: [Position: String]) -> Bool {
-        var walk = TreeWalk(renamed: renamed)
+        var walk = TreeWalk(renamed: renamed, scalarTags: scalarTags)
         _ = walk.visit(root, depth: 0)
         for (at, message) in walk.problems { log.error(at, "", message) }
         if let over = walk.aliasOverflow {
@@ -242,6 +252,7 @@ public struct YAMLReader {
 
     struct TreeWalk {
         let renamed: [Position: String]
+        let scalarTags: [String]
         var problems: [(Position, String)] = []
         /// Expanded size of each anchored node walked so far.
         var sizes: [ObjectIdentifier: Int] = [:]
@@ -251,7 +262,10 @@ public struct YAMLReader {
         var aliasOverflow: (anchor: String, use: Int, size: Int, definition: Position)?
         var deepReported = false
 
-        init(renamed: [Position: String]) { self.renamed = renamed }
+        init(renamed: [Position: String], scalarTags: [String]) {
+            self.renamed = renamed
+            self.scalarTags = scalarTags
+        }
 
         /// The node's size with aliases expanded (capped), 0 once stopped.
         mutating func visit(_ node: Node, depth: Int) -> Int {
@@ -304,17 +318,19 @@ public struct YAMLReader {
                 (at, "lists and mappings are nested more than \(YAMLReader.maximumDepth) deep here; a config needs only a few levels"))
         }
 
-        /// Tags: the language has none. The standard tags that only say
-        /// what the node is anyway (`!!str` on a scalar, what quotes say;
-        /// `!!map` on a mapping, `!!seq` on a list) are accepted; any other
-        /// tag is an error.
+        /// Tags: a config's language has `scalarTags` (`!include FILE`,
+        /// `!secret NAME`), each on a scalar; a board file's has none. The
+        /// standard tags that only say what the node is anyway (`!!str` on a
+        /// scalar, what quotes say; `!!map` on a mapping, `!!seq` on a list)
+        /// are accepted; any other tag is an error, with the nearest defined
+        /// one.
         mutating func checkTag(_ node: Node, _ at: Position) {
             // The tag as written: Node.tag would resolve it.
             let raw: String
             switch node {
             case let .scalar(s):
                 raw = s.tag.description
-                if raw == Tag.Name.str.rawValue { return }
+                if raw == Tag.Name.str.rawValue || scalarTags.contains(raw) { return }
             case let .mapping(m):
                 raw = m.tag.description
                 if raw == Tag.Name.map.rawValue { return }
@@ -325,8 +341,20 @@ public struct YAMLReader {
             }
             if raw.isEmpty { return }
             let shown = raw.hasPrefix("tag:yaml.org,2002:") ? "!!" + raw.dropFirst(18) : raw
-            problems.append(
-                (at, "unknown tag '\(shown)': the config language has no tags (write the value itself; quotes make a string)"))
+            if scalarTags.contains(raw) {
+                problems.append((at, "\(shown) takes a single value (\(shown) NAME), found \(YAMLReader.kind(node))"))
+            } else if scalarTags.isEmpty {
+                problems.append(
+                    (at, "unknown tag '\(shown)': the config language has no tags (write the value itself; quotes make a string)"))
+            } else {
+                let defined = scalarTags.joined(separator: " and ")
+                let hint = DidYouMean.hint(shown, in: scalarTags)
+                problems.append(
+                    (at,
+                     hint.isEmpty
+                        ? "unknown tag '\(shown)': the config language has only the tags \(defined) (write the value itself; quotes make a string)"
+                        : "unknown tag '\(shown)'\(hint) (the config language has only the tags \(defined))"))
+            }
         }
 
         mutating func duplicates(_ pairs: Node.Mapping) {
@@ -344,11 +372,43 @@ public struct YAMLReader {
         }
     }
 
+    // MARK: Secrets
+
+    /// The tag of a value read from the secrets file.
+    public static let secretTag = "!secret"
+
+    /// Whether a node is written `!secret NAME`. Such a node keeps the
+    /// secret's name, never its value (see ConfigParser.secret).
+    public static func isSecret(_ node: Node) -> Bool {
+        if case let .scalar(s) = node { return s.tag.description == secretTag }
+        return false
+    }
+
+    /// Reports a secret where a plain value is read: only the keys that
+    /// take a password or token read secrets, so that a secret's value is
+    /// never shown (a log message, a summary, an error quoting a value).
+    public func refuseSecret(_ node: Node, _ path: String) -> Bool {
+        guard Self.isSecret(node) else { return false }
+        error(
+            node, path,
+            "\(Self.kind(node)) is not taken here: only a password or token may come from the secrets file; write the value itself")
+        return true
+    }
+
     // MARK: Positions and paths
 
+    /// Where a node is in the file it was read from (the log's own: a
+    /// reader of one file).
     public static func position(_ node: Node) -> Position {
         guard let m = node.mark else { return .none }
         return Position(line: m.line, column: m.column)
+    }
+
+    /// Where a node is, with the file it came from (`files`).
+    public func position(_ node: Node) -> Position {
+        var at = Self.position(node)
+        at.source = files.source(of: node)
+        return at
     }
 
     public static func key(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
@@ -361,6 +421,7 @@ public struct YAMLReader {
         case .sequence: return "a list"
         case .alias: return "an alias"
         case let .scalar(s):
+            if s.tag.description == secretTag { return "a secret (!secret \(s.string))" }
             if s.style == .plain {
                 if s.string.isEmpty || s.string == "~" || s.string == "null" { return "nothing (null)" }
                 if Int(s.string) != nil { return "the number \(s.string)" }
@@ -371,11 +432,11 @@ public struct YAMLReader {
     }
 
     public func error(_ node: Node, _ path: String, _ message: String) {
-        log.error(Self.position(node), path, message)
+        log.error(position(node), path, message)
     }
 
     public func warning(_ node: Node, _ path: String, _ message: String) {
-        log.warning(Self.position(node), path, message)
+        log.warning(position(node), path, message)
     }
 
     // MARK: Mappings
@@ -430,6 +491,7 @@ public struct YAMLReader {
     /// A plain string (names, messages). Numbers and booleans written
     /// without quotes are accepted as their text.
     public func string(_ node: Node, _ path: String, what: String = "a string") -> String? {
+        if refuseSecret(node, path) { return nil }
         guard case let .scalar(s) = node else {
             error(node, path, "expected \(what), found \(Self.kind(node))")
             return nil
@@ -449,6 +511,7 @@ public struct YAMLReader {
 
     /// `true`/`false` (also `yes`/`no`, `on`/`off`).
     public func bool(_ node: Node, _ path: String) -> Bool? {
+        if refuseSecret(node, path) { return nil }
         guard case let .scalar(s) = node, let b = Self.boolValue(s.string) else {
             error(node, path, "expected true or false, found \(Self.kind(node))")
             return nil
@@ -466,6 +529,7 @@ public struct YAMLReader {
 
     /// A whole number in `range`.
     public func int(_ node: Node, _ path: String, in range: ClosedRange<Int>, what: String = "a whole number") -> Int? {
+        if refuseSecret(node, path) { return nil }
         guard case let .scalar(s) = node, s.style == .plain, let v = Int(s.string) else {
             error(node, path, "expected \(what), found \(Self.kind(node))")
             return nil
@@ -481,6 +545,7 @@ public struct YAMLReader {
 
     /// One of a fixed set of words.
     public func choice(_ node: Node, _ path: String, _ choices: [String]) -> String? {
+        if refuseSecret(node, path) { return nil }
         guard case let .scalar(s) = node else {
             error(node, path, "expected one of \(choices.joined(separator: ", ")), found \(Self.kind(node))")
             return nil
@@ -512,6 +577,7 @@ public struct YAMLReader {
     /// A bare number is an error that says which unit to add
     /// (`suggest`, e.g. "ms").
     public func duration(_ node: Node, _ path: String, suggest: String = "ms") -> Duration? {
+        if refuseSecret(node, path) { return nil }
         guard case let .scalar(s) = node else {
             error(node, path, "expected a duration such as 20ms, found \(Self.kind(node))")
             return nil

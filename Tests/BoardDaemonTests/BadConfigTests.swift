@@ -261,7 +261,7 @@ let badConfigs: [(String, [String])] = [
             "unknown-sequence.yaml:7:21: error: reactions[0].do[0].sequence: no sequence named 'pour' (the config declares no sequences)",
     ]),
     ("unknown-tag", [
-            "unknown-tag.yaml:5:37: error: unknown tag '!secret': the config language has no tags (write the value itself; quotes make a string)",
+            "unknown-tag.yaml:5:37: error: unknown tag '!secrt'; did you mean '!secret'? (the config language has only the tags !include and !secret)",
     ]),
     ("unknown-top-key", [
             "unknown-top-key.yaml:1:1: error: boards: unknown key 'boards'; did you mean 'board'?",
@@ -438,14 +438,16 @@ enum Fixtures {
 
     static func bad(_ name: String) -> String { "\(directory)/bad/\(name).yaml" }
 
-    /// Every config file in the good fixtures and the examples, sorted by
-    /// directory then name (`demo.script.yaml`, the demo's scripted
-    /// person, is not a config).
+    /// Every config file in the good fixtures and the examples (the fleet's
+    /// boards included), sorted by directory then name (`demo.script.yaml`,
+    /// the demo's scripted person, is not a config; nor is
+    /// `fleet/common.yaml`, the package the fleet's boards include).
     static func configPaths() throws -> [String] {
         var paths: [String] = []
-        for dir in [directory + "/good", examples] {
+        for dir in [directory + "/good", examples, examples + "/fleet"] {
             let names = try FileManager.default.contentsOfDirectory(atPath: dir)
-                .filter { $0.hasSuffix(".yaml") && !$0.hasSuffix(".script.yaml") && !$0.hasSuffix(".test.yaml") }.sorted()
+                .filter { $0.hasSuffix(".yaml") && !$0.hasSuffix(".script.yaml") && !$0.hasSuffix(".test.yaml") && $0 != "common.yaml" }
+                .sorted()
             paths += names.map { dir + "/" + $0 }
         }
         return paths

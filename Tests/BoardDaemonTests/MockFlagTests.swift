@@ -235,7 +235,7 @@ final class MockFlagCLITests: XCTestCase {
         let paths = try Fixtures.configPaths().filter { $0.hasPrefix(Fixtures.examples + "/") }
         XCTAssertGreaterThanOrEqual(paths.count, 4)
         for path in paths {
-            let relative = "examples/" + (path as NSString).lastPathComponent
+            let relative = String(path.dropFirst(Fixtures.packageRoot.count + 1))
             let r = try Boardd.run(["--config", relative, "--mock", "--for", "1s"])
             XCTAssertEqual(r.status, 0, "\(relative): \(r.stderr)")
             XCTAssertTrue(r.stderr.contains("running \(relative) on "), "\(relative): \(r.stderr)")

@@ -186,7 +186,10 @@ import Testing
 /// Every example config passes the check (in process; the CLI tests run
 /// them through the binary too).
 @Suite struct ExampleTests {
-    static let examples = ["demo", "doorbell", "fan-controller", "pump-valve", "sim-button"]
+    static let examples = [
+        "demo", "doorbell", "fan-controller", "pump-valve", "sim-button",
+        "fleet/greenhouse-1", "fleet/greenhouse-2", "fleet/greenhouse-3",
+    ]
 
     @Test(arguments: examples)
     func examplePassesCheck(_ name: String) throws {
@@ -196,10 +199,12 @@ import Testing
     }
 
     /// Every config, that is: `demo.script.yaml` is the demo's scripted
-    /// person (DemoTests reads it).
+    /// person (DemoTests reads it), and `fleet/common.yaml` the package
+    /// the fleet's boards include (a fragment, not a config).
     @Test func everyExampleIsListed() throws {
-        let files = try FileManager.default.contentsOfDirectory(atPath: Fixtures.examples)
-            .filter { $0.hasSuffix(".yaml") && !$0.hasSuffix(".script.yaml") && !$0.hasSuffix(".test.yaml") }
-        #expect(files.map { String($0.dropLast(5)) }.sorted() == Self.examples)
+        let paths = try Fixtures.configPaths().filter { $0.hasPrefix(Fixtures.examples + "/") }
+        #expect(paths.map { String($0.dropFirst(Fixtures.examples.count + 1).dropLast(5)) }.sorted() == Self.examples.sorted())
+        let fleet = try FileManager.default.contentsOfDirectory(atPath: Fixtures.examples + "/fleet").filter { $0.hasSuffix(".yaml") }
+        #expect(Set(fleet) == Set(["common.yaml"] + (1...3).flatMap { ["greenhouse-\($0).yaml", "greenhouse-\($0).test.yaml"] }))
     }
 }

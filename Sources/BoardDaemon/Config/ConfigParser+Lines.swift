@@ -56,7 +56,7 @@ extension ConfigParser {
         }
         if let a = address {
             let key = a.description
-            let at = YAMLReader.position((pinE ?? chipE ?? lineNameE)!.value)
+            let at = r.position((pinE ?? chipE ?? lineNameE)!.value)
             if let other = used[key] {
                 let what = boardPin.map { "\($0.name) (\(key))" } ?? key
                 log.error(at, (pinE ?? chipE ?? lineNameE)!.path, "\(what) is already used by line '\(other.line)' (line \(other.at.line))")
@@ -130,6 +130,7 @@ extension ConfigParser {
     // MARK: Where a line is
 
     func resolvePin(_ e: YAMLReader.Entry) -> (LineAddress?, Board.Pin?) {
+        if r.refuseSecret(e.value, e.path) { return (nil, nil) }
         guard case let .scalar(s) = e.value else {
             r.error(e.value, e.path, "expected a pin name such as GPIO17, found \(YAMLReader.kind(e.value))")
             return (nil, nil)

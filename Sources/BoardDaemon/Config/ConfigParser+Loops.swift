@@ -219,7 +219,7 @@ extension ConfigParser {
             // What the engine and the kernel cannot provide.
             if modeCount > Self.maxModes {
                 log.error(
-                    YAMLReader.position(modesNode ?? root), "modes",
+                    r.position(modesNode ?? root), "modes",
                     "\(customModes) modes and the default mode make \(modeCount) on the \(loop.name) loop; a run loop has at most \(Self.maxModes)"
                 )
             }
@@ -234,7 +234,7 @@ extension ConfigParser {
             for (chip, n) in perChip.sorted(by: { $0.key < $1.key }) where n > Self.maxLinesPerRequest && !chip.isEmpty {
                 let node = loopLineNodes[i] ?? root
                 log.error(
-                    YAMLReader.position(node), i == 0 ? "lines" : "workers.\(loop.name).lines",
+                    r.position(node), i == 0 ? "lines" : "workers.\(loop.name).lines",
                     "the \(loop.name) loop owns \(n) lines of chip \(chip); one line request holds at most \(Self.maxLinesPerRequest) (move some to a worker)"
                 )
             }

@@ -48,7 +48,7 @@ extension ConfigParser {
         let line = lines[trigger.0.index]
         guard line.gestures == nil else { return }
         var seen = clickKinds[trigger.0.index, default: [:]]
-        if seen[kind] == nil { seen[kind] = YAMLReader.position(on) }
+        if seen[kind] == nil { seen[kind] = r.position(on) }
         clickKinds[trigger.0.index] = seen
         guard seen.count == 2, !clickWarned.contains(trigger.0.index) else { return }
         clickWarned.insert(trigger.0.index)

@@ -30,16 +30,16 @@ extension ConfigParser {
             let b =
                 lines[l.index].isInput
                 ? InputLine.budget(l, in: config, capabilities: caps) : OutputLine.budget(pulsed: pulsed.contains(l.index))
-            shares.append(Share(at: YAMLReader.position(node), node: node, path: "lines.\(lines[l.index].name)", budget: b))
+            shares.append(Share(at: r.position(node), node: node, path: "lines.\(lines[l.index].name)", budget: b))
         }
         for q in sequences where q.loop == id {
             guard case .parallel = q.policy, let (node, path) = sequenceMaxNodes[q.name] else { continue }
-            shares.append(Share(at: YAMLReader.position(node), node: node, path: path, budget: SequenceRunner.budget(q)))
+            shares.append(Share(at: r.position(node), node: node, path: path, budget: SequenceRunner.budget(q)))
         }
         if i == 0 {
             for c in commands {
                 guard let (node, path) = commandNodes[c.name] else { continue }
-                shares.append(Share(at: YAMLReader.position(node), node: node, path: path, budget: CommandRunner.budget(c)))
+                shares.append(Share(at: r.position(node), node: node, path: path, budget: CommandRunner.budget(c)))
             }
         }
         shares.sort { ($0.at.line, $0.at.column) < ($1.at.line, $1.at.column) }
@@ -63,7 +63,7 @@ extension ConfigParser {
         // reactions, sequences) together.
         let node = (i == 0 ? nil : loopLineNodes[i]) ?? root
         log.error(
-            node == root ? Position(line: 1, column: 1) : YAMLReader.position(node), i == 0 ? "" : "workers.\(name)",
+            node == root ? Position(line: 1, column: 1) : r.position(node), i == 0 ? "" : "workers.\(name)",
             "the tasks, reactions and sequences make " + first)
     }
 

@@ -79,6 +79,15 @@ final class ConfigParser {
     var clickWarned: Set<Int> = []
     /// Programs already looked for (each is warned about once).
     var programsLookedFor: Set<String> = []
+    /// The files the config includes, as messages name them, in the order
+    /// read (a file included twice is listed twice).
+    var includedFiles: [String] = []
+    /// The values of the secrets the config refers to, by name: only
+    /// `secret(_:_:)` reads them.
+    var secretValues: [String: String] = [:]
+    /// The secrets file, once read; or why it could not be.
+    var secretsRead: [String: String?]?
+    var secretsProblem: String?
     /// Whether the config is checked on the machine it is for (computed once).
     lazy var checkedHere: Bool = forThisMachine
 
@@ -86,7 +95,9 @@ final class ConfigParser {
         self.file = file
         self.options = options
         log = DiagnosticLog(file: file)
-        r = YAMLReader(log: log)
+        var reader = YAMLReader(log: log)
+        reader.scalarTags = Self.definedTags
+        r = reader
     }
 
     func parse(_ text: String) -> DaemonConfig? {
@@ -95,10 +106,11 @@ final class ConfigParser {
         for block in skipped where !block.section.isEmpty {
             unreadableNames[block.section, default: []].insert(block.key ?? "")
         }
-        guard let root = composed else {
+        guard let composed else {
             if !log.hasErrors { log.error(Position(line: 1, column: 1), "", "the config is empty") }
             return nil
         }
+        guard let root = assemble(composed) else { return nil }
         guard let entries = r.mapping(root, "", allowed: Self.topKeys, what: "a mapping of board, lines, modes, …") else {
             return nil
         }
@@ -156,7 +168,7 @@ final class ConfigParser {
             path = ""
             node = root
         }
-        let at = node == root ? Position.none : YAMLReader.position(node)
+        let at = node == root ? Position.none : r.position(node)
         if e == nil && options.board == nil { path = "" }
         if requested == "auto" && options.mock {
             log.error(

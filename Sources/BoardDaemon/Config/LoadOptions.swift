@@ -53,19 +53,31 @@ public struct LoadResult: Sendable {
 public enum ConfigLoader {
     /// Reads `path` and loads it; an unreadable file is one error. Only a
     /// regular file of at most `FileSystem.maximumConfigSize` bytes is read
-    /// (never a FIFO or a device, which could block or never end).
+    /// (never a FIFO or a device, which could block or never end). The
+    /// config and every file it includes must be writable only by their
+    /// owner, root or boardd's user (`whoElseMayWrite`).
     public static func load(path: String, options: LoadOptions = LoadOptions()) -> LoadResult {
         switch FileSystem.readConfigText(path) {
         case let .success(text):
-            var result = load(text: text, file: path, options: options)
-            if let who = whoElseMayWrite(path) {
+            var (result, included) = parse(text: text, file: path, options: options)
+            var seen: Set<String> = []
+            var insecure: [Diagnostic] = []
+            for file in [path] + included where seen.insert(file).inserted {
+                guard let who = whoElseMayWrite(file) else { continue }
                 let severity: Diagnostic.Severity = options.refuseInsecureConfig ? .error : .warning
-                let d = Diagnostic(
-                    severity, file: path, line: 0, column: 0, path: "",
-                    message:
-                        "\(who): anyone who can change it decides what boardd runs (its commands run as boardd's user); make it writable only by its owner, root or boardd's user (chmod o-w, chown)\(options.refuseInsecureConfig ? "; --allow-insecure-config accepts it" : "")")
-                result.diagnostics.insert(d, at: 0)
-                if severity == .error { result.config = nil } else { result.config?.warnings.insert(d, at: 0) }
+                let what = file == path ? "the config" : "the included file"
+                insecure.append(
+                    Diagnostic(
+                        severity, file: file, line: 0, column: 0, path: "",
+                        message:
+                            "\(what) \(who): anyone who can change it decides what boardd runs (its commands run as boardd's user); make it writable only by its owner, root or boardd's user (chmod o-w, chown)\(options.refuseInsecureConfig ? "; --allow-insecure-config accepts it" : "")"
+                    ))
+            }
+            result.diagnostics.insert(contentsOf: insecure, at: 0)
+            if insecure.contains(where: { $0.severity == .error }) {
+                result.config = nil
+            } else {
+                result.config?.warnings.insert(contentsOf: insecure, at: 0)
             }
             return result
         case let .failure(why):
@@ -83,19 +95,26 @@ public enum ConfigLoader {
         var st = stat()
         guard stat(path, &st) == 0 else { return nil }
         let mode = String(st.st_mode & 0o7777, radix: 8)
-        if st.st_mode & S_IWOTH != 0 { return "the config is writable by every user (mode 0\(mode))" }
-        if st.st_uid != 0 && st.st_uid != geteuid() { return "the config is owned by uid \(st.st_uid), not by boardd's user (uid \(geteuid())) or root" }
+        if st.st_mode & S_IWOTH != 0 { return "is writable by every user (mode 0\(mode))" }
+        if st.st_uid != 0 && st.st_uid != geteuid() { return "is owned by uid \(st.st_uid), not by boardd's user (uid \(geteuid())) or root" }
         return nil
     }
 
     /// Loads a config from text; `file` is the name used in messages.
+    /// Files it includes are read relative to `file`'s directory, and
+    /// `!secret` from `secrets.yaml` there.
     public static func load(text: String, file: String, options: LoadOptions = LoadOptions()) -> LoadResult {
+        parse(text: text, file: file, options: options).result
+    }
+
+    /// Loads a config from text, with the files it included.
+    static func parse(text: String, file: String, options: LoadOptions) -> (result: LoadResult, included: [String]) {
         let parser = ConfigParser(file: file, options: options)
         let config = parser.parse(text)
         let diagnostics = parser.log.sorted
         let failed = diagnostics.contains { $0.severity == .error }
         var result = config
         result?.warnings = diagnostics.filter { $0.severity == .warning }
-        return LoadResult(config: failed ? nil : result, diagnostics: diagnostics)
+        return (LoadResult(config: failed ? nil : result, diagnostics: diagnostics), parser.includedFiles)
     }
 }
