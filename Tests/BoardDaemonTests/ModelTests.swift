@@ -199,12 +199,13 @@ import Testing
     }
 
     /// Every config, that is: `demo.script.yaml` is the demo's scripted
-    /// person (DemoTests reads it), and `fleet/common.yaml` the package
-    /// the fleet's boards include (a fragment, not a config).
+    /// person (DemoTests reads it), and `fleet/common.yaml` and
+    /// `fleet/mqtt.yaml` the packages the fleet's boards include
+    /// (fragments, not configs).
     @Test func everyExampleIsListed() throws {
         let paths = try Fixtures.configPaths().filter { $0.hasPrefix(Fixtures.examples + "/") }
         #expect(paths.map { String($0.dropFirst(Fixtures.examples.count + 1).dropLast(5)) }.sorted() == Self.examples.sorted())
         let fleet = try FileManager.default.contentsOfDirectory(atPath: Fixtures.examples + "/fleet").filter { $0.hasSuffix(".yaml") }
-        #expect(Set(fleet) == Set(["common.yaml"] + (1...3).flatMap { ["greenhouse-\($0).yaml", "greenhouse-\($0).test.yaml"] }))
+        #expect(Set(fleet) == Set(["common.yaml", "mqtt.yaml"] + (1...3).flatMap { ["greenhouse-\($0).yaml", "greenhouse-\($0).test.yaml"] }))
     }
 }
