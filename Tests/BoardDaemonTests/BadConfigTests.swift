@@ -126,6 +126,23 @@ let badConfigs: [(String, [String])] = [
     ("mode-unknown-priority", [
             "mode-unknown-priority.yaml:6:24: error: modes.critical.admits[0]: no priority named 'urgent' (priorities: low, normal, high)",
     ]),
+    ("mqtt-commands", [
+            "mqtt-commands.yaml:9:18: error: mqtt.qos.states: 3 is out of range; it must be between 0 and 2",
+            "mqtt-commands.yaml:10:25: error: mqtt.commands.outputs[0]: line 'button' is an input; only outputs can be commanded",
+            "mqtt-commands.yaml:10:33: error: mqtt.commands.outputs[1]: no line named 'lde'; did you mean 'led'? (lines: button, led)",
+            "mqtt-commands.yaml:10:51: error: mqtt.commands.sequences[0]: no sequence named 'blnk'; did you mean 'blink'?",
+            "mqtt-commands.yaml:11:17: error: mqtt.topic_prefix: a topic prefix is one or more levels without '+', '#' or empty levels (such as boardd/greenhouse-1); found 'boardd/#'",
+            "mqtt-commands.yaml:12:21: error: mqtt.tls.cert_file: cannot read '/nonexistent/client.crt': No such file or directory",
+    ]),
+    ("mqtt-inline-password", [
+            "mqtt-inline-password.yaml:7:13: error: mqtt.password: a password is not written in the config: put it in secrets.yaml beside the config and write password: !secret NAME, or give password_file (a file only boardd's user may read)",
+    ]),
+    ("mqtt-no-broker", [
+            "mqtt-no-broker.yaml:5:3: error: mqtt: broker: missing (the broker's host name or address, such as 192.168.1.10 or mqtt.local)",
+    ]),
+    ("mqtt-url-broker", [
+            "mqtt-url-broker.yaml:5:11: error: mqtt.broker: expected a host name or address (such as 192.168.1.10 or mqtt.local; no URL, the port goes in port:), found 'mqtt://broker.local:1883'",
+    ]),
     ("multi-press-count-one", [
             "multi-press-count-one.yaml:6:47: error: reactions[0].on.multi_press.count: 1 is out of range; it must be between 2 and 10",
     ]),

@@ -131,7 +131,13 @@ extension ConfigParser {
         if let pw, pf != nil {
             r.error(pw.value, pw.path, "give password or password_file, not both")
         } else if let pw {
-            if let s = secret(pw.value, pw.path) { c.password = .init(value: s) }
+            if !isSecret(pw.value) {
+                r.error(
+                    pw.value, pw.path,
+                    "a password is not written in the config: put it in secrets.yaml beside the config and write password: !secret NAME, or give password_file (a file only boardd's user may read)")
+            } else if let s = secret(pw.value, pw.path) {
+                c.password = .init(value: s)
+            }
         } else if let pf, let path = r.string(pf.value, pf.path, what: "a file's path") {
             c.password = readPasswordFile(path, pf)
         }

@@ -74,6 +74,8 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
     public var loops: [Loop]
     /// The lines a mode can hold, in the config's order.
     public var held: [Held]
+    /// The MQTT client in words (nil: none); never the password.
+    public var mqtt: String?
     public var warnings: [String]
 
     public init(_ c: DaemonConfig) {
@@ -169,6 +171,19 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
                 expected: p.expected(rate: h.rate))
         }
         warnings = c.warnings.map(\.description)
+        mqtt = c.mqtt.map { m in
+            var parts = ["broker \(m.broker):\(m.port)\(m.tls != nil ? " (TLS\(m.tls!.verify ? "" : ", not verified"))" : "")"]
+            parts.append("client id \(m.clientID)")
+            if let u = m.username { parts.append("user \(u)\(m.password != nil ? " with a password" : "")") }
+            parts.append("topics \(m.topicPrefix)/…")
+            let published = m.published.map { c.lines[$0.index].name }
+            parts.append("publishes \(published.count == c.lines.count ? "every line" : published.isEmpty ? "no line" : published.joined(separator: ", "))")
+            let commanded = m.writableOutputs.map { c.lines[$0.index].name } + m.writableSequences.map { "sequence \(c.sequences[$0.index].name)" }
+                + m.writableModes.map { "mode \(c.modes[$0.index].name)" }
+            parts.append("commands: \(commanded.isEmpty ? "none" : commanded.joined(separator: ", "))")
+            parts.append(m.discovery.map { "Home Assistant discovery under \($0.prefix)" } ?? "no Home Assistant discovery")
+            return parts.joined(separator: "; ")
+        }
     }
 
     /// The text `boardd --check` prints.
@@ -201,6 +216,7 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
         section("reactions", reactions)
         section("sequences", sequences)
         section("commands", commands)
+        out.append("mqtt: " + (mqtt ?? "none"))
         out.append("held events:" + (held.isEmpty ? " none" : ""))
         for h in held {
             var parts = ["held in \(h.modes.joined(separator: ", "))"]
