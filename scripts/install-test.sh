@@ -89,6 +89,10 @@ install --destdir "$d"
     || fail "the realtime drop-in stayed"
 grep -q '^RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6$' "$d/etc/systemd/system/boardd.service.d/network.conf" 2> /dev/null \
     && pass "a command running curl gets the network drop-in" || fail "no network drop-in for a curl command"
+printf '\nmqtt: { broker: 192.168.1.10 }\n' | cat examples/doorbell.yaml - > "$d/etc/boardd/boardd.yaml"
+install --destdir "$d"
+grep -q '^RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6$' "$d/etc/systemd/system/boardd.service.d/network.conf" 2> /dev/null \
+    && pass "an mqtt: block gets the network drop-in" || fail "no network drop-in for a config with an MQTT broker"
 cp examples/doorbell.yaml "$d/etc/boardd/boardd.yaml"
 install --destdir "$d"
 [ ! -e "$d/etc/systemd/system/boardd.service.d" ] && pass "the drop-ins and their directory go when not asked for" \

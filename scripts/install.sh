@@ -14,7 +14,8 @@
 #   /etc/boardd/boardd.yaml                        (packaging/boardd.yaml; only when there is none)
 #   /etc/systemd/system/boardd.service.d/realtime.conf when the config has a
 #     worker with priority: or mlockall:, network.conf when a command of the
-#     config runs a network client (both removed again when it no longer does)
+#     config runs a network client or the config has an mqtt: block (both
+#     removed again when it no longer does)
 #   /etc/udev/rules.d/60-boardd-gpio.rules         when no udev rule gives /dev/gpiochip* a group
 # and makes the system user boardd (group boardd, member of gpio; the gpio
 # group too when the system has none), then reloads systemd. --destdir D
@@ -227,10 +228,11 @@ AmbientCapabilities=CAP_SYS_NICE CAP_IPC_LOCK
 LimitRTPRIO=99
 LimitMEMLOCK=infinity
 RestrictRealtime=no"
-    # A command that runs a network client, or names a URL.
+    # A command that runs a network client, or names a URL; or an mqtt: block.
     network=0
     grep -Eq '"detail" *: *"argv \[[^]]*([/"](curl|wget|mosquitto_pub|mosquitto_sub|ssh|scp|rsync|nc|ncat|ping)\\"|[a-z]+://)' "$summary" && network=1
-    dropin network.conf $network "# A command of the config talks to a network (docs/deploy.md, the network drop-in).
+    grep -Eq '"mqtt" *: *"' "$summary" && network=1
+    dropin network.conf $network "# The config talks to a network: a command, or its MQTT broker (docs/deploy.md, the network drop-in).
 [Service]
 PrivateNetwork=no
 IPAddressDeny=
