@@ -83,7 +83,10 @@ def control(sock_path, request):
     return json.loads(reply)
 
 
-client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="fleet-controller")
+if hasattr(mqtt, "CallbackAPIVersion"):  # paho-mqtt 2.x (PyPI); 1.6 is Debian 12's python3-paho-mqtt
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="fleet-controller")
+else:
+    client = mqtt.Client(client_id="fleet-controller")
 client.username_pw_set(args.user, open(args.password_file).read().strip())
 client.on_message = on_message
 client.connect(args.host, args.port, keepalive=30)

@@ -54,8 +54,8 @@ final class MQTTFleetTests: XCTestCase {
         for d in daemons { XCTAssertTrue(d.waitFor("mqtt: connected"), d.log) }
 
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", Fixtures.packageRoot + "/tests-fleet/controller.py", "--port", "\(broker.port)", "--user", "boardd",
+        p.executableURL = URL(fileURLWithPath: try Self.python())
+        p.arguments = [Fixtures.packageRoot + "/tests-fleet/controller.py", "--port", "\(broker.port)", "--user", "boardd",
             "--password-file", dir + "/controller-password"] + boards
         let out = Pipe()
         p.standardOutput = out
@@ -63,8 +63,20 @@ final class MQTTFleetTests: XCTestCase {
         try p.run()
         let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
-        XCTAssertEqual(p.terminationStatus, 0, "the controller (paho-mqtt from PyPI: python3 -m pip install paho-mqtt):\n\(text)\n\(daemons.map(\.log).joined(separator: "\n---\n"))")
+        XCTAssertEqual(p.terminationStatus, 0, "the controller:\n\(text)\n\(daemons.map(\.log).joined(separator: "\n---\n"))")
         XCTAssertTrue(text.contains("OK: 0 failed check(s)"), text)
         XCTAssertGreaterThan(text.components(separatedBy: "PASS ").count, 40, text)
+    }
+
+    /// The python with paho-mqtt that scripts/install-deps.sh makes (a venv
+    /// under ~/.cache/boardloop).
+    static func python() throws -> String {
+        let env = ProcessInfo.processInfo.environment
+        let cache = env["XDG_CACHE_HOME"] ?? ((env["HOME"] ?? "/root") + "/.cache")
+        let path = cache + "/boardloop/venv/bin/python3"
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw BrokerError("no \(path): run scripts/install-deps.sh (it installs paho-mqtt from PyPI there)")
+        }
+        return path
     }
 }

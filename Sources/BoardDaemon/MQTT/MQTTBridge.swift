@@ -47,6 +47,8 @@ final class MQTTBridge {
     private var pulseTimer: RunLoopTimer?
     private var statsTimer: RunLoopTimer?
     private var discoveryTimer: RunLoopTimer?
+    /// Once a second: each published line's state against its value now.
+    private var syncTimer: RunLoopTimer?
     /// When the connection went down (for the log line on reconnect).
     private var downSince: UInt64?
 
@@ -68,8 +70,8 @@ final class MQTTBridge {
     /// Pulses in flight at most.
     static let maxPulses = 256
 
-    /// The MQTT client and the bridge's timers (pulses, stats, discovery).
-    static let budget = LoopBudget(timers: 3, performs: 2) + MQTTClient.budget
+    /// The MQTT client and the bridge's timers (pulses, stats, discovery, the states' check).
+    static let budget = LoopBudget(timers: 4, performs: 2) + MQTTClient.budget
 
     init(daemon: Daemon, config: MQTTConfig) {
         self.daemon = daemon
@@ -103,6 +105,11 @@ final class MQTTBridge {
         try loop.add(s, mode: .common)
         statsTimer = s
         if let i = config.statsInterval { s.arm(after: i) }
+        let sync = RunLoopTimer(fireAt: loop.now + .seconds(1), interval: .seconds(1), tolerance: .milliseconds(100)) { [unowned self] _ in
+            self.syncLines()
+        }
+        try loop.add(sync, mode: .common)
+        syncTimer = sync
         let box = WeakBridge(self)
         let item = PerformWorkItem(modes: [.common]) { box.bridge?.takeEvents() }
         feedItem = item
@@ -154,6 +161,7 @@ final class MQTTBridge {
         pulseTimer?.invalidate()
         statsTimer?.invalidate()
         discoveryTimer?.invalidate()
+        syncTimer?.invalidate()
     }
 
     // MARK: Topics
@@ -186,6 +194,22 @@ final class MQTTBridge {
             setState(sequenceTopic(s.name, "state"), Array((n > 0 ? "running" : "idle").utf8))
         }
         setState(modeTopic(names.loops[0].name), Array(daemon.mainMode.utf8))
+        // A worker's mode as last heard of (its changes come as events);
+        // the default mode until then.
+        for l in names.loops.dropFirst() where states[modeTopic(l.name)] == nil {
+            setState(modeTopic(l.name), Array(names.modes[0].name.utf8))
+        }
+    }
+
+    /// Each published line's state against its value now: the records an
+    /// edge flood crowded out of a trace ring (counted and logged as
+    /// dropped trace lines) cannot leave a retained state wrong for more
+    /// than a second.
+    private func syncLines() {
+        let program = daemon.main.program
+        for id in config.published where id.index < program.cells.count {
+            setState(lineTopic(names[id].name, "state"), onOff(program.cells[id.index].value.load(ordering: .relaxed)))
+        }
     }
 
     // MARK: Connection

@@ -331,10 +331,13 @@ final class MQTTClient {
         guard let m = mosq else { return }
         if ev.contains(.readable) || ev.contains(.error) || ev.contains(.hangup) {
             let rc = mosquitto_loop_read(m, 1)
-            guard rc == MOSQ_ERR_SUCCESS.rawValue, mosq != nil else { return lost(rc) }
+            // (A callback may have ended this connection: then it is not ours to judge.)
+            guard mosq == m else { return }
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else { return lost(rc) }
         }
         if ev.contains(.writable) {
             let rc = mosquitto_loop_write(m, 1)
+            guard mosq == m else { return }
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return lost(rc) }
         }
         updateInterest()
