@@ -63,6 +63,14 @@ public enum Render {
             if let last = reloads["last_error"], !last.isNull { text += " (last error: \(last.text))" }
             pairs.append(("reloads", text))
         }
+        if let m = r["mqtt"], !m.isNull {
+            var text = "\(m["state"]?.text ?? "?") \(m["broker"]?.text ?? "?") as \(m["client_id"]?.text ?? "?")"
+            text += ", \(m["connections"]?.text ?? "0") connection(s), \(m["losses"]?.text ?? "0") lost"
+            if let q = m["queued"]?.int, q > 0 { text += ", \(q) events queued" }
+            if let d = m["dropped"]?.int, d > 0 { text += ", \(d) dropped" }
+            if let e = m["last_error"], !e.isNull { text += " (last error: \(e.text))" }
+            pairs.append(("mqtt", text))
+        }
         var out = keyed(pairs)
 
         let loops = r["loops"]?.array ?? []

@@ -226,18 +226,20 @@ enum Boardd {
         #expect(r.stderr.contains("--demo runs the built-in demo config and would ignore --config examples/doorbell.yaml"), "\(r.stderr)")
     }
 
-    @Test func versionNamesTheReleaseTheCommitAndLibgpiod() throws {
+    @Test func versionNamesTheReleaseTheCommitLibgpiodAndLibmosquitto() throws {
         let r = try Boardd.run(["--version"])
         #expect(r.status == 0)
         let lines = r.stdout.split(separator: "\n").map(String.init)
-        #expect(lines.count == 3, "\(r.stdout)")
+        #expect(lines.count == 4, "\(r.stdout)")
         #expect(lines.first?.hasPrefix("boardd 0.1.0 (libgpiod ") == true, "\(r.stdout)")
         let commit = lines.dropFirst().first ?? ""
         #expect(commit.hasPrefix("commit "), "\(r.stdout)")
         #expect(try describesACommit(String(commit.dropFirst(7)), root: Fixtures.packageRoot), "\(commit)")
-        let gpio = lines.last ?? ""
+        let gpio = lines.count > 2 ? lines[2] : ""
         #expect(gpio.hasPrefix("built against libgpiod ") && !gpio.hasPrefix("built against libgpiod unknown"), "\(gpio)")
         #expect(gpio.contains("(the 1.x branch)") || gpio.contains("(the 2.x branch)"), "\(gpio)")
+        let mqtt = lines.last ?? ""
+        #expect(mqtt.hasPrefix("MQTT: libmosquitto 2.") || mqtt.hasPrefix("MQTT: libmosquitto 1."), "\(mqtt)")
     }
 }
 

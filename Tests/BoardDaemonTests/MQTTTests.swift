@@ -179,6 +179,10 @@ final class MQTTTests: XCTestCase {
         XCTAssertTrue(try run.control(#"{"v":1,"id":4,"cmd":"get","line":"lamp"}"#).contains(#""value":false"#))
         XCTAssertTrue(run.daemon.waitFor("mqtt: refused \(p)/line/lamp/set \"ON\": output 'lamp' may not be commanded"), run.daemon.log)
 
+        // The control socket's status says how MQTT is.
+        let status = try run.control(#"{"v":1,"id":5,"cmd":"status"}"#)
+        XCTAssertTrue(status.contains(#""mqtt":{"broker":"127.0.0.1:\#(broker.port)","client_id":"bench-1","topic_prefix":"boardd/bench-1","state":"connected","last_error":null,"connections":1,"losses":0"#), status)
+
         // Stats: periodic, retained.
         let stats = try XCTUnwrap(probe.wait { $0.topic == "\(p)/stats" }?.json, "\(probe.messages)")
         XCTAssertNotNil(stats["task_late_p99_ms"])
@@ -247,6 +251,8 @@ final class MQTTTests: XCTestCase {
         XCTAssertTrue(run.daemon.waitFor("mqtt: connected"), run.daemon.log)
         broker.kill()
         XCTAssertTrue(run.daemon.waitFor("mqtt: connection to 127.0.0.1:\(broker.port) lost"), run.daemon.log)
+        let waiting = try run.control(#"{"v":1,"id":8,"cmd":"status"}"#)
+        XCTAssertTrue(waiting.contains(#""state":"waiting","last_error":"#) || waiting.contains(#""state":"connecting""#), waiting)
         // During the outage: two clicks (four edges, two gestures, two writes).
         for i in 0..<2 {
             XCTAssertTrue(try run.control(#"{"v":1,"id":\#(i),"cmd":"click","line":"button"}"#).contains(#""ok":true"#))
@@ -269,6 +275,8 @@ final class MQTTTests: XCTestCase {
         let line = run.daemon.log.split(separator: "\n").first { $0.contains("mqtt: back after") }.map(String.init) ?? ""
         XCTAssertTrue(line.contains("6 queued events sent"), line)
         XCTAssertFalse(line.contains("dropped"), line)
+        let status = try run.control(#"{"v":1,"id":9,"cmd":"status"}"#)
+        XCTAssertTrue(status.contains(#""state":"connected","last_error":null,"connections":2,"losses":1"#), status)
     }
 
     /// More events in an outage than the queue holds: the most recent are

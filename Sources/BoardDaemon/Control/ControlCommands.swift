@@ -298,6 +298,7 @@ extension ControlServer {
                 ("applied", .int(Int64(d.reloads.applied))), ("refused", .int(Int64(d.reloads.refused))),
                 ("last_error", d.lastReloadError.map(JSON.string) ?? .null),
             ])),
+            ("mqtt", d.mqtt?.status ?? .null),
         ]
     }
 

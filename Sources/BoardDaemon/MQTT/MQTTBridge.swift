@@ -555,6 +555,25 @@ final class MQTTBridge {
         ])
     }
 
+    /// The control protocol's `status.mqtt`.
+    var status: JSON {
+        let state: String
+        switch client.state {
+        case .idle: state = "stopped"
+        case .opening, .handshaking: state = "connecting"
+        case .up: state = "connected"
+        case .waiting: state = "waiting"
+        }
+        return .object([
+            ("broker", .string("\(config.broker):\(config.port)")), ("client_id", .string(config.clientID)),
+            ("topic_prefix", .string(config.topicPrefix)), ("state", .string(state)),
+            ("last_error", client.lastError.map(JSON.string) ?? .null),
+            ("connections", .int(Int64(clamping: client.connections))), ("losses", .int(Int64(clamping: client.losses))),
+            ("published", .int(Int64(clamping: stats.published))), ("queued", .int(Int64(queued.count - queuedHead))),
+            ("dropped", .int(Int64(clamping: stats.dropped))), ("refused", .int(Int64(clamping: stats.refused))),
+        ])
+    }
+
     // MARK: Home Assistant discovery
 
     func discoveryTopic(_ c: MQTTConfig) -> String { "\(c.discovery?.prefix ?? "homeassistant")/device/\(Self.objectID(c.clientID))/config" }

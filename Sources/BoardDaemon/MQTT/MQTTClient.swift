@@ -80,6 +80,9 @@ final class MQTTClient {
     /// Connections made in all, and losses.
     private(set) var connections: UInt64 = 0
     private(set) var losses: UInt64 = 0
+    /// Why the last attempt failed or the last connection was lost (nil
+    /// once connected).
+    private(set) var lastError: String?
     /// Why the broker refused the last CONNECT (set from the connect callback).
     private var refused: String?
     /// The library's last error or warning line (it says what TLS did not accept).
@@ -318,6 +321,7 @@ final class MQTTClient {
         }
         state = .up
         failures = 0
+        lastError = nil
         connections &+= 1
         retry?.disarm()
         logger.notice("mqtt: connected to \(settings.host):\(settings.port) as \(settings.clientID)\(settings.tls != nil ? " (TLS)" : "")")
@@ -402,6 +406,7 @@ final class MQTTClient {
 
     private func scheduleRetry(after why: String) {
         state = .waiting
+        lastError = why
         let d = Self.backoff(failures: failures, min: settings.reconnectMin, max: settings.reconnectMax)
         logger.warning("mqtt: \(why); trying again in \(DurationText.format(d))")
         retry?.arm(after: d)
@@ -439,6 +444,15 @@ final class MQTTClient {
         case 2: return "\(text) (check mqtt.client_id)"
         default: return text
         }
+    }
+}
+
+/// The libmosquitto boardd runs with (`boardd --version`).
+public enum MQTTLibrary {
+    public static var version: String {
+        var major: Int32 = 0, minor: Int32 = 0, revision: Int32 = 0
+        _ = mosquitto_lib_version(&major, &minor, &revision)
+        return "\(major).\(minor).\(revision)"
     }
 }
 
