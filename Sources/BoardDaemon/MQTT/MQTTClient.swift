@@ -69,6 +69,7 @@ final class MQTTClient {
     /// The connected (or handshaking) instance, main loop only.
     private var mosq: OpaquePointer?
     private var source: PortSource?
+    /// Whether the source watches for writability now.
     private var wantsWrite = false
     private var misc: RunLoopTimer?
     /// The next attempt, or the handshake's deadline.
@@ -298,7 +299,11 @@ final class MQTTClient {
         }
         mosq = p.pointer
         let fd = mosquitto_socket(p.pointer)
-        wantsWrite = mosquitto_want_write(p.pointer)
+        // With TLS, the handshake can start only once the TCP connection
+        // is made (a connect in progress is not writable yet), and
+        // libmosquitto does not ask to write meanwhile: writability is
+        // watched until the first event says the socket is connected.
+        wantsWrite = mosquitto_want_write(p.pointer) || settings.tls != nil
         let s = PortSource(fd: fd, interest: wantsWrite ? [.readable, .writable] : .readable) { [unowned self] _, ev in self.ready(ev) }
         do {
             try loop.add(s, mode: .common)
@@ -333,7 +338,10 @@ final class MQTTClient {
 
     private func ready(_ ev: PortSource.Events) {
         guard let m = mosq else { return }
-        if ev.contains(.readable) || ev.contains(.error) || ev.contains(.hangup) {
+        // The TLS handshake goes on in `mosquitto_loop_read`, whichever way
+        // the socket is ready (its `loop_write` does not take part in it).
+        let handshake = state == .handshaking && settings.tls != nil
+        if handshake || ev.contains(.readable) || ev.contains(.error) || ev.contains(.hangup) {
             let rc = mosquitto_loop_read(m, 1)
             // (A callback may have ended this connection: then it is not ours to judge.)
             guard mosq == m else { return }
