@@ -182,6 +182,7 @@ final class Probe: @unchecked Sendable {
 
     private let mosq: OpaquePointer
     private let got = Locked([Message]())
+    private let subscribed = Locked(false)
 
     init(port: Int, credentials: Broker.Credentials? = nil, subscribe: String = "#") throws {
         mosquitto_lib_init()
@@ -196,10 +197,18 @@ final class Probe: @unchecked Sendable {
             let m = Message(topic: String(cString: msg.pointee.topic), payload: payload, retained: msg.pointee.retain)
             p.got.withLock { $0.append(m) }
         }
+        mosquitto_subscribe_callback_set(m) { _, obj, _, _, _ in
+            guard let obj else { return }
+            Unmanaged<Probe>.fromOpaque(obj).takeUnretainedValue().subscribed.withLock { $0 = true }
+        }
         let rc = mosquitto_connect(m, "127.0.0.1", Int32(port), 30)
         guard rc == 0 else { throw BrokerError("probe cannot connect: \(String(cString: mosquitto_strerror(rc)))") }
         mosquitto_subscribe(m, nil, subscribe, 1)
         mosquitto_loop_start(m)
+        // Subscribed (SUBACK) before the test goes on.
+        let end = Date().addingTimeInterval(20)
+        while !subscribed.withLock({ $0 }) && Date() < end { usleep(2_000) }
+        guard subscribed.withLock({ $0 }) else { throw BrokerError("the probe's subscription was not acknowledged within 20 s") }
     }
 
     deinit {

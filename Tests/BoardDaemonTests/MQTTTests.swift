@@ -9,7 +9,9 @@ import XCTest
 final class MQTTTests: XCTestCase {
     /// A board with a button (gestures), two outputs (one commandable), a
     /// sequence (runnable) and a task.
-    static func config(port: Int, extra: String = "", publish: String = "", id: String = "bench-1") -> String {
+    static func config(
+        port: Int, extra: String = "", publish: String = "", id: String = "bench-1", reconnect: String = "{ min: 200ms, max: 1s }"
+    ) -> String {
         """
         board: demo
         lines:
@@ -19,6 +21,9 @@ final class MQTTTests: XCTestCase {
             gestures: { one_of: [click, double_click, hold], gap: 150ms, hold: 800ms }
           relay: { pin: VALVE, output: { initial: off, safe: off } }
           lamp: { pin: LED, output: { initial: off, safe: off } }
+        priorities: [low, high]
+        modes:
+          quiet: { admits: [high] }
         sequences:
           blink:
             steps:
@@ -35,10 +40,10 @@ final class MQTTTests: XCTestCase {
           broker: 127.0.0.1
           port: \(port)
           client_id: \(id)
-          commands: { outputs: [relay], sequences: [blink] }
+          commands: { outputs: [relay], sequences: [blink], modes: [quiet] }
           discovery: { enabled: true }
           stats_interval: 1s
-          reconnect: { min: 200ms, max: 1s }
+          reconnect: \(reconnect)
         \(publish)\(extra)
         """
     }
@@ -114,6 +119,9 @@ final class MQTTTests: XCTestCase {
         XCTAssertEqual(cmps["task_lateness_p99"]?["unit_of_meas"] as? String, "ms")
         XCTAssertEqual(cmps["task_lateness_p99"]?["stat_cla"] as? String, "measurement")
         XCTAssertEqual(cmps["lost_events"]?["stat_cla"] as? String, "total_increasing")
+        XCTAssertEqual(cmps["mode"]?["p"] as? String, "select")
+        XCTAssertEqual(cmps["mode"]?["options"] as? [String], ["quiet"])
+        XCTAssertEqual(cmps["mode"]?["cmd_t"] as? String, "\(p)/loop/main/mode/set")
 
         // Retained states at the start.
         XCTAssertNotNil(probe.wait("\(p)/line/button/state", "OFF"))
@@ -158,6 +166,14 @@ final class MQTTTests: XCTestCase {
         XCTAssertEqual(probe.wait { $0.topic == "\(p)/sequence/blink/event" }?.json?["event"] as? String, "started")
         XCTAssertNotNil(probe.wait("\(p)/sequence/blink/state", "idle"))
         XCTAssertNotNil(probe.wait("\(p)/line/lamp/state", "ON"), "the sequence's write is published, whoever made it")
+
+        // A mode, set remotely: held back, the button's edges wait.
+        probe.clear()
+        probe.publish("\(p)/loop/main/mode/set", "quiet")
+        XCTAssertNotNil(probe.wait("\(p)/loop/main/mode", "quiet"), "\(probe.messages)")
+        XCTAssertTrue(run.daemon.waitFor("mqtt: mode main quiet (origin mqtt)"), run.daemon.log)
+        probe.publish("\(p)/loop/main/mode/set", "default")
+        XCTAssertNotNil(probe.wait { $0.topic == "\(p)/error" && ($0.json?["error"] as? String ?? "").contains("mode 'default' may not be set") })
 
         // Refusals: answered on the error topic and logged, never acted on.
         probe.clear()
@@ -247,7 +263,9 @@ final class MQTTTests: XCTestCase {
     /// every state again, and sends the events of the outage.
     func testBrokerRestartRepublishesAndDeliversTheOutagesEvents() throws {
         let broker = try Broker()
-        let run = try Run(Self.config(port: broker.port))
+        // Its attempts 1 to 2 s apart: the probe below subscribes to the
+        // restarted broker before boardd is back and sends the queue.
+        let run = try Run(Self.config(port: broker.port, reconnect: "{ min: 2s, max: 2s }"))
         XCTAssertTrue(run.daemon.waitFor("mqtt: connected"), run.daemon.log)
         broker.kill()
         XCTAssertTrue(run.daemon.waitFor("mqtt: connection to 127.0.0.1:\(broker.port) lost"), run.daemon.log)

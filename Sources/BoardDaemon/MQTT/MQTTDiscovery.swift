@@ -9,6 +9,7 @@ import BoardControl
 ///   `event` with their types;
 /// - each output: a `switch` when MQTT may command it, else a `binary_sensor`;
 /// - each sequence MQTT may run: a `button`;
+/// - the main loop's mode, when MQTT may set modes: a `select` of those modes;
 /// - task lateness, reaction latency (`sensor`, ms, measurement) and lost
 ///   events (`sensor`, total_increasing), from the stats topic.
 ///
@@ -45,6 +46,14 @@ enum MQTTDiscovery {
             let s = names[sid]
             add("\(s.name)_run", "button", [("cmd_t", .string("\(p)/sequence/\(s.name)/run")), ("pl_prs", .string("START")),
                 ("qos", .int(Int64(c.qos.commands)))])
+        }
+        if !c.writableModes.isEmpty {
+            // The main loop's mode, among those MQTT may set.
+            let loop = names.loops[0].name
+            add("mode", "select", [
+                ("stat_t", .string("\(p)/loop/\(loop)/mode")), ("cmd_t", .string("\(p)/loop/\(loop)/mode/set")),
+                ("options", .array(c.writableModes.map { .string(names[$0].name) })), ("qos", .int(Int64(c.qos.commands))),
+            ])
         }
         if c.statsInterval != nil {
             let stats = "\(p)/stats"
