@@ -5,7 +5,7 @@
 //
 // Layers (lower never imports higher), see README.md ("Layers"):
 //   1. C shims      CLinux (epoll/eventfd/timerfd/signalfd/futex), CGPIOD (libgpiod 1.6 / 2.x),
-//                   Clibmosquitto (MQTT, for the daemon)
+//                   CMosquitto (libmosquitto, loaded for the daemon's MQTT client)
 //   2. Engine       Boardloop             (Glibc only, never Foundation)
 //   3. GPIO         BoardloopGPIO, BoardloopGPIOMock
 //   4. Board        BoardSupport
@@ -78,7 +78,11 @@ let package = Package(
         // libgpiod itself: flags from pkg-config (libgpiod.pc).
         .systemLibrary(name: "Clibgpiod", pkgConfig: "libgpiod", providers: [.apt(["libgpiod-dev"])]),
         // libmosquitto: boardd's MQTT client (the `mqtt:` block), its
-        // socket a port source on the main loop. Flags from pkg-config.
+        // socket a port source on the main loop. CMosquitto loads it with
+        // dlopen when a config has an mqtt: block (its header from
+        // libmosquitto-dev); the tests' own MQTT client links it
+        // (Clibmosquitto, flags from pkg-config).
+        .target(name: "CMosquitto", linkerSettings: [.linkedLibrary("dl")]),
         .systemLibrary(name: "Clibmosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
 
         // Layer 2: the engine.
@@ -105,7 +109,7 @@ let package = Package(
         .target(
             name: "BoardDaemon",
             dependencies: [
-                "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "CDaemon", "BoardControl", "Clibmosquitto",
+                "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "CDaemon", "BoardControl", "CMosquitto",
                 .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
             ],
             // `boardd --demo`: the demo config and its scripted person,

@@ -123,6 +123,7 @@ check "boardd is in the group gpio" grep -qx gpio <<< "$(inroot id -nG boardd | 
 check "/etc/boardd/boardd.yaml is a conffile" grep -q '^ /etc/boardd/boardd.yaml ' <<< "$(inroot dpkg-query -W -f='${Conffiles}' boardd)"
 inroot boardd --version > "$work/version.txt" 2>&1 || true
 check "boardd --version runs in the root: $(head -n 1 "$work/version.txt")" grep -q '^boardd [0-9]' "$work/version.txt"
+check "boardd loads libmosquitto in the root (Depends: libmosquitto1): $(tail -n 1 "$work/version.txt")" grep -q '^MQTT: libmosquitto [0-9]' "$work/version.txt"
 inroot boardctl --version > "$work/version.txt" 2>&1 || true
 check "boardctl --version runs in the root" grep -q '^boardctl [0-9]' "$work/version.txt"
 if inroot boardd --demo --for 2s > "$work/demo.log" 2>&1 && grep -q 'stopped:' "$work/demo.log"; then

@@ -141,8 +141,11 @@ depends=$(cd "$work" && dpkg-shlibdeps -O -e debian/boardd/usr/bin/boardd -e deb
     { cat "$work/shlibdeps.err" >&2; exit 1; }
 depends=${depends#shlibs:Depends=}
 [ -n "$depends" ] || { note "dpkg-shlibdeps found no dependencies"; exit 1; }
-# The unit's ExecReload= runs /bin/kill (procps; not in a minimal system).
-depends="$depends, procps"
+# boardd loads libmosquitto (dlopen) for a config's mqtt: block: not a
+# link dpkg-shlibdeps sees, so named here (Debian 12's is 2.0.11; boardd
+# uses nothing newer than 1.6 has). The unit's ExecReload= runs /bin/kill
+# (procps; not in a minimal system).
+depends="$depends, libmosquitto1 (>= 1.6), procps"
 
 # Control files.
 mkdir -p "$root/DEBIAN"

@@ -1,7 +1,7 @@
 import BoardSupport
 import Boardloop
 import CDaemon
-import Clibmosquitto
+import CMosquitto
 import Glibc
 import Logging
 
@@ -102,13 +102,7 @@ final class MQTTClient {
     /// The connection's socket, a source once connected.
     static let socketBudget = LoopBudget(sources: 1)
 
-    private static let libraryReady: Bool = {
-        mosquitto_lib_init()
-        return true
-    }()
-
     init(loop: BoardRunLoop, settings: Settings, logger: Logger) {
-        _ = Self.libraryReady
         self.loop = loop
         self.settings = settings
         self.logger = logger
@@ -118,7 +112,7 @@ final class MQTTClient {
     }
 
     deinit {
-        if let m = mosq { mosquitto_destroy(m) }
+        if let m = mosq { bdm_destroy(m) }
     }
 
     // MARK: Start, stop
@@ -154,12 +148,12 @@ final class MQTTClient {
     /// will) and what is queued written, for at most `flush`.
     func stop(flush: Duration = .milliseconds(500)) {
         if state == .up, let m = mosq {
-            mosquitto_disconnect(m)
+            bdm_disconnect(m)
             let end = MonotonicClock.nanoseconds &+ UInt64(flush.nanosecondsClamped)
-            var p = pollfd(fd: mosquitto_socket(m), events: Int16(POLLOUT), revents: 0)
-            while mosquitto_want_write(m), p.fd >= 0, MonotonicClock.nanoseconds < end {
+            var p = pollfd(fd: bdm_socket(m), events: Int16(POLLOUT), revents: 0)
+            while bdm_want_write(m), p.fd >= 0, MonotonicClock.nanoseconds < end {
                 guard poll(&p, 1, 50) >= 0 else { break }
-                if mosquitto_loop_write(m, 1) != MOSQ_ERR_SUCCESS.rawValue { break }
+                if bdm_loop_write(m, 1) != MOSQ_ERR_SUCCESS.rawValue { break }
             }
         }
         close(clean: true)
@@ -185,7 +179,7 @@ final class MQTTClient {
         guard state == .up, let m = mosq else { return false }
         let bytes = Array(payload)
         let rc = bytes.withUnsafeBytes { p in
-            mosquitto_publish(m, nil, topic, Int32(p.count), p.baseAddress, Int32(qos), retain)
+            bdm_publish(m, nil, topic, Int32(p.count), p.baseAddress, Int32(qos), retain)
         }
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             if rc == MOSQ_ERR_PAYLOAD_SIZE.rawValue || rc == MOSQ_ERR_INVAL.rawValue || rc == MOSQ_ERR_MALFORMED_UTF8.rawValue {
@@ -199,14 +193,14 @@ final class MQTTClient {
 
     func subscribe(_ pattern: String, qos: Int) {
         guard state == .up, let m = mosq else { return }
-        let rc = mosquitto_subscribe(m, nil, pattern, Int32(qos))
+        let rc = bdm_subscribe(m, nil, pattern, Int32(qos))
         if rc != MOSQ_ERR_SUCCESS.rawValue { logger.warning("mqtt: cannot subscribe to \(pattern): \(Self.describe(rc))") }
         updateInterest()
     }
 
     func unsubscribe(_ pattern: String) {
         guard state == .up, let m = mosq else { return }
-        _ = mosquitto_unsubscribe(m, nil, pattern)
+        _ = bdm_unsubscribe(m, nil, pattern)
         updateInterest()
     }
 
@@ -223,7 +217,7 @@ final class MQTTClient {
         let s = settings
         let loop = self.loop, item = opened
         attempt.start(UncheckedPointer(m)) { p in
-            let rc = mosquitto_connect_async(p.pointer, s.host, Int32(s.port), Int32(s.keepalive))
+            let rc = bdm_connect_async(p.pointer, s.host, Int32(s.port), Int32(s.keepalive))
             let e = errno
             return (rc, e)
         } done: {
@@ -234,7 +228,7 @@ final class MQTTClient {
     /// A fresh instance with the settings: credentials, TLS, the will, callbacks.
     private func makeInstance() -> OpaquePointer? {
         let s = settings
-        guard let m = mosquitto_new(s.clientID, true, Unmanaged.passUnretained(self).toOpaque()) else {
+        guard let m = bdm_new(s.clientID, true, Unmanaged.passUnretained(self).toOpaque()) else {
             logger.error("mqtt: mosquitto_new failed: \(String(cString: strerror(errno)))")
             return nil
         }
@@ -244,41 +238,41 @@ final class MQTTClient {
             logger.error("mqtt: \(what): \(Self.describe(rc))")
             ok = false
         }
-        if let u = s.username { check(mosquitto_username_pw_set(m, u, s.password), "username and password") }
+        if let u = s.username { check(bdm_username_pw_set(m, u, s.password), "username and password") }
         if let t = s.tls {
             if let ca = t.caFile {
-                check(mosquitto_tls_set(m, ca, nil, t.certFile, t.keyFile, nil), "TLS files")
+                check(bdm_tls_set(m, ca, nil, t.certFile, t.keyFile, nil), "TLS files")
             } else {
-                check(mosquitto_int_option(m, MOSQ_OPT_TLS_USE_OS_CERTS, 1), "TLS with the system's CA certificates")
-                if let cert = t.certFile { check(mosquitto_tls_set(m, nil, "/etc/ssl/certs", cert, t.keyFile, nil), "TLS client certificate") }
+                check(bdm_int_option(m, MOSQ_OPT_TLS_USE_OS_CERTS, 1), "TLS with the system's CA certificates")
+                if let cert = t.certFile { check(bdm_tls_set(m, nil, "/etc/ssl/certs", cert, t.keyFile, nil), "TLS client certificate") }
             }
             if !t.verify {
-                check(mosquitto_tls_opts_set(m, 0, nil, nil), "TLS without verification")
-                check(mosquitto_tls_insecure_set(m, true), "TLS without host name check")
+                check(bdm_tls_opts_set(m, 0, nil, nil), "TLS without verification")
+                check(bdm_tls_insecure_set(m, true), "TLS without host name check")
             }
         }
         let w = s.will
         check(
-            w.payload.withCString { mosquitto_will_set(m, w.topic, Int32(strlen($0)), $0, Int32(w.qos), w.retain) }, "the last will")
-        mosquitto_connect_callback_set(m) { _, obj, rc in
+            w.payload.withCString { bdm_will_set(m, w.topic, Int32(strlen($0)), $0, Int32(w.qos), w.retain) }, "the last will")
+        bdm_connect_callback_set(m) { _, obj, rc in
             guard let obj else { return }
             Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue().connected(rc)
         }
-        mosquitto_message_callback_set(m) { _, obj, msg in
+        bdm_message_callback_set(m) { _, obj, msg in
             guard let obj, let msg, let topic = msg.pointee.topic else { return }
             let c = Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue()
             c.onMessage(
                 String(cString: topic), UnsafeRawBufferPointer(start: msg.pointee.payload, count: Int(max(0, msg.pointee.payloadlen))),
                 msg.pointee.retain)
         }
-        mosquitto_log_callback_set(m) { _, obj, level, text in
+        bdm_log_callback_set(m) { _, obj, level, text in
             guard let obj, let text, level & Int32(MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0 else { return }
             let c = Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue()
             let line = String(cString: text)
             c.libraryLog.withLock { $0 = line }
         }
         guard ok else {
-            mosquitto_destroy(m)
+            bdm_destroy(m)
             return nil
         }
         return m
@@ -288,27 +282,27 @@ final class MQTTClient {
     private func openFinished() {
         guard let (p, rc, e, stale) = attempt.finish() else { return }
         guard state == .opening, !stale else {
-            mosquitto_destroy(p.pointer)
+            bdm_destroy(p.pointer)
             if state == .opening { open() }  // new settings while it connected
             return
         }
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-            mosquitto_destroy(p.pointer)
+            bdm_destroy(p.pointer)
             fail("cannot connect to \(settings.host):\(settings.port): \(Self.describe(rc, errno: e, library: libraryLog.withLock { $0 }))")
             return
         }
         mosq = p.pointer
-        let fd = mosquitto_socket(p.pointer)
+        let fd = bdm_socket(p.pointer)
         // With TLS, the handshake can start only once the TCP connection
         // is made (a connect in progress is not writable yet), and
         // libmosquitto does not ask to write meanwhile: writability is
         // watched until the first event says the socket is connected.
-        wantsWrite = mosquitto_want_write(p.pointer) || settings.tls != nil
+        wantsWrite = bdm_want_write(p.pointer) || settings.tls != nil
         let s = PortSource(fd: fd, interest: wantsWrite ? [.readable, .writable] : .readable) { [unowned self] _, ev in self.ready(ev) }
         do {
             try loop.add(s, mode: .common)
         } catch {
-            mosquitto_destroy(p.pointer)
+            bdm_destroy(p.pointer)
             mosq = nil
             fail("cannot watch the connection's socket: \(error)")
             return
@@ -342,13 +336,13 @@ final class MQTTClient {
         // the socket is ready (its `loop_write` does not take part in it).
         let handshake = state == .handshaking && settings.tls != nil
         if handshake || ev.contains(.readable) || ev.contains(.error) || ev.contains(.hangup) {
-            let rc = mosquitto_loop_read(m, 1)
+            let rc = bdm_loop_read(m, 1)
             // (A callback may have ended this connection: then it is not ours to judge.)
             guard mosq == m else { return }
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return lost(rc) }
         }
         if ev.contains(.writable) {
-            let rc = mosquitto_loop_write(m, 1)
+            let rc = bdm_loop_write(m, 1)
             guard mosq == m else { return }
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return lost(rc) }
         }
@@ -357,7 +351,7 @@ final class MQTTClient {
 
     private func miscTick() {
         guard let m = mosq else { return }
-        let rc = mosquitto_loop_misc(m)
+        let rc = bdm_loop_misc(m)
         guard rc == MOSQ_ERR_SUCCESS.rawValue else { return lost(rc) }
         updateInterest()
     }
@@ -365,7 +359,7 @@ final class MQTTClient {
     /// Writable interest exactly while libmosquitto has something to write.
     private func updateInterest() {
         guard let m = mosq, let s = source else { return }
-        let w = mosquitto_want_write(m)
+        let w = bdm_want_write(m)
         guard w != wantsWrite else { return }
         wantsWrite = w
         s.interest = w ? [.readable, .writable] : .readable
@@ -400,7 +394,7 @@ final class MQTTClient {
         source = nil
         wantsWrite = false
         if let m = mosq {
-            mosquitto_destroy(m)
+            bdm_destroy(m)
             mosq = nil
         }
         if state == .up || state == .handshaking { state = .waiting }
@@ -439,14 +433,14 @@ final class MQTTClient {
         } else if rc == MOSQ_ERR_EAI.rawValue {
             text = "cannot resolve the broker's name"
         } else {
-            text = String(cString: mosquitto_strerror(rc))
+            text = String(cString: bdm_strerror(rc))
         }
         if let library, !library.isEmpty { text += " (\(library))" }
         return text
     }
 
     static func connack(_ rc: Int32) -> String {
-        let text = String(cString: mosquitto_connack_string(rc))
+        let text = String(cString: bdm_connack_string(rc))
         switch rc {
         case 4, 5: return "\(text) (check mqtt.username and the password)"
         case 2: return "\(text) (check mqtt.client_id)"
@@ -455,11 +449,23 @@ final class MQTTClient {
     }
 }
 
-/// The libmosquitto boardd runs with (`boardd --version`).
+/// libmosquitto, loaded the first time a config's `mqtt:` block (or
+/// `--version`) asks for it, not linked: a boardd without MQTT never maps
+/// it, nor the OpenSSL it brings (CMosquitto).
 public enum MQTTLibrary {
+    /// Loads it (once); nil, or why it cannot be loaded.
+    public static func load() -> String? {
+        var error = [CChar](repeating: 0, count: 512)
+        guard bdm_load(&error, error.count) != 0 else { return nil }
+        let why = String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return "cannot load libmosquitto (\(why)); the mqtt: block needs it: apt install libmosquitto1"
+    }
+
+    /// The libmosquitto boardd runs with (`boardd --version`), or why there is none.
     public static var version: String {
+        if load() != nil { return "not installed (apt install libmosquitto1; only the mqtt: block needs it)" }
         var major: Int32 = 0, minor: Int32 = 0, revision: Int32 = 0
-        _ = mosquitto_lib_version(&major, &minor, &revision)
+        _ = bdm_lib_version(&major, &minor, &revision)
         return "\(major).\(minor).\(revision)"
     }
 }
@@ -539,7 +545,7 @@ final class Attempt: @unchecked Sendable {
                 defer { result = nil }
                 return result
             }) {
-                mosquitto_destroy(r.0.pointer)
+                bdm_destroy(r.0.pointer)
             }
             return true
         }

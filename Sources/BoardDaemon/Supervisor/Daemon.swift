@@ -149,6 +149,10 @@ public final class Daemon: @unchecked Sendable {
         }
         logger.info("\(startLine)")
         if options.mqtt && !options.inlineWorkers, let m = config.mqtt {
+            if let why = MQTTLibrary.load() {
+                control?.stop()
+                throw DaemonError.setup("mqtt: \(why)")
+            }
             let b = MQTTBridge(daemon: self, config: m)
             do { try b.start() } catch {
                 b.stop()
