@@ -14,7 +14,15 @@ enum BoarddVersion {
             boardd \(release) (libgpiod \(gpio.libraryVersion), API \(gpio.apiVersion).x)
             commit \(Release.commit)
             built against libgpiod \(Release.libgpiod) (the \(gpio.apiVersion).x branch), running with libgpiod \(gpio.libraryVersion)
-            MQTT: libmosquitto \(MQTTLibrary.version)
+            \(mqtt)
             """
+    }
+
+    /// The libmosquitto boardd would load for an mqtt: block. Only when
+    /// `--version` is asked for: swift-argument-parser reads `text` at every
+    /// start, and loading the library maps OpenSSL (1.8 MiB resident) into a
+    /// boardd that may never use MQTT.
+    static var mqtt: String {
+        CommandLine.arguments.dropFirst().contains("--version") ? "MQTT: libmosquitto \(MQTTLibrary.version)" : "MQTT: libmosquitto"
     }
 }
