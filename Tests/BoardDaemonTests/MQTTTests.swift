@@ -205,11 +205,16 @@ final class MQTTTests: XCTestCase {
         XCTAssertNotNil((stats["tasks"] as? [String: Any])?["tick"])
         XCTAssertEqual((stats["mqtt"] as? [String: Any])?["connections"] as? Int, 1)
 
-        // A clean stop: offline, retained.
+        // A clean stop: the outputs' safe values, then offline, retained.
+        probe.publish("\(p)/line/relay/set", "ON")
+        XCTAssertNotNil(probe.wait { $0.topic == "\(p)/line/relay/state" && $0.payload == "ON" && !$0.retained })
         probe.clear()
         run.daemon.signal(SIGTERM)
         XCTAssertEqual(run.daemon.exitStatus(), 0, run.daemon.log)
         XCTAssertNotNil(probe.wait("\(p)/status", "offline"), "\(probe.messages)")
+        XCTAssertEqual(probe.on("\(p)/line/relay/state").map(\.payload), ["OFF"], "the safe value, published before offline: \(probe.messages)")
+        XCTAssertLessThan(
+            probe.messages.firstIndex { $0.topic == "\(p)/line/relay/state" } ?? .max, probe.messages.firstIndex { $0.topic == "\(p)/status" } ?? -1)
         let late = try Probe(port: broker.port, subscribe: "\(p)/status")
         XCTAssertEqual(late.wait("\(p)/status")?.payload, "offline", "retained for who comes later")
     }

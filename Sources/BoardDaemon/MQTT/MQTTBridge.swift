@@ -150,8 +150,12 @@ final class MQTTBridge {
         publishDiscovery(states: true)
     }
 
+    /// At the daemon's stop, once the outputs are safe: their states (the
+    /// safe values, read from the lines), then `offline`, then a clean
+    /// disconnect.
     func stop() {
         if client.state == .up {
+            syncLines()
             publish("\(config.topicPrefix)/status", Array("offline".utf8), qos: 1, retain: true)
         }
         client.stop()

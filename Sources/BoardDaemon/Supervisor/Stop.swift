@@ -45,9 +45,6 @@ extension Daemon {
         watchdogTimer?.invalidate()
         signalSource?.invalidate()
         control?.stop()
-        // `offline` on the status topic, and a DISCONNECT: a clean end.
-        mqtt?.stop()
-        mqtt = nil
         let start = MonotonicInstant.now.nanoseconds
         let budget = UInt64(max(options.stopTimeout.nanosecondsClamped, 1_000_000))
         let deadline = start &+ budget
@@ -85,6 +82,12 @@ extension Daemon {
                 safe += forceSafe(worker: i)
             }
         }
+
+        // MQTT, once the outputs are safe (never before: its goodbye may
+        // wait up to half a second for a slow broker): the safe values
+        // published, `offline` on the status topic, and a DISCONNECT.
+        mqtt?.stop()
+        mqtt = nil
 
         // 2. Child processes, all at once: SIGKILL at the latest when a
         // tenth of the budget is left, for the lines and the workers.
