@@ -348,6 +348,35 @@ final class MQTTTests: XCTestCase {
         XCTAssertEqual(cmps["relay"]?["p"] as? String, "switch")
     }
 
+    /// A reload that moves boardd to another broker: `offline` and the
+    /// device removed on the old one, everything published on the new one;
+    /// a reload with a broken mqtt: block changes nothing.
+    func testReloadToAnotherBrokerAndABrokenReload() throws {
+        let a = try Broker(), b = try Broker()
+        let probeA = try Probe(port: a.port), probeB = try Probe(port: b.port)
+        let run = try Run(Self.config(port: a.port))
+        XCTAssertNotNil(probeA.wait("\(prefix)/status", "online"), run.daemon.log)
+        let text = try String(contentsOfFile: run.file, encoding: .utf8)
+        // Broken: refused with its position, still on broker a.
+        try text.replacingOccurrences(of: "  port: \(a.port)", with: "  port: 70000").write(toFile: run.file, atomically: true, encoding: .utf8)
+        run.daemon.signal(SIGHUP)
+        XCTAssertTrue(run.daemon.waitFor("mqtt.port: 70000 is out of range"), run.daemon.log)
+        XCTAssertTrue(run.daemon.waitFor("reload refused"), run.daemon.log)
+        XCTAssertTrue(try run.control(#"{"v":1,"id":1,"cmd":"status"}"#).contains(#""broker":"127.0.0.1:\#(a.port)""#))
+        // Moved to b.
+        try text.replacingOccurrences(of: "  port: \(a.port)", with: "  port: \(b.port)").write(toFile: run.file, atomically: true, encoding: .utf8)
+        run.daemon.signal(SIGHUP)
+        XCTAssertTrue(run.daemon.waitFor("mqtt: connecting again (the mqtt: block changed)"), run.daemon.log)
+        XCTAssertTrue(run.daemon.waitFor("mqtt: connected to 127.0.0.1:\(b.port)"), run.daemon.log)
+        XCTAssertNotNil(probeA.wait("\(prefix)/status", "offline"), "\(probeA.messages)")
+        XCTAssertNotNil(probeA.wait("homeassistant/device/bench-1/config", ""), "the device removed from the old broker: \(probeA.messages)")
+        XCTAssertNotNil(probeB.wait("\(prefix)/status", "online"))
+        XCTAssertNotNil(probeB.wait { $0.topic == "homeassistant/device/bench-1/config" && !$0.payload.isEmpty })
+        XCTAssertNotNil(probeB.wait("\(prefix)/line/relay/state", "OFF"))
+        XCTAssertTrue(try run.control(#"{"v":1,"id":2,"cmd":"click","line":"button"}"#).contains(#""ok":true"#))
+        XCTAssertNotNil(probeB.wait("\(prefix)/line/relay/state", "ON"), "events go to the new broker: \(probeB.messages)")
+    }
+
     /// Home Assistant's birth message: discovery again after a short delay.
     func testHomeAssistantBirthRepublishesDiscovery() throws {
         let broker = try Broker()
