@@ -42,8 +42,8 @@ final class MQTTBridge {
     private var running: [String: Int] = [:]
     /// Discovery's components published last, by id: their platform.
     private var discovered: [String: String] = [:]
-    /// Pulse ends: when, and the output.
-    private var pulses: [(at: UInt64, line: Int)] = []
+    /// Pulse ends: when, and the output (by name: a reload may move it).
+    private var pulses: [(at: UInt64, line: String)] = []
     private var pulseTimer: RunLoopTimer?
     private var statsTimer: RunLoopTimer?
     private var discoveryTimer: RunLoopTimer?
@@ -444,7 +444,7 @@ final class MQTTBridge {
             perform(ops.set(line: id.index, true), "pulse \(name) for \(DurationText.format(d))")
             let at = loop.now.nanoseconds &+ UInt64(d.nanosecondsClamped)
             let i = pulses.firstIndex { $0.at > at } ?? pulses.endIndex
-            pulses.insert((at, id.index), at: i)
+            pulses.insert((at, name), at: i)
             pulseTimer?.arm(at: MonotonicInstant(nanoseconds: pulses[0].at))
         default:
             throw Refusal("expected ON, OFF, TOGGLE or PULSE with a duration (PULSE 500ms)")
@@ -456,7 +456,8 @@ final class MQTTBridge {
         let ops = daemon.main.program.control
         while let p = pulses.first, p.at <= now {
             pulses.removeFirst()
-            if p.line < names.lines.count { perform(ops.set(line: p.line, false), "pulse of \(names.lines[p.line].name) ends") }
+            // An output the config no longer has, or no longer as an output, is left alone.
+            if let id = names.line(named: p.line), names[id].isOutput { perform(ops.set(line: id.index, false), "pulse of \(p.line) ends") }
         }
         if let p = pulses.first { pulseTimer?.arm(at: MonotonicInstant(nanoseconds: p.at)) } else { pulseTimer?.disarm() }
     }
