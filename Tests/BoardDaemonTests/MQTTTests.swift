@@ -158,6 +158,24 @@ final class MQTTTests: XCTestCase {
         XCTAssertNotNil(probe.wait("\(p)/line/relay/state", "ON"), "\(probe.messages)")
         XCTAssertNotNil(probe.wait { $0.topic == "\(p)/line/relay/state" && $0.payload == "OFF" && !$0.retained })
         XCTAssertTrue(run.daemon.waitFor("mqtt: pulse relay for 300ms (origin mqtt)"), run.daemon.log)
+        // An ON after a PULSE replaces the pulse's end: still on after it.
+        func count(_ s: String) -> Int { run.daemon.log.components(separatedBy: s).count - 1 }
+        func waitForMore(_ s: String, than n: Int) -> Bool {
+            let end = Date().addingTimeInterval(20)
+            while count(s) <= n && Date() < end { usleep(10_000) }
+            return count(s) > n
+        }
+        XCTAssertTrue(waitForMore("pulse of relay ends", than: 0), run.daemon.log)
+        let ons = count("mqtt: set relay on (origin mqtt)")
+        probe.publish("\(p)/line/relay/set", "PULSE 300ms")
+        probe.publish("\(p)/line/relay/set", "ON")
+        XCTAssertTrue(waitForMore("mqtt: set relay on (origin mqtt)", than: ons), run.daemon.log)
+        usleep(600_000)
+        XCTAssertTrue(try run.control(#"{"v":1,"id":6,"cmd":"get","line":"relay"}"#).contains(#""value":true"#), "the ON stays")
+        XCTAssertEqual(count("pulse of relay ends"), 1, "only the first pulse ended: \(run.daemon.log)")
+        let offs = count("mqtt: set relay off (origin mqtt)")
+        probe.publish("\(p)/line/relay/set", "OFF")
+        XCTAssertTrue(waitForMore("mqtt: set relay off (origin mqtt)", than: offs), run.daemon.log)
 
         // run starts the sequence.
         probe.clear()

@@ -132,9 +132,11 @@ final class MQTTBridge {
         names = all
         // States of lines no longer published are cleared on the broker.
         let keep = Set(stateTopics())
-        for t in states.keys where !keep.contains(t) && t.hasPrefix(old.topicPrefix + "/") {
-            publish(t, [], qos: old.qos.states, retain: true)
-            states[t] = nil
+        for t in states.keys where !keep.contains(t) && t.hasPrefix(old.topicPrefix + "/") && states[t] != [] {
+            // Cleared on the broker (an empty retained message), now or
+            // on reconnect; forgotten once published.
+            states[t] = []
+            if client.state == .up && publish(t, [], qos: old.qos.states, retain: true) { states[t] = nil } else { dirty.insert(t) }
         }
         if let i = new.statsInterval { statsTimer?.arm(after: i) } else { statsTimer?.disarm() }
         seedStates()
@@ -145,6 +147,7 @@ final class MQTTBridge {
             client.reconnect(with: Self.settings(new), because: "the mqtt: block changed")
             return
         }
+        if Self.settings(new) != client.settings { client.adopt(Self.settings(new)) }
         guard client.state == .up else { return }
         resubscribe(old)
         publishDiscovery(states: true)
@@ -226,7 +229,9 @@ final class MQTTBridge {
         publishDiscovery(states: false)
         // Every retained state, so the broker's view is right again.
         seedStates()
-        for (t, p) in states.sorted(by: { $0.key < $1.key }) { publish(t, p, qos: config.qos.states, retain: true) }
+        for (t, p) in states.sorted(by: { $0.key < $1.key }) where publish(t, p, qos: config.qos.states, retain: true) && p.isEmpty {
+            states[t] = nil
+        }
         dirty = []
         let waiting = queued.count - queuedHead
         flush()
@@ -295,13 +300,27 @@ final class MQTTBridge {
     private func flush() {
         guard client.state == .up else { return }
         for t in dirty.sorted() where !client.backlogged {
-            if let p = states[t], publish(t, p, qos: config.qos.states, retain: true) { dirty.remove(t) }
+            guard let p = states[t] else {
+                dirty.remove(t)
+                continue
+            }
+            if publish(t, p, qos: config.qos.states, retain: true) {
+                dirty.remove(t)
+                if p.isEmpty { states[t] = nil }
+            }
         }
         while queuedHead < queued.count && !client.backlogged {
             let (t, p) = queued[queuedHead]
-            guard publish(t, p, qos: config.qos.events, retain: false) else { break }
+            if !publish(t, p, qos: config.qos.events, retain: false) {
+                // Still connected and the socket takes more: libmosquitto
+                // refused this one for good (its size, its topic): dropped,
+                // counted, so it cannot hold the queue back.
+                guard client.state == .up && !client.backlogged else { break }
+                stats.dropped &+= 1
+            } else {
+                stats.queuedSent &+= 1
+            }
             queuedHead += 1
-            stats.queuedSent &+= 1
         }
         if queuedHead == queued.count {
             queued = []
@@ -428,10 +447,22 @@ final class MQTTBridge {
         }
         let ops = daemon.main.program.control
         let words = payload.trimmingWhitespace.split(separator: " ", omittingEmptySubsequences: true)
+        // A command to the output replaces the end of a pulse MQTT started
+        // on it (a later ON stays on; a second PULSE ends at its own time).
+        func endPendingPulse() {
+            pulses.removeAll { $0.line == name }
+            if let p = pulses.first { pulseTimer?.arm(at: MonotonicInstant(nanoseconds: p.at)) } else { pulseTimer?.disarm() }
+        }
         switch words.first?.uppercased() {
-        case "ON" where words.count == 1: perform(ops.set(line: id.index, true), "set \(name) on")
-        case "OFF" where words.count == 1: perform(ops.set(line: id.index, false), "set \(name) off")
-        case "TOGGLE" where words.count == 1: perform(ops.toggle(line: id.index), "toggle \(name)")
+        case "ON" where words.count == 1:
+            endPendingPulse()
+            perform(ops.set(line: id.index, true), "set \(name) on")
+        case "OFF" where words.count == 1:
+            endPendingPulse()
+            perform(ops.set(line: id.index, false), "set \(name) off")
+        case "TOGGLE" where words.count == 1:
+            endPendingPulse()
+            perform(ops.toggle(line: id.index), "toggle \(name)")
         case "PULSE" where words.count == 2:
             let text = String(words[1])
             let d: Duration
@@ -441,6 +472,7 @@ final class MQTTBridge {
             }
             guard d > .zero, d <= .seconds(86400) else { throw Refusal("PULSE: the duration must be more than zero and at most 24h") }
             guard pulses.count < Self.maxPulses else { throw Refusal("\(pulses.count) pulses are in flight (at most \(Self.maxPulses))") }
+            endPendingPulse()
             perform(ops.set(line: id.index, true), "pulse \(name) for \(DurationText.format(d))")
             let at = loop.now.nanoseconds &+ UInt64(d.nanosecondsClamped)
             let i = pulses.firstIndex { $0.at > at } ?? pulses.endIndex

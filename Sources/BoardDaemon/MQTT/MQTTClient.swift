@@ -67,7 +67,8 @@ final class MQTTClient {
     private(set) var settings: Settings
     private(set) var state: State = .idle
     /// The connected (or handshaking) instance, main loop only.
-    private var mosq: OpaquePointer?
+    private var instance: UncheckedPointer?
+    private var mosq: OpaquePointer? { instance?.pointer }
     private var source: PortSource?
     /// Whether the source watches for writability now.
     private var wantsWrite = false
@@ -112,7 +113,7 @@ final class MQTTClient {
     }
 
     deinit {
-        if let m = mosq { bdm_destroy(m) }
+        instance?.destroy()
     }
 
     // MARK: Start, stop
@@ -128,6 +129,9 @@ final class MQTTClient {
         retry = r
         open()
     }
+
+    /// New settings that need no new connection (the back-off's).
+    func adopt(_ s: Settings) { settings = s }
 
     /// New settings (a reload): the connection is made again with them.
     func reconnect(with s: Settings, because why: String) {
@@ -147,16 +151,8 @@ final class MQTTClient {
     /// A clean end: DISCONNECT is sent (the broker does not publish the
     /// will) and what is queued written, for at most `flush`.
     func stop(flush: Duration = .milliseconds(500)) {
-        if state == .up, let m = mosq {
-            bdm_disconnect(m)
-            let end = MonotonicClock.nanoseconds &+ UInt64(flush.nanosecondsClamped)
-            var p = pollfd(fd: bdm_socket(m), events: Int16(POLLOUT), revents: 0)
-            while bdm_want_write(m), p.fd >= 0, MonotonicClock.nanoseconds < end {
-                guard poll(&p, 1, 50) >= 0 else { break }
-                if bdm_loop_write(m, 1) != MOSQ_ERR_SUCCESS.rawValue { break }
-            }
-        }
-        close(clean: true)
+        if state == .up, let m = mosq { goodbye(m, flush: flush) }
+        close(clean: false)
         misc?.invalidate()
         retry?.invalidate()
         misc = nil
@@ -164,6 +160,17 @@ final class MQTTClient {
         state = .idle
         if attempt.joinOrAbandon(timeout: .seconds(2)) == false {
             logger.warning("mqtt: the connecting thread did not finish within 2 s (name resolution?); left behind")
+        }
+    }
+
+    /// DISCONNECT, and what is queued written, for at most `flush`.
+    private func goodbye(_ m: OpaquePointer, flush: Duration) {
+        bdm_disconnect(m)
+        let end = MonotonicClock.nanoseconds &+ UInt64(flush.nanosecondsClamped)
+        var p = pollfd(fd: bdm_socket(m), events: Int16(POLLOUT), revents: 0)
+        while bdm_want_write(m), p.fd >= 0, MonotonicClock.nanoseconds < end {
+            guard poll(&p, 1, 50) >= 0 else { break }
+            if bdm_loop_write(m, 1) != MOSQ_ERR_SUCCESS.rawValue { break }
         }
     }
 
@@ -216,7 +223,7 @@ final class MQTTClient {
         libraryLog.withLock { $0 = nil }
         let s = settings
         let loop = self.loop, item = opened
-        attempt.start(UncheckedPointer(m)) { p in
+        attempt.start(m) { p in
             let rc = bdm_connect_async(p.pointer, s.host, Int32(s.port), Int32(s.keepalive))
             let e = errno
             return (rc, e)
@@ -226,10 +233,12 @@ final class MQTTClient {
     }
 
     /// A fresh instance with the settings: credentials, TLS, the will, callbacks.
-    private func makeInstance() -> OpaquePointer? {
+    private func makeInstance() -> UncheckedPointer? {
         let s = settings
-        guard let m = bdm_new(s.clientID, true, Unmanaged.passUnretained(self).toOpaque()) else {
+        let context = Unmanaged.passRetained(InstanceContext(self, libraryLog))
+        guard let m = bdm_new(s.clientID, true, context.toOpaque()) else {
             logger.error("mqtt: mosquitto_new failed: \(String(cString: strerror(errno)))")
+            context.release()
             return nil
         }
         var ok = true
@@ -256,42 +265,43 @@ final class MQTTClient {
             w.payload.withCString { bdm_will_set(m, w.topic, Int32(strlen($0)), $0, Int32(w.qos), w.retain) }, "the last will")
         bdm_connect_callback_set(m) { _, obj, rc in
             guard let obj else { return }
-            Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue().connected(rc)
+            Unmanaged<InstanceContext>.fromOpaque(obj).takeUnretainedValue().client?.connected(rc)
         }
         bdm_message_callback_set(m) { _, obj, msg in
-            guard let obj, let msg, let topic = msg.pointee.topic else { return }
-            let c = Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue()
+            guard let obj, let msg, let topic = msg.pointee.topic,
+                let c = Unmanaged<InstanceContext>.fromOpaque(obj).takeUnretainedValue().client
+            else { return }
             c.onMessage(
                 String(cString: topic), UnsafeRawBufferPointer(start: msg.pointee.payload, count: Int(max(0, msg.pointee.payloadlen))),
                 msg.pointee.retain)
         }
         bdm_log_callback_set(m) { _, obj, level, text in
             guard let obj, let text, level & Int32(MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0 else { return }
-            let c = Unmanaged<MQTTClient>.fromOpaque(obj).takeUnretainedValue()
             let line = String(cString: text)
-            c.libraryLog.withLock { $0 = line }
+            Unmanaged<InstanceContext>.fromOpaque(obj).takeUnretainedValue().libraryLog.withLock { $0 = line }
         }
+        let i = UncheckedPointer(pointer: m, context: context)
         guard ok else {
-            bdm_destroy(m)
+            i.destroy()
             return nil
         }
-        return m
+        return i
     }
 
     /// On the loop: the connecting thread handed its instance back.
     private func openFinished() {
         guard let (p, rc, e, stale) = attempt.finish() else { return }
         guard state == .opening, !stale else {
-            bdm_destroy(p.pointer)
+            p.destroy()
             if state == .opening { open() }  // new settings while it connected
             return
         }
         guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-            bdm_destroy(p.pointer)
+            p.destroy()
             fail("cannot connect to \(settings.host):\(settings.port): \(Self.describe(rc, errno: e, library: libraryLog.withLock { $0 }))")
             return
         }
-        mosq = p.pointer
+        instance = p
         let fd = bdm_socket(p.pointer)
         // With TLS, the handshake can start only once the TCP connection
         // is made (a connect in progress is not writable yet), and
@@ -302,8 +312,8 @@ final class MQTTClient {
         do {
             try loop.add(s, mode: .common)
         } catch {
-            bdm_destroy(p.pointer)
-            mosq = nil
+            p.destroy()
+            instance = nil
             fail("cannot watch the connection's socket: \(error)")
             return
         }
@@ -340,6 +350,8 @@ final class MQTTClient {
             // (A callback may have ended this connection: then it is not ours to judge.)
             guard mosq == m else { return }
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return lost(rc) }
+            // A reset that came with data: the data was read, the socket is gone.
+            if ev.contains(.hangup) || ev.contains(.error) { return lost(MOSQ_ERR_CONN_LOST.rawValue) }
         }
         if ev.contains(.writable) {
             let rc = bdm_loop_write(m, 1)
@@ -393,9 +405,10 @@ final class MQTTClient {
         source?.invalidate()
         source = nil
         wantsWrite = false
-        if let m = mosq {
-            bdm_destroy(m)
-            mosq = nil
+        if let i = instance {
+            if clean, state == .up { goodbye(i.pointer, flush: .milliseconds(200)) }
+            i.destroy()
+            instance = nil
         }
         if state == .up || state == .handshaking { state = .waiting }
         retry?.disarm()
@@ -470,10 +483,30 @@ public enum MQTTLibrary {
     }
 }
 
-/// The instance a connecting thread works on, handed between threads.
+/// An instance and what its callbacks reach (its user data, retained
+/// while the instance lives: the connecting thread may log through it
+/// after the client is gone), handed between threads.
 struct UncheckedPointer: @unchecked Sendable {
     let pointer: OpaquePointer
-    init(_ p: OpaquePointer) { pointer = p }
+    let context: Unmanaged<InstanceContext>
+
+    /// Destroys the instance (its socket with it), then lets its context go.
+    func destroy() {
+        bdm_destroy(pointer)
+        context.release()
+    }
+}
+
+/// An instance's user data: the client (weak: the callbacks that reach it
+/// run on the loop, inside its calls) and the library's last error line
+/// (written from whichever thread calls into the instance).
+final class InstanceContext: @unchecked Sendable {
+    weak var client: MQTTClient?
+    let libraryLog: LockedValue<String?>
+    init(_ client: MQTTClient, _ log: LockedValue<String?>) {
+        self.client = client
+        libraryLog = log
+    }
 }
 
 private final class WeakClient: @unchecked Sendable {
@@ -545,7 +578,7 @@ final class Attempt: @unchecked Sendable {
                 defer { result = nil }
                 return result
             }) {
-                bdm_destroy(r.0.pointer)
+                r.0.destroy()
             }
             return true
         }

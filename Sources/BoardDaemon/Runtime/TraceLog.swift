@@ -202,6 +202,9 @@ final class TraceLog: @unchecked Sendable {
     private var programs: [(program: Program, levels: [Logger.Level])] = []
     private var droppedReported: [UInt64]
     private var stale: UInt64 = 0
+    /// Its own lock (not `lock`, which the log writer holds while it
+    /// formats a batch): with it held, `watchers`.
+    private let watchLock = Lock()
     private var watchers = 0
     /// CLOCK_REALTIME minus CLOCK_MONOTONIC, read at each drain: puts an
     /// edge's kernel timestamp on the wall clock.
@@ -220,7 +223,7 @@ final class TraceLog: @unchecked Sendable {
     /// only at debug). Counted: each watcher that starts (`true`) stops
     /// (`false`) once.
     func watch(_ on: Bool) {
-        let changed: Bool = lock.withLock {
+        let changed: Bool = watchLock.withLock {
             let was = watchers > 0
             watchers = max(0, watchers + (on ? 1 : -1))
             return (watchers > 0) != was

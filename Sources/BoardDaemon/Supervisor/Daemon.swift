@@ -141,6 +141,12 @@ public final class Daemon: @unchecked Sendable {
         // The control socket before any line is requested or worker runs: a
         // socket that cannot be made stops the start with nothing driven.
         if let c = options.control, config.control.enabled { control = try ControlServer.start(self, c) }
+        // libmosquitto before any line is requested: a config whose mqtt:
+        // block cannot run stops the start with nothing driven.
+        if options.mqtt && !options.inlineWorkers && config.mqtt != nil, let why = MQTTLibrary.load() {
+            control?.stop()
+            throw DaemonError.setup("mqtt: \(why)")
+        }
         do {
             try startLinesAndLoops()
         } catch {
@@ -149,13 +155,12 @@ public final class Daemon: @unchecked Sendable {
         }
         logger.info("\(startLine)")
         if options.mqtt && !options.inlineWorkers, let m = config.mqtt {
-            if let why = MQTTLibrary.load() {
-                control?.stop()
-                throw DaemonError.setup("mqtt: \(why)")
-            }
             let b = MQTTBridge(daemon: self, config: m)
             do { try b.start() } catch {
+                // The lines are driven by now: the outputs go safe and the
+                // lines are released, as at any stop.
                 b.stop()
+                shutdown()
                 throw DaemonError.setup("mqtt: \(error)")
             }
             mqtt = b
