@@ -224,14 +224,6 @@ extension ControlServer {
         return nil
     }
 
-    /// Every loop's counters (a worker is asked, for at most a second; one that does not answer is left out).
-    func allCounters() -> [Daemon.Counters] {
-        var out = [daemon.counters]
-        for i in daemon.workers.indices {
-            if case let .success(c) = daemon.workerCounters(i, timeout: .seconds(1)) { out.append(c) }
-        }
-        return out
-    }
 
     // MARK: Status and lines
 
@@ -304,7 +296,7 @@ extension ControlServer {
 
     private func lineList() -> [JSON] {
         let config = daemon.config
-        let counters = allCounters()
+        let counters = daemon.allCounters()
         return config.lines.enumerated().map { i, l in
             let lc = counters.lazy.compactMap { $0.lines[l.name] }.first
             var chip: JSON = .null, offset: JSON = .null

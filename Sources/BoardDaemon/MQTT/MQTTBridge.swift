@@ -548,10 +548,7 @@ final class MQTTBridge {
     }
 
     func statsJSON() -> JSON {
-        var all = [daemon.counters]
-        for i in daemon.workers.indices {
-            if case let .success(c) = daemon.workerCounters(i, timeout: .seconds(1)) { all.append(c) }
-        }
+        let all = daemon.allCounters()
         func ms(_ d: Duration) -> JSON { .double((Double(d.nanosecondsClamped) / 1e3).rounded() / 1e3) }
         var tasks: [(String, JSON)] = []
         var reactions: [(String, JSON)] = []

@@ -420,6 +420,17 @@ public final class Daemon: @unchecked Sendable {
 
     /// The main loop's counters.
     public var counters: Counters { main.counters(commands) }
+
+    /// Every loop's counters (a worker is asked, for at most a second; one
+    /// that does not answer is left out): the control socket's `lines` and
+    /// MQTT's stats summary.
+    func allCounters() -> [Counters] {
+        var out = [counters]
+        for i in workers.indices {
+            if case let .success(c) = workerCounters(i, timeout: .seconds(1)) { out.append(c) }
+        }
+        return out
+    }
 }
 
 public enum DaemonError: Error, CustomStringConvertible {
