@@ -221,7 +221,11 @@ extension BoardRunLoop {
     private func waitForWork(_ ms: ModeState, until: UInt64) -> WakeReasons {
         if until == 0 || until <= nowNanoseconds { return collectReadyPorts(ms, timeoutMilliseconds: 0) }
         // On a manual clock only a wake-up or a port ends the sleep.
-        if manualClock == nil { poller.armTimer(until == .max ? 0 : until) }
+        if manualClock == nil {
+            let deadline = until == .max ? 0 : until
+            // (A periodic timerfd's next expiry is often the deadline already.)
+            if deadline != poller.timerArmed { poller.armTimer(deadline, interval: periodicInterval(ms, until: until)) }
+        }
         isWaitingFlag.store(true, ordering: .releasing)
         let wake = collectReadyPorts(ms, timeoutMilliseconds: -1)
         isWaitingFlag.store(false, ordering: .releasing)

@@ -35,19 +35,40 @@ extension BoardRunLoop {
     func nextTimerDeadline(_ ms: ModeState) -> UInt64 {
         if ms.timers.count == 0 { return .max }
         if ms.timerDeadlineEpoch == timerEpoch { return ms.timerDeadline }
-        let d = computeNextTimerDeadline(ms)
+        var interval: UInt64 = 0
+        let d = computeNextTimerDeadline(ms, interval: &interval)
         ms.timerDeadline = d
+        ms.timerDeadlineInterval = interval
         ms.timerDeadlineEpoch = timerEpoch
         return d
     }
 
-    private func computeNextTimerDeadline(_ ms: ModeState) -> UInt64 {
+    /// The repeat interval the timerfd may keep for a sleep until `until`:
+    /// the interval of the repeating timer whose fire date `until` is (the
+    /// timer fires then, and on time its next fire is one interval later),
+    /// else 0. Valid right after `nextTimerDeadline(ms)` in the same pass.
+    @inline(__always)
+    func periodicInterval(_ ms: ModeState, until: UInt64) -> UInt64 {
+        ms.timers.count > 0 && ms.timerDeadlineEpoch == timerEpoch && ms.timerDeadline == until
+            ? ms.timerDeadlineInterval : 0
+    }
+
+    @inline(never)  // (the cache's miss: kept out of the passes that inline the hit)
+    private func computeNextTimerDeadline(_ ms: ModeState, interval: inout UInt64) -> UInt64 {
+        // The common case, without the walks: the first timer has no
+        // tolerance and is not firing. No timer can fire before it, so the
+        // latest the loop may wake is its fire date, and it wakes then.
+        let first = timerKeys[Int(ms.timers[0])]
+        if !first.firing && first.latest == first.fire {
+            interval = first.interval
+            return first.fire
+        }
         let count = ms.timers.count
         var latest = UInt64.max
         visitLatest(ms, 0, count, &latest)
         if latest == .max { return .max }
         var wake: UInt64 = 0
-        visitWake(ms, 0, count, latest, &wake)
+        visitWake(ms, 0, count, latest, &wake, &interval)
         return wake
     }
 
@@ -61,14 +82,26 @@ extension BoardRunLoop {
         if left + 1 < count { visitLatest(ms, left + 1, count, &best) }
     }
 
-    /// max(fire) over the timers not firing now whose fire is at most `latest`.
-    private func visitWake(_ ms: ModeState, _ i: Int, _ count: Int, _ latest: UInt64, _ wake: inout UInt64) {
+    /// max(fire) over the timers not firing now whose fire is at most
+    /// `latest`, and the shortest repeat interval of the timers with that
+    /// fire date (on time, the first of them to fire again does so one
+    /// such interval later).
+    private func visitWake(
+        _ ms: ModeState, _ i: Int, _ count: Int, _ latest: UInt64, _ wake: inout UInt64, _ interval: inout UInt64
+    ) {
         let key = timerKeys[Int(ms.timers[i])]
         if key.fire > latest { return }
-        if key.fire > wake && !key.firing { wake = key.fire }
+        if !key.firing {
+            if key.fire > wake {
+                wake = key.fire
+                interval = key.interval
+            } else if key.fire == wake && key.interval != 0 && (interval == 0 || key.interval < interval) {
+                interval = key.interval
+            }
+        }
         let left = 2 * i + 1
-        if left < count { visitWake(ms, left, count, latest, &wake) }
-        if left + 1 < count { visitWake(ms, left + 1, count, latest, &wake) }
+        if left < count { visitWake(ms, left, count, latest, &wake, &interval) }
+        if left + 1 < count { visitWake(ms, left + 1, count, latest, &wake, &interval) }
     }
 
     /// Fires every timer of the mode whose fire time has come by `now` (the

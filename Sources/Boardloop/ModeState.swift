@@ -26,6 +26,9 @@ final class ModeState {
     /// The mode's next timer deadline as of the loop's `timerEpoch`
     /// `timerDeadlineEpoch` (see `nextTimerDeadline`).
     @exclusivity(unchecked) var timerDeadline: UInt64 = .max
+    /// The repeat interval of the timer `timerDeadline` is the fire date of
+    /// (0: a one-shot timer's, or a tolerance window's end).
+    @exclusivity(unchecked) var timerDeadlineInterval: UInt64 = 0
     @exclusivity(unchecked) var timerDeadlineEpoch: UInt64 = .max
     @exclusivity(unchecked) var portCount = 0
     /// The lowest and highest order of the ports that joined the mode since

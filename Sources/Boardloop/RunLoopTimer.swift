@@ -213,7 +213,8 @@ extension RunLoopTimer: RegisteredItem {
     }
 
     func joined(_ loop: BoardRunLoop) throws(RunLoopError) {
-        loop.timerKeys[Int(item.slot)] = TimerKey(fire: fireNanoseconds, tolerance: toleranceNanoseconds, order: order, seq: item.seq)
+        loop.timerKeys[Int(item.slot)] = TimerKey(
+            fire: fireNanoseconds, tolerance: toleranceNanoseconds, order: order, seq: item.seq, interval: intervalNanoseconds)
         loop.timersChanged()
     }
 

@@ -151,11 +151,15 @@ int bl_eventfd_read(int fd, uint64_t *value) {
 
 int bl_timerfd_create(void) { return timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC); }
 
-int bl_timerfd_arm_abs(int fd, uint64_t deadline_ns) {
+int bl_timerfd_arm_abs(int fd, uint64_t deadline_ns, uint64_t interval_ns) {
     struct itimerspec its;
     memset(&its, 0, sizeof its);
     its.it_value.tv_sec = (time_t)(deadline_ns / 1000000000ull);
     its.it_value.tv_nsec = (long)(deadline_ns % 1000000000ull);
+    if (deadline_ns != 0) {
+        its.it_interval.tv_sec = (time_t)(interval_ns / 1000000000ull);
+        its.it_interval.tv_nsec = (long)(interval_ns % 1000000000ull);
+    }
     return timerfd_settime(fd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 

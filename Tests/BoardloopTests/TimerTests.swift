@@ -134,6 +134,91 @@ final class TimerTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(fires[1].scheduled - fires[0].scheduled, .milliseconds(30))
     }
 
+    /// A repeating timer keeps the timerfd periodic: once armed, each fire
+    /// is a wait and a read, with no re-arm, as long as the loop is on time
+    /// (a fire late by a whole period may re-arm once: the bound allows it).
+    func testRepeatingTimerArmsTheTimerfdOnceNotEachFire() throws {
+        let loop = try makeLoop()
+        let start = loop.now + .milliseconds(2)
+        var fires: [TimerFire] = []
+        let timer = RunLoopTimer(fireAt: start, interval: .milliseconds(5)) { t in
+            fires.append(t.lastFire!)
+            if fires.count == 40 { loop.stop() }
+        }
+        try loop.add(timer, mode: .default)
+        let arms = loop.timerArmCount, waits = loop.waitCount
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
+        XCTAssertEqual(fires.count, 40)
+        for f in fires {
+            XCTAssertEqual((f.scheduled - start).nanosecondsClamped % 5_000_000, 0, "fire \(f) is off the grid")
+            XCTAssertGreaterThanOrEqual(f.actual, f.scheduled)
+        }
+        // One arm a fire before: 40 or more.
+        XCTAssertLessThanOrEqual(loop.timerArmCount - arms, 20, "re-armed at most for late fires")
+        XCTAssertGreaterThanOrEqual(loop.waitCount - waits, 1)
+    }
+
+    /// The periodic timerfd gives way to every other deadline and stops when
+    /// its timer does: a one-shot timer between two periods fires at its
+    /// time, a repeating timer moved off its grid fires at its new date and
+    /// not at the old grid's, and once the repeating timer is gone the loop
+    /// sleeps through a run's whole timeout (no fire nobody asked for).
+    func testPeriodicTimerfdGivesWayToOtherDeadlinesAndStopsWithItsTimer() throws {
+        let loop = try makeLoop()
+        let start = loop.now + .milliseconds(2)
+        var oneShotAt: MonotonicInstant?
+        let oneShot = RunLoopTimer(fireAt: start + .milliseconds(27)) { _ in oneShotAt = loop.now }
+        var fires: [TimerFire] = []
+        var moved: MonotonicInstant?
+        let timer = RunLoopTimer(fireAt: start, interval: .milliseconds(10)) { t in
+            fires.append(t.lastFire!)
+            if fires.count == 5 {
+                // Off the grid: 3 ms on, then every 10 ms from there.
+                moved = loop.now + .milliseconds(3)
+                t.fireDate = moved!
+            }
+            if fires.count == 8 {
+                t.invalidate()
+                loop.stop()
+            }
+        }
+        // Keeps the mode from being empty once both timers are done, and
+        // leaves it no deadline (a port, never ready).
+        let pipe = Pipe()
+        try loop.add(PortSource(fd: pipe.readEnd) { _, _ in }, mode: .default)
+        try loop.add(oneShot, mode: .default)
+        try loop.add(timer, mode: .default)
+        XCTAssertEqual(try loop.run(mode: .default, timeout: testDeadline), .stopped)
+        XCTAssertEqual(fires.count, 8)
+        let at = try XCTUnwrap(oneShotAt)
+        XCTAssertGreaterThanOrEqual(at, start + .milliseconds(27))
+        for f in fires.prefix(5) {
+            XCTAssertEqual((f.scheduled - start).nanosecondsClamped % 10_000_000, 0, "fire \(f) is off the grid")
+        }
+        let m = try XCTUnwrap(moved)
+        XCTAssertEqual(fires[5].scheduled, m, "the moved timer fires at its new date")
+        XCTAssertGreaterThanOrEqual(fires[5].actual, m)
+        for f in fires.dropFirst(5) {
+            XCTAssertEqual((f.scheduled - m).nanosecondsClamped % 10_000_000, 0, "fire \(f) is off the new grid")
+            XCTAssertGreaterThanOrEqual(f.actual, f.scheduled)
+        }
+        // Nothing left to fire: a sleep with no deadline at all (the timerfd
+        // disarmed) until another thread's request, then one until a run's
+        // timeout, however long the machine takes. A periodic timerfd left
+        // armed would wake the loop every 10 ms.
+        var waits = loop.waitCount
+        let stopper = JoinableThread {
+            usleep(60_000)
+            try? loop.perform(inModes: [.common]) { loop.stop() }
+        }
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(10_000_000_000)), .stopped)
+        stopper.join()
+        XCTAssertLessThanOrEqual(loop.waitCount - waits, 2)
+        waits = loop.waitCount
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .milliseconds(60)), .timedOut)
+        XCTAssertLessThanOrEqual(loop.waitCount - waits, 2)
+    }
+
     /// Tolerance lets the loop fire a timer late to share one wake-up.
     func testToleranceCoalescesWakeUps() throws {
         let (loop, _) = try manualLoop()

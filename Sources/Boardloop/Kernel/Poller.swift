@@ -15,8 +15,11 @@ final class Poller {
     /// The epoll set of mode i, or -1 while the mode is unused.
     private let sets: UnsafeMutablePointer<Int32>
     private let setCapacity: Int
-    /// The deadline the timerfd is armed to (0: disarmed).
+    /// The timerfd's next expiry (0: disarmed), as the last arm and the
+    /// expirations read since say.
     @exclusivity(unchecked) private(set) var timerArmed: UInt64 = 0
+    /// The timerfd's period (0: it fires once).
+    @exclusivity(unchecked) private var timerInterval: UInt64 = 0
     /// How many times the timerfd was re-armed.
     @exclusivity(unchecked) private(set) var armCount: UInt64 = 0
     /// How many times `epoll_wait` was called.
@@ -136,20 +139,32 @@ final class Poller {
         }
     }
 
-    /// Arms the timerfd to `deadline` (0: disarms), unless it is armed to it
-    /// already: a re-arm costs a system call.
+    /// Arms the timerfd to `deadline` (0: disarms), then every `interval`
+    /// after it (0: once). The caller skips the call (a system call) when
+    /// the next expiry is `deadline` already: a periodic timerfd whose next
+    /// expiry is what the loop wants is kept even when the loop asks for one
+    /// fire, as a later sleep re-arms it if it wants another deadline and a
+    /// fire nobody wanted cannot come before that sleep.
     @inline(__always)
-    func armTimer(_ deadline: UInt64) {
-        if deadline == timerArmed { return }
-        timer.arm(absolute: deadline)
+    func armTimer(_ deadline: UInt64, interval: UInt64) {
+        timer.arm(absolute: deadline, interval: interval)
         timerArmed = deadline
+        timerInterval = deadline == 0 ? 0 : interval
         armCount &+= 1
     }
 
-    /// After the timerfd fired: reads it back and forgets the deadline.
+    /// After the timerfd fired: reads it back. A one-shot timerfd is
+    /// disarmed now; a periodic one's next expiry is as many periods on as
+    /// expirations were read (the kernel keeps it on its grid), so a sleep
+    /// until then needs no re-arm: a periodic fire costs two system calls,
+    /// the wait and this read.
     @inline(__always)
     func timerFired() {
-        timer.drain()
-        timerArmed = 0
+        let expirations = timer.drain()
+        if timerInterval == 0 {
+            timerArmed = 0
+        } else {
+            timerArmed &+= expirations &* timerInterval
+        }
     }
 }

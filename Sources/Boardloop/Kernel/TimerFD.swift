@@ -16,18 +16,21 @@ struct TimerFD {
     /// Closes the descriptor; the owner calls it once, when done.
     func close() { Kernel.close(fd) }
 
-    /// Arms the timer to expire at `deadline` (CLOCK_MONOTONIC nanoseconds);
-    /// 0 disarms it. Cannot fail with valid arguments on an fd we own.
+    /// Arms the timer to expire at `deadline` (CLOCK_MONOTONIC nanoseconds),
+    /// then every `interval` nanoseconds on that grid (0: once); a deadline
+    /// of 0 disarms it. Cannot fail with valid arguments on an fd we own.
     @inline(__always)
-    func arm(absolute deadline: UInt64) {
-        _ = bl_timerfd_arm_abs(fd, deadline)
+    func arm(absolute deadline: UInt64, interval: UInt64) {
+        _ = bl_timerfd_arm_abs(fd, deadline, interval)
     }
 
-    /// Reads the expiration count back to zero (non-blocking).
+    /// Reads the expiration count back to zero (non-blocking) and returns
+    /// it: the grid points that passed since the last read or arm (0 when
+    /// none did).
     @inline(__always)
-    func drain() {
+    func drain() -> UInt64 {
         var expirations: UInt64 = 0
-        _ = bl_timerfd_read(fd, &expirations)
+        return bl_timerfd_read(fd, &expirations) == 0 ? expirations : 0
     }
 }
 

@@ -9,11 +9,15 @@ struct TimerKey {
     var latest: UInt64
     /// The timer's handler is running (a nested run does not fire it).
     var firing: Bool
+    /// The repeat interval (0: fires once), so the loop can keep its
+    /// timerfd periodic while this timer is the next to fire.
+    var interval: UInt64
 
-    init(fire: UInt64, tolerance: UInt64, order: Int, seq: UInt64) {
+    init(fire: UInt64, tolerance: UInt64, order: Int, seq: UInt64, interval: UInt64 = 0) {
         self.fire = fire
         self.order = order
         self.seq = seq
+        self.interval = interval
         latest = 0
         firing = false
         move(to: fire, tolerance: tolerance)

@@ -110,9 +110,10 @@ int bl_eventfd_read(int fd, uint64_t *value);
 // ---- timerfd ------------------------------------------------------------
 /// timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC).
 int bl_timerfd_create(void);
-/// Arms the timer to fire once at the absolute CLOCK_MONOTONIC time
-/// `deadline_ns` (TFD_TIMER_ABSTIME); `deadline_ns == 0` disarms it.
-int bl_timerfd_arm_abs(int fd, uint64_t deadline_ns);
+/// Arms the timer to fire at the absolute CLOCK_MONOTONIC time
+/// `deadline_ns` (TFD_TIMER_ABSTIME), then every `interval_ns` after it on
+/// that grid (0: once); `deadline_ns == 0` disarms it.
+int bl_timerfd_arm_abs(int fd, uint64_t deadline_ns, uint64_t interval_ns);
 /// Reads the expiration count (clears readiness). -1/EAGAIN if none.
 int bl_timerfd_read(int fd, uint64_t *expirations);
 
