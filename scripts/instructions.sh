@@ -7,6 +7,8 @@
 #       the table: boardloop beside the raw kernel mechanism and libuv doing
 #       the same fixed work (Benchmarks/Sources/instr-driver, CInstrRef), and
 #       boardd's reaction path beside the same reaction written by hand
+#       (instr-daemon), and a deadline-heavy config (50 inputs with filters
+#       and gesture groups) beside the same with one input
 #   scripts/instructions.sh --gate
 #       fails if a scenario's count exceeds its budget in
 #       Benchmarks/instruction-budgets.txt by more than 3%, and checks a
@@ -46,7 +48,7 @@ for d in instr-driver instr-daemon; do
     cp "$(cd Benchmarks && swift build -c release --show-bin-path)/$d" "$work/$d"
     strip --strip-debug "$work/$d"
 done
-driver() { if [ "$1" = reaction ]; then echo "$work/instr-daemon"; else echo "$work/instr-driver"; fi; }
+driver() { case "$1" in reaction|deadlines) echo "$work/instr-daemon" ;; *) echo "$work/instr-driver" ;; esac; }
 
 # Events per scenario (the shorter run; the longer one has twice as many).
 events() {
@@ -54,7 +56,7 @@ events() {
     # records), so every record is stored, none dropped.
     [ "${2:-}" = boardd-info ] && { echo 1000; return; }
     case "$1" in
-        wake-item|wake-closure|message|timer) echo 1000 ;;
+        wake-item|wake-closure|message|timer|deadlines) echo 1000 ;;
         *) echo 2000 ;;
     esac
 }
@@ -116,10 +118,10 @@ wanted() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 
 if [ "$mode" = table ]; then
     printf '%-14s %12s %10s %10s %10s %10s\n' scenario boardloop raw libuv "vs raw" "vs libuv"
-    for s in fd perform-item perform-closure wake-item wake-closure timer message message-burst gpio reaction; do
+    for s in fd perform-item perform-closure wake-item wake-closure timer message message-burst gpio reaction deadlines; do
         wanted "$s" || continue
         impl=boardloop
-        [ "$s" = reaction ] && impl=boardd
+        [ "$s" = reaction ] || [ "$s" = deadlines ] && impl=boardd
         bl=$(per_event "$s" "$impl")
         raw="—" uv="—" rr="" ru=""
         case "$s" in
@@ -127,6 +129,7 @@ if [ "$mode" = table ]; then
             perform-item) uv=$(per_event "$s" uv) ;;
             wake-item|message-burst) raw=$(per_event "$s" raw) ;;
             reaction) raw=$(per_event reaction engine) ;;
+            deadlines) raw=$(per_event deadlines boardd-1) ;;
             timer) r1=$(per_event timer raw); r2=$(per_event timer raw-periodic)
                    raw=$(( r1 < r2 ? r1 : r2 )) ;;  # the better of the two raw mechanisms
         esac
@@ -140,6 +143,7 @@ if [ "$mode" = table ]; then
         [ "$s" = perform-item ] && echo "    (libuv: uv_async_send from the loop's own thread, through its eventfd; callgrind counts user space only, so neither side's system calls count)"
         [ "$s" = wake-item ] && echo "    (libuv: not comparable here — uv_async_send's handshake spin-waits up to 997 iterations while valgrind runs one thread at a time, which a real CPU never does)"
         [ "$s" = reaction ] && echo "    (boardd's config path: an edge toggles an output; raw column: the same reaction written by hand with the engine and the GPIO layer)"
+        [ "$s" = deadlines ] && echo "    (boardd, manual clock: one click — press, delayed_on passes, release, delayed_off passes, the click fires — on the next of 50 inputs with filters and a gesture group; raw column: the same config with one input)"
         if [ "$s" = reaction ]; then
             printf '%-14s %12s\n' "reaction@info" "$(per_event reaction boardd-info)"
             echo "    (the same at boardd's default log level, info: each reaction traced as a record in the loop's trace ring; the loop's thread alone, inside the edge loop: the log writer formats and writes the lines on its own thread; gated against the quiet budget)"

@@ -7,23 +7,32 @@
 //     log level, or at boardd's default, info, where each reaction is
 //     traced), or written by hand with the engine and the GPIO layer
 //     (Reaction.swift)
+//
+//   instr-daemon deadlines boardd | boardd-1 EVENTS
+//     a deadline-heavy config: 50 inputs (boardd-1: one), each with
+//     delayed_on/off filters and a click/hold gesture group; an event is
+//     one click on the next line in turn, on the manual clock
+//     (Deadlines.swift)
 import Glibc
 
 let args = CommandLine.arguments
-guard args.count == 4, args[1] == "reaction", let events = Int(args[3]), events > 0 else {
-    fputs("usage: instr-daemon reaction boardd|boardd-info|engine EVENTS\n", stderr)
+let usage = "usage: instr-daemon reaction boardd|boardd-info|engine EVENTS\n       instr-daemon deadlines boardd|boardd-1 EVENTS\n"
+guard args.count == 4, let events = Int(args[3]), events > 0 else {
+    fputs(usage, stderr)
     exit(2)
 }
 do {
-    switch args[2] {
-    case "boardd": try boarddReaction(events)
-    case "boardd-info": try boarddReaction(events, level: .info)
-    case "engine": try engineReaction(events)
+    switch (args[1], args[2]) {
+    case ("reaction", "boardd"): try boarddReaction(events)
+    case ("reaction", "boardd-info"): try boarddReaction(events, level: .info)
+    case ("reaction", "engine"): try engineReaction(events)
+    case ("deadlines", "boardd"): try deadlinesScenario(events, lines: 50)
+    case ("deadlines", "boardd-1"): try deadlinesScenario(events, lines: 1)
     default:
-        fputs("instr-daemon: no implementation '\(args[2])' of the reaction scenario\n", stderr)
+        fputs("instr-daemon: no scenario '\(args[1])' with implementation '\(args[2])'\n" + usage, stderr)
         exit(2)
     }
 } catch {
-    fputs("instr-daemon: reaction \(args[2]): \(error)\n", stderr)
+    fputs("instr-daemon: \(args[1]) \(args[2]): \(error)\n", stderr)
     exit(1)
 }
