@@ -48,7 +48,7 @@ for d in instr-driver instr-daemon; do
     cp "$(cd Benchmarks && swift build -c release --show-bin-path)/$d" "$work/$d"
     strip --strip-debug "$work/$d"
 done
-driver() { case "$1" in reaction|deadlines) echo "$work/instr-daemon" ;; *) echo "$work/instr-driver" ;; esac; }
+driver() { case "$1" in reaction|deadlines|post) echo "$work/instr-daemon" ;; *) echo "$work/instr-driver" ;; esac; }
 
 # Events per scenario (the shorter run; the longer one has twice as many).
 events() {
@@ -56,7 +56,7 @@ events() {
     # records), so every record is stored, none dropped.
     [ "${2:-}" = boardd-info ] && { echo 1000; return; }
     case "$1" in
-        wake-item|wake-closure|message|timer|deadlines) echo 1000 ;;
+        wake-item|wake-closure|message|timer|deadlines|post) echo 1000 ;;
         *) echo 2000 ;;
     esac
 }
@@ -118,10 +118,10 @@ wanted() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 
 if [ "$mode" = table ]; then
     printf '%-14s %12s %10s %10s %10s %10s\n' scenario boardloop raw libuv "vs raw" "vs libuv"
-    for s in fd perform-item perform-closure wake-item wake-closure timer message message-burst gpio reaction deadlines; do
+    for s in fd perform-item perform-closure wake-item wake-closure timer message message-burst gpio reaction deadlines post; do
         wanted "$s" || continue
         impl=boardloop
-        [ "$s" = reaction ] || [ "$s" = deadlines ] && impl=boardd
+        case "$s" in reaction|deadlines|post) impl=boardd ;; esac
         bl=$(per_event "$s" "$impl")
         raw="—" uv="—" rr="" ru=""
         case "$s" in
@@ -130,6 +130,7 @@ if [ "$mode" = table ]; then
             wake-item|message-burst) raw=$(per_event "$s" raw) ;;
             reaction) raw=$(per_event reaction engine) ;;
             deadlines) raw=$(per_event deadlines boardd-1) ;;
+            post) raw=$(per_event post boardd-local); uv=$(per_event perform-item uv) ;;
             timer) r1=$(per_event timer raw); r2=$(per_event timer raw-periodic)
                    raw=$(( r1 < r2 ? r1 : r2 )) ;;  # the better of the two raw mechanisms
         esac
@@ -143,6 +144,7 @@ if [ "$mode" = table ]; then
         [ "$s" = perform-item ] && echo "    (libuv: uv_async_send from the loop's own thread, through its eventfd; callgrind counts user space only, so neither side's system calls count)"
         [ "$s" = wake-item ] && echo "    (libuv: not comparable here — uv_async_send's handshake spin-waits up to 997 iterations while valgrind runs one thread at a time, which a real CPU never does)"
         [ "$s" = reaction ] && echo "    (boardd's config path: an edge toggles an output; raw column: the same reaction written by hand with the engine and the GPIO layer)"
+        [ "$s" = post ] && echo "    (boardd, every loop on one thread: an edge's action posted to the worker that owns the output, $((bl - raw)) more than the same reaction on the main loop (raw column) — the post: the send, the worker's pass that receives it, the message's decoding; libuv column: uv_async_send's own-thread round trip, the nearest single-thread counterpart)"
         [ "$s" = deadlines ] && echo "    (boardd, manual clock: one click — press, delayed_on passes, release, delayed_off passes, the click fires — on the next of 50 inputs with filters and a gesture group; raw column: the same config with one input)"
         if [ "$s" = reaction ]; then
             printf '%-14s %12s\n' "reaction@info" "$(per_event reaction boardd-info)"

@@ -13,10 +13,20 @@
 //     delayed_on/off filters and a click/hold gesture group; an event is
 //     one click on the next line in turn, on the manual clock
 //     (Deadlines.swift)
+//
+//   instr-daemon post boardd | boardd-local EVENTS
+//     an edge on the main loop toggles an output a worker owns: the action
+//     is posted to the worker's port (boardd-local: the output is the main
+//     loop's, no post); every loop on this thread (Post.swift)
 import Glibc
 
 let args = CommandLine.arguments
-let usage = "usage: instr-daemon reaction boardd|boardd-info|engine EVENTS\n       instr-daemon deadlines boardd|boardd-1 EVENTS\n"
+let usage = """
+    usage: instr-daemon reaction boardd|boardd-info|engine EVENTS
+           instr-daemon deadlines boardd|boardd-1 EVENTS
+           instr-daemon post boardd|boardd-local EVENTS
+
+    """
 guard args.count == 4, let events = Int(args[3]), events > 0 else {
     fputs(usage, stderr)
     exit(2)
@@ -28,6 +38,8 @@ do {
     case ("reaction", "engine"): try engineReaction(events)
     case ("deadlines", "boardd"): try deadlinesScenario(events, lines: 50)
     case ("deadlines", "boardd-1"): try deadlinesScenario(events, lines: 1)
+    case ("post", "boardd"): try postScenario(events, crossLoop: true)
+    case ("post", "boardd-local"): try postScenario(events, crossLoop: false)
     default:
         fputs("instr-daemon: no scenario '\(args[1])' with implementation '\(args[2])'\n" + usage, stderr)
         exit(2)
