@@ -34,6 +34,7 @@ extension InputLine {
 
     /// Fires every deadline up to `t`, earliest first.
     func advance(to t: UInt64) {
+        guard tracksDeadlines else { return }
         var handled = 0
         while true {
             let d = nextDeadline

@@ -103,6 +103,7 @@ final class InputLine: @unchecked Sendable {
             }
         }
         if let g = config.gestures { gesture = GestureMachine(g) }
+        tracksDeadlines = needsTimer
     }
 
     deinit { ring.deallocate() }
@@ -189,6 +190,12 @@ final class InputLine: @unchecked Sendable {
     var modes: [RunLoopMode] {
         config.held.drainsOnReadiness ? [.common] : rt.modes(admitting: config.priority)
     }
+
+    /// Whether the line has anything with a deadline (filters, a gesture
+    /// group, a trigger with a time): fixed once the line is made (a reload
+    /// that keeps the line keeps its config), so a line without any skips
+    /// the deadline checks of every edge.
+    @exclusivity(unchecked) private(set) var tracksDeadlines = true
 
     var needsTimer: Bool {
         !config.filters.isEmpty || gesture != nil
