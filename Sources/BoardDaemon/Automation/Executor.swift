@@ -163,7 +163,7 @@ extension LoopRuntime {
 
     func fire(reaction r: Int, line: InputLine, rising: Bool, at t: UInt64, repeat count: Int32 = -1) {
         guard !stopping else { return }
-        if let c = config.reactions[r].condition, !program.holds(c, mode: ModeID(effectiveMode)) {
+        if reactionConditional[r], let c = config.reactions[r].condition, !program.holds(c, mode: ModeID(effectiveMode)) {
             reactionSkipped[r] &+= 1
             events.skipped(reaction: r, line: line.id)
             return

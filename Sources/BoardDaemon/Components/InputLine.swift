@@ -397,14 +397,17 @@ final class InputLine: @unchecked Sendable {
             level = !rising
             filters.stage = !rising
         }
-        if let l = filters.edge(rising, at: t, reported: level) { report(l, at: t) }
+        if let l = filters.edge(rising, at: t, reported: level) { report(l, at: t, rt) }
     }
 
-    func report(_ l: Bool, at t: UInt64) {
+    func report(_ l: Bool, at t: UInt64) { report(l, at: t, rt) }  // (one strong reference: see `handle`)
+
+    /// `report` with the batch's strong reference to the runtime.
+    @inline(__always)
+    private func report(_ l: Bool, at t: UInt64, _ rt: LoopRuntime) {
         guard l != level else { return }
         level = l
         cell.value.store(l, ordering: .relaxed)
-        let rt = self.rt  // (once: see `handle`)
         events.edge(line: id, rising: l, at: t)
         var k = 0
         while k < triggers.count {

@@ -71,6 +71,9 @@ final class LoopRuntime: @unchecked Sendable {
     /// its actions' synchronous part (outputs written, commands spawned, up
     /// to a `wait`). Nil for the reactions of other loops.
     @exclusivity(unchecked) var reactionTimes: [LatencyHistogram?] = []
+    /// Whether each reaction has a condition (`if:`): the config's own
+    /// entry is read only for those.
+    @exclusivity(unchecked) var reactionConditional: [Bool] = []
     @exclusivity(unchecked) var summarizedFires: [UInt64] = []
     /// The longest a reaction has held the loop so far, from the start of
     /// the handler that fired it (a batch of edges read, a deadline's
@@ -107,6 +110,7 @@ final class LoopRuntime: @unchecked Sendable {
         reactionFires = Array(repeating: 0, count: c.reactions.count)
         reactionSkipped = Array(repeating: 0, count: c.reactions.count)
         reactionTimes = c.reactions.map { $0.loop == id ? LatencyHistogram() : nil }
+        reactionConditional = c.reactions.map { $0.condition != nil }
         summarizedFires = Array(repeating: 0, count: c.reactions.count)
         slowestReaction = -1
         slowestReactionIndex = -1
