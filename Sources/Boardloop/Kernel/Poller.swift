@@ -16,7 +16,7 @@ final class Poller {
     private let sets: UnsafeMutablePointer<Int32>
     private let setCapacity: Int
     /// The timerfd's next expiry (0: disarmed), as the last arm and the
-    /// expirations read since say.
+    /// expirations read since then say.
     @exclusivity(unchecked) private(set) var timerArmed: UInt64 = 0
     /// The timerfd's period (0: it fires once).
     @exclusivity(unchecked) private var timerInterval: UInt64 = 0
