@@ -147,6 +147,9 @@ if [ "$mode" = table ]; then
         [ "$s" = post ] && echo "    (boardd, every loop on one thread: an edge's action posted to the worker that owns the output, $((bl - raw)) more than the same reaction on the main loop (raw column) — the post: the send, the worker's pass that receives it, the message's decoding; libuv column: uv_async_send's own-thread round trip, the nearest single-thread counterpart)"
         [ "$s" = deadlines ] && echo "    (boardd, manual clock: one click — press, delayed_on passes, release, delayed_off passes, the click fires — on the next of 50 inputs with filters and a gesture group; raw column: the same config with one input)"
         if [ "$s" = reaction ]; then
+            b2=$(per_event reaction boardd-2) e2=$(per_event reaction engine-2)
+            printf '%-14s %12s %10s %10s %10s\n' "+1 reaction" "$((b2 - bl))" "$((e2 - raw))" "" "$(awk -v a="$((b2 - bl))" -v b="$((e2 - raw))" 'BEGIN { printf "%.2f×", a / b }')"
+            echo "    (what a second reaction on the same edge adds, toggling a second output: boardd's config path against one more write in the hand-written handler)"
             printf '%-14s %12s\n' "reaction@info" "$(per_event reaction boardd-info)"
             echo "    (the same at boardd's default log level, info: each reaction traced as a record in the loop's trace ring; the loop's thread alone, inside the edge loop: the log writer formats and writes the lines on its own thread; gated against the quiet budget)"
         fi

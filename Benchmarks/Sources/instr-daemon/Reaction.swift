@@ -13,19 +13,25 @@ import Logging
 // difference is what the config path adds (the trigger, the compiled
 // actions, the executor, the counters and the reaction's time).
 
-/// An edge toggles the LED, written by hand.
-func engineReaction(_ n: Int) throws {
+/// An edge toggles the LED, written by hand; with `second`, it also
+/// toggles the valve (a second reaction on the line).
+func engineReaction(_ n: Int, second: Bool = false) throws {
     let mock = try Demo.makeChips()
     let loop = try BoardRunLoop()
     let chip = try GPIOChip("boardloop-mock0", backend: mock)
     let button = try chip.request(.offset(17), .input(edges: .both, activeLow: true), consumer: "instr")
     let led = try chip.request(.offset(27), .output(false), consumer: "instr")
-    var on = false
+    let valve = try chip.request(.offset(5), .output(false), consumer: "instr")
+    var on = false, open = false
     var got = 0
     try button.schedule(on: loop) { batch in
         for _ in batch {
             on.toggle()
             try? led.setValue(on)
+            if second {
+                open.toggle()
+                try? valve.setValue(open)
+            }
             got += 1
         }
     }
@@ -33,22 +39,25 @@ func engineReaction(_ n: Int) throws {
     precondition(got == n, "reaction engine: \(got) of \(n) edges")
     button.release()
     led.release()
+    valve.release()
 }
 
 /// The same reaction through boardd's config path, at a log level:
 /// `.critical` (no trace) or boardd's default, `.info` (each reaction traced:
 /// a record in the loop's trace ring, formatted and written by the log
 /// writer's thread, which callgrind counts too).
-func boarddReaction(_ n: Int, level: Logger.Level = .critical) throws {
+func boarddReaction(_ n: Int, level: Logger.Level = .critical, second: Bool = false) throws {
     let yaml = """
         board: demo
         lines:
           button: { pin: BUTTON, input: { edge: both, active_low: true } }
           led: { pin: LED, output: { initial: off } }
+          valve: { pin: VALVE, output: { initial: off } }
         reactions:
           - name: toggle
             on: { line: button, edge: both }
             do: [ toggle: led ]
+        \(second ? "  - { name: second, on: { line: button, edge: both }, do: [ toggle: valve ] }" : "")
         """
     // The demo board from the checkout's boards/ (scripts/instructions.sh
     // runs from the checkout's root, with a copy of this binary elsewhere).

@@ -6,7 +6,8 @@
 //     an edge toggles an output: through boardd's config path (at a quiet
 //     log level, or at boardd's default, info, where each reaction is
 //     traced), or written by hand with the engine and the GPIO layer
-//     (Reaction.swift)
+//     (Reaction.swift); boardd-2 and engine-2: a second reaction on the
+//     same edge toggles a second output (what one more reaction costs)
 //
 //   instr-daemon deadlines boardd | boardd-1 EVENTS
 //     a deadline-heavy config: 50 inputs (boardd-1: one), each with
@@ -22,7 +23,7 @@ import Glibc
 
 let args = CommandLine.arguments
 let usage = """
-    usage: instr-daemon reaction boardd|boardd-info|engine EVENTS
+    usage: instr-daemon reaction boardd|boardd-info|engine|boardd-2|engine-2 EVENTS
            instr-daemon deadlines boardd|boardd-1 EVENTS
            instr-daemon post boardd|boardd-local EVENTS
 
@@ -36,6 +37,8 @@ do {
     case ("reaction", "boardd"): try boarddReaction(events)
     case ("reaction", "boardd-info"): try boarddReaction(events, level: .info)
     case ("reaction", "engine"): try engineReaction(events)
+    case ("reaction", "boardd-2"): try boarddReaction(events, second: true)
+    case ("reaction", "engine-2"): try engineReaction(events, second: true)
     case ("deadlines", "boardd"): try deadlinesScenario(events, lines: 50)
     case ("deadlines", "boardd-1"): try deadlinesScenario(events, lines: 1)
     case ("post", "boardd"): try postScenario(events, crossLoop: true)
