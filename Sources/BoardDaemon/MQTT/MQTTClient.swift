@@ -142,7 +142,7 @@ final class MQTTClient {
             attempt.stale = true
             return
         }
-        close(clean: true)
+        close(goodbye: .milliseconds(200))
         logger.notice("mqtt: connecting again (\(why))")
         failures = 0
         open()
@@ -151,8 +151,7 @@ final class MQTTClient {
     /// A clean end: DISCONNECT is sent (the broker does not publish the
     /// will) and what is queued written, for at most `flush`.
     func stop(flush: Duration = .milliseconds(500)) {
-        if state == .up, let m = mosq { goodbye(m, flush: flush) }
-        close(clean: false)
+        close(goodbye: flush)
         misc?.invalidate()
         retry?.invalidate()
         misc = nil
@@ -393,7 +392,7 @@ final class MQTTClient {
         let reason =
             why ?? refused.map { "the broker refused the connection: \($0)" }
             ?? "connection to \(settings.host):\(settings.port) lost: \(Self.describe(rc ?? MOSQ_ERR_CONN_LOST.rawValue, errno: errno, library: libraryLog.withLock { $0 }))"
-        close(clean: false)
+        close()
         if wasUp {
             losses &+= 1
             onDown(reason)
@@ -401,12 +400,14 @@ final class MQTTClient {
         fail(reason)
     }
 
-    private func close(clean: Bool) {
+    /// Ends the connection; with `goodbye`, a connected one says it first
+    /// (DISCONNECT, what is queued written) for at most that long.
+    private func close(goodbye flush: Duration? = nil) {
         source?.invalidate()
         source = nil
         wantsWrite = false
         if let i = instance {
-            if clean, state == .up { goodbye(i.pointer, flush: .milliseconds(200)) }
+            if let flush, state == .up { goodbye(i.pointer, flush: flush) }
             i.destroy()
             instance = nil
         }
