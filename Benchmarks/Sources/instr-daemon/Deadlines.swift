@@ -49,19 +49,12 @@ func deadlinesScenario(_ n: Int, lines: Int) throws {
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: dir) }
     try boardYAML.write(to: dir.appendingPathComponent("bench64.yaml"), atomically: true, encoding: .utf8)
-    let catalog = BoardCatalog(directories: [dir.path])
-    let loaded = ConfigLoader.load(text: deadlinesConfig(lines: lines), file: "deadlines.yaml", options: LoadOptions(catalog: catalog))
-    guard let config = loaded.config else {
-        fputs("instr-daemon: the deadlines config does not load: \(loaded.errors.map(\.description))\n", stderr)
-        exit(1)
-    }
+    let config = loadConfig(deadlinesConfig(lines: lines), file: "deadlines.yaml", catalog: BoardCatalog(directories: [dir.path]))
     let clock = ManualClock()
     let mock = try MockBoard.chips(config.board.chips, clock: .manual(clock))
-    var logger = Logger(label: "instr") { label in BoarddLogHandler(label: label, level: .critical, journal: false) }
-    logger.logLevel = .critical
     let daemon = try Daemon(
         config: config,
-        options: .init(logger: logger, clock: .manual(clock), modeDriver: .external, summaryInterval: nil, mock: mock))
+        options: .init(logger: instrLogger(), clock: .manual(clock), modeDriver: .external, summaryInterval: nil, mock: mock))
     let chip = mock.chips[0]
     try deadlineInteractions(daemon, chip, n, lines: lines)
     let fired = (0..<lines).reduce(UInt64(0)) { $0 + (daemon.counters.reactionFires["click\($1)"] ?? 0) }

@@ -24,17 +24,10 @@ func postScenario(_ n: Int, crossLoop: Bool) throws {
             on: { line: button, edge: both }
             do: [ toggle: valve ]
         """
-    let options = LoadOptions(catalog: BoardCatalog(directories: ["boards"] + BoardCatalog.standardDirectories()))
-    let loaded = ConfigLoader.load(text: yaml, file: "post.yaml", options: options)
-    guard let config = loaded.config else {
-        fputs("instr-daemon: the post config does not load: \(loaded.errors.map(\.description))\n", stderr)
-        exit(1)
-    }
-    var logger = Logger(label: "instr") { label in BoarddLogHandler(label: label, level: .critical, journal: false) }
-    logger.logLevel = .critical
+    let config = loadConfig(yaml, file: "post.yaml")
     let clock = ManualClock()
     let mock = try Demo.makeChips(clock: .manual(clock))
-    var o = Daemon.Options(logger: logger, clock: .manual(clock), modeDriver: .external, summaryInterval: nil, mock: mock)
+    var o = Daemon.Options(logger: instrLogger(), clock: .manual(clock), modeDriver: .external, summaryInterval: nil, mock: mock)
     o.inlineWorkers = true
     let daemon = try Daemon(config: config, options: o)
     let worker = crossLoop ? daemon.workerLoop("w") : nil

@@ -59,18 +59,10 @@ func boarddReaction(_ n: Int, level: Logger.Level = .critical, second: Bool = fa
             do: [ toggle: led ]
         \(second ? "  - { name: second, on: { line: button, edge: both }, do: [ toggle: valve ] }" : "")
         """
-    // The demo board from the checkout's boards/ (scripts/instructions.sh
-    // runs from the checkout's root, with a copy of this binary elsewhere).
-    let options = LoadOptions(catalog: BoardCatalog(directories: ["boards"] + BoardCatalog.standardDirectories()))
-    guard let config = ConfigLoader.load(text: yaml, file: "instr.yaml", options: options).config else {
-        fputs("instr-driver: the reaction config does not load\n", stderr)
-        exit(1)
-    }
-    var logger = Logger(label: "instr") { label in BoarddLogHandler(label: label, level: level, journal: false) }
-    logger.logLevel = level
+    let config = loadConfig(yaml, file: "instr.yaml")
     let mock = try Demo.makeChips()
     let daemon = try Daemon(
-        config: config, options: .init(logger: logger, modeDriver: .external, summaryInterval: nil, mock: mock))
+        config: config, options: .init(logger: instrLogger(level), modeDriver: .external, summaryInterval: nil, mock: mock))
     let loop = daemon.loop
     try callgrindWindowEdges(mock.chips[0], n) { _ = try loop.run(mode: .default, timeout: .zero, returnAfterSourceHandled: true) }
     let fired = daemon.counters.reactionFires["toggle"] ?? 0
@@ -95,4 +87,25 @@ private func drive(_ chip: MockChip, _ n: Int, pass: () throws -> Void) throws {
         try chip.setLevel(.offset(17), level)
         try pass()
     }
+}
+
+/// A scenario's config, loaded as boardd loads one; a config that does not
+/// load ends the driver with its errors. The boards come from the
+/// checkout's boards/ (scripts/instructions.sh runs from the checkout's
+/// root, with a copy of this binary elsewhere) unless `catalog` says.
+func loadConfig(_ yaml: String, file: String, catalog: BoardCatalog? = nil) -> DaemonConfig {
+    let catalog = catalog ?? BoardCatalog(directories: ["boards"] + BoardCatalog.standardDirectories())
+    let loaded = ConfigLoader.load(text: yaml, file: file, options: LoadOptions(catalog: catalog))
+    guard let config = loaded.config else {
+        fputs("instr-daemon: \(file) does not load: \(loaded.errors.map(\.description))\n", stderr)
+        exit(1)
+    }
+    return config
+}
+
+/// boardd's log handler at `level` (`.critical`: quiet, nothing traced).
+func instrLogger(_ level: Logger.Level = .critical) -> Logger {
+    var logger = Logger(label: "instr") { label in BoarddLogHandler(label: label, level: level, journal: false) }
+    logger.logLevel = level
+    return logger
 }
