@@ -68,6 +68,11 @@ public struct YAMLReader {
         // other position stays) and the text composed again, until it
         // composes; the duplicates are then found in the tree.
         var renamed: [Position: String] = [:]
+        // Every rename so far: the bound and each rename's own mark (a
+        // recovery drops the renames in the block it blanks, so `renamed`
+        // alone would hand a later rename a mark already used, and two
+        // renamed keys could clash again, without end).
+        var renames = 0
         while true {
             do {
                 let parser = try Parser(yaml: text, resolver: .basic)
@@ -76,11 +81,12 @@ public struct YAMLReader {
                 let ok = withExtendedLifetime(parser) { checkTree(root, original: text, renamed: renamed) }
                 return ok && renamed.isEmpty ? root : nil
             } catch let error as YamlError {
-                if case let .duplicatedKeysInMapping(duplicates, context) = error, renamed.count < Self.maximumDuplicateGroups,
+                if case let .duplicatedKeysInMapping(duplicates, context) = error, renames < Self.maximumDuplicateGroups,
                     let key = duplicates.first,
-                    let next = Self.renameKey(in: text, at: context.mark, serial: renamed.count)
+                    let next = Self.renameKey(in: text, at: context.mark, serial: renames), next != text
                 {
                     renamed[Position(line: context.mark.line, column: context.mark.column)] = key
+                    renames += 1
                     text = next
                     continue
                 }

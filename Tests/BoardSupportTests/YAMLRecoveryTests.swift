@@ -51,6 +51,20 @@ import Testing
         #expect(r.root == nil)
     }
 
+    /// Found by the config fuzz test: a recovery dropped renamed duplicate
+    /// keys, a later rename reused their mark, and the two renamed keys
+    /// clashed again, renamed again, without end.
+    @Test func duplicateKeysAcrossARecoveryEnd() {
+        let text =
+            "boa  led: { pin: GPIO27, output: { initial: off } }\nrd: demo\nlines:\n"
+            + "  led: { p1,\u{85}~%in: LED, output: { initial: off, initial: on } }\n"
+            + "  button: { pin: BUTTON, input: !!map {} }\n  led: { pin: MOCK0_3*a0, output: {} }\n"
+            + "tasks:\n  t: { every: 1s, do: [ toggle: led ], every: 2s }\n"
+        let r = recover(text)
+        #expect(r.root == nil)
+        #expect(r.errors == ["t.yaml:5:22: error: key 'initial' is given more than once in this mapping (here first)"])
+    }
+
     @Test func composeWithoutRecoveryStillStopsAtTheFirstError() {
         let log = DiagnosticLog(file: "t.yaml")
         #expect(YAMLReader(log: log).compose("a:\n  x: {\n  y: 1\nb:\n  z: [\n") == nil)
