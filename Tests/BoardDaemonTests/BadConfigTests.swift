@@ -247,6 +247,9 @@ let badConfigs: [(String, [String])] = [
     ("too-many-modes", [
             "too-many-modes.yaml:5:1: error: modes: 64 modes and the default mode make 65 on the main loop; a run loop has at most 64",
     ]),
+    ("too-many-priorities", [
+            "too-many-priorities.yaml:2:13: error: priorities: 65 priorities; a config has at most 64 (a mode admits priorities as the bits of one 64-bit word)",
+    ]),
     ("trigger-on-output", [
             "trigger-on-output.yaml:6:17: error: reactions[0].on.line: line 'led' is an output; a trigger needs an input line",
     ]),

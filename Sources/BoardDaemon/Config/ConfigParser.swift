@@ -206,13 +206,25 @@ final class ConfigParser {
 
     // MARK: Priorities and modes
 
+    /// Priorities a config may name.
+    static let maxPriorities = 64
+
     func parsePriorities(_ e: YAMLReader.Entry) {
         guard let items = r.names(e.value, e.path, what: "a list of priority names, lowest first") else { return }
         var seen: [String] = []
         for (name, node, p) in items {
             if seen.contains(name) { r.error(node, p, "priority '\(name)' is listed twice") } else { seen.append(name) }
         }
-        if seen.isEmpty { r.error(e.value, e.path, "at least one priority is needed") } else { priorities = seen }
+        if seen.isEmpty {
+            r.error(e.value, e.path, "at least one priority is needed")
+        } else {
+            // Too many is an error, but the names stand: what names them is
+            // checked against them, not reported a second time.
+            if seen.count > Self.maxPriorities {
+                r.error(e.value, e.path, "\(seen.count) priorities; a config has at most \(Self.maxPriorities) (a mode admits priorities as the bits of one 64-bit word)")
+            }
+            priorities = seen
+        }
     }
 
     var defaultPriority: PriorityID { PriorityID(priorities.firstIndex(of: "normal") ?? 0) }
