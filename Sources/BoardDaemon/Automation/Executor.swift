@@ -69,6 +69,7 @@ enum Activity: Int64 {
 /// port and performed there). Every origin of actions calls it.
 extension LoopRuntime {
     /// Runs one action list (a reaction's or a task's) to its end.
+    @inline(__always)
     func execute(_ range: OpRange, _ ctx: Context) {
         var wait: Int64 = -1
         _ = run(from: range.start, to: range.end, ctx, wait: &wait)
@@ -76,7 +77,17 @@ extension LoopRuntime {
 
     /// Runs ops from `pc` until a `wait` (its duration in `wait`, the next
     /// pc returned) or `end`.
+    ///
+    /// The program is borrowed for the run, not retained: a reload that
+    /// swaps it keeps the previous one alive (`retiredProgram`) until the
+    /// next reload, and an action list never spans a reload. Retaining the
+    /// program's ops cost a retain and a release per action list.
+    @inline(__always)
     func run(from start: Int32, to end: Int32, _ ctx: Context, wait: inout Int64) -> Int32 {
+        Unmanaged.passUnretained(program)._withUnsafeGuaranteedRef { run(from: start, to: end, ctx, wait: &wait, $0) }
+    }
+
+    private func run(from start: Int32, to end: Int32, _ ctx: Context, wait: inout Int64, _ program: Program) -> Int32 {
         var pc = start
         let ops = program.ops
         while pc < end {
@@ -92,23 +103,44 @@ extension LoopRuntime {
             case let .jump(target):
                 pc = target
                 continue
-            default:
-                perform(pc, ctx)
+            case let op:
+                // A write to one of this loop's outputs (most ops) inline;
+                // the rest, and a write to another loop's, in `perform`.
+                if !writeHere(op) { perform(op, pc, ctx) }
             }
             pc += 1
         }
         return end
     }
 
-    /// Performs one op here, or posts it to the loop that owns its target.
-    func perform(_ pc: Int32, _ ctx: Context) {
-        switch program.ops[Int(pc)] {
+    /// Performs the op at `pc` here, or posts it to the loop that owns its target.
+    func perform(_ pc: Int32, _ ctx: Context) { perform(program.ops[Int(pc)], pc, ctx) }
+
+    /// A `set` or `toggle` of one of this loop's outputs, done; false for
+    /// any other op, and for a write to another loop's output.
+    @inline(__always) private func writeHere(_ op: Op) -> Bool {
+        switch op {
         case let .set(l, v):
-            if let o = outputs[Int(l)] { o.set(v) } else { post(pc, ctx, to: config.lines[Int(l)].loop) }
+            guard let o = outputRefs[Int(l)] else { return false }
+            o._withUnsafeGuaranteedRef { $0.set(v) }
         case let .toggle(l):
-            if let o = outputs[Int(l)] { o.toggle() } else { post(pc, ctx, to: config.lines[Int(l)].loop) }
+            guard let o = outputRefs[Int(l)] else { return false }
+            o._withUnsafeGuaranteedRef { $0.toggle() }
+        default:
+            return false
+        }
+        return true
+    }
+
+    /// `perform` with the op already read (`run` has it: reading it again
+    /// costs a retain and a release of the program's ops).
+    func perform(_ op: Op, _ pc: Int32, _ ctx: Context) {
+        if writeHere(op) { return }
+        switch op {
+        case let .set(l, _), let .toggle(l):
+            post(pc, ctx, to: config.lines[Int(l)].loop)
         case let .pulse(l, ns):
-            if let o = outputs[Int(l)] { o.pulse(ns) } else { post(pc, ctx, to: config.lines[Int(l)].loop) }
+            if let o = outputRefs[Int(l)] { o._withUnsafeGuaranteedRef { $0.pulse(ns) } } else { post(pc, ctx, to: config.lines[Int(l)].loop) }
         case let .run(site):
             if isMain, let commands { commands.run(site: Int(site), ctx) } else { post(pc, ctx, to: .main) }
         case let .log(site):
@@ -172,7 +204,9 @@ extension LoopRuntime {
         activity.store(Activity.reaction.code(r), ordering: .relaxed)
         let was = events.writing(.reaction, r)
         defer { events.restore(was) }
-        execute(program.reactions[r], Context(line: Int32(line.id), edge: rising ? 1 : 0, origin: .reaction, timestamp: t, reaction: Int32(r), repeatCount: count))
+        execute(program.reactions[r], Context(
+                line: Int32(truncatingIfNeeded: line.id), edge: rising ? 1 : 0, origin: .reaction, timestamp: t,
+                reaction: Int32(truncatingIfNeeded: r), repeatCount: count))
         activity.store(0, ordering: .relaxed)
         let done = nowNanoseconds
         let took = done > t ? done - t : 0

@@ -95,8 +95,8 @@ let never: UInt64 = .max
 /// through a sequence) are judged by when they happened.
 struct TriggerState {
     enum Kind {
-        case edge(GPIOEdgeDetection)
-        case press, release
+        /// An edge, a press or a release: whether each logical edge fires.
+        case edges(rising: Bool, falling: Bool)
         case click(min: UInt64, max: UInt64)
         case multiPress(count: Int, within: UInt64)
         case hold(delay: UInt64, repeat: UInt64)
@@ -118,9 +118,9 @@ struct TriggerState {
         self.reaction = reaction
         hasDeadlines = trigger.hasDeadlines
         switch trigger {
-        case let .edge(e): kind = .edge(e)
-        case .press: kind = .press
-        case .release: kind = .release
+        case let .edge(e): kind = .edges(rising: e.includes(.rising), falling: e.includes(.falling))
+        case .press: kind = .edges(rising: true, falling: false)
+        case .release: kind = .edges(rising: false, falling: true)
         case let .click(lo, hi): kind = .click(min: lo.ns, max: hi.ns)
         case let .multiPress(n, w): kind = .multiPress(count: n, within: w.ns)
         case let .hold(d, r): kind = .hold(delay: d.ns, repeat: r?.ns ?? 0)
@@ -134,9 +134,7 @@ struct TriggerState {
     /// A logical edge at `t`; returns whether the trigger fires now.
     mutating func edge(_ rising: Bool, at t: UInt64) -> Bool {
         switch kind {
-        case let .edge(e): return e.includes(rising ? .rising : .falling)
-        case .press: return rising
-        case .release: return !rising
+        case let .edges(onRising, onFalling): return rising ? onRising : onFalling
         case let .click(lo, hi):
             if rising {
                 pressedAt = t

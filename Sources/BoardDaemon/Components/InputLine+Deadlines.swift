@@ -32,9 +32,13 @@ extension InputLine {
     /// for the advance is processed first), and the log says so.
     static let deadlinesPerAdvance = 100_000
 
-    /// Fires every deadline up to `t`, earliest first.
-    func advance(to t: UInt64) {
-        guard tracksDeadlines else { return }
+    /// Fires every deadline up to `t`, earliest first (a line without
+    /// deadlines checks one flag, inline on each edge).
+    @inline(__always) func advance(to t: UInt64) {
+        if tracksDeadlines { fireDeadlines(upTo: t) }
+    }
+
+    private func fireDeadlines(upTo t: UInt64) {
         var handled = 0
         while true {
             let d = nextDeadline

@@ -21,14 +21,26 @@ import Glibc
 final class InputLine: @unchecked Sendable {
     let id: Int
     let config: LineConfig
-    unowned let rt: LoopRuntime
+    /// The runtime, unowned without the run-time check (as the engine's
+    /// message port holds its own handler): it owns the line (`inputs`)
+    /// and outlives it. A checked unowned reference costs a check, a retain
+    /// and a release at each use; the event path borrows it for the batch
+    /// (`_withUnsafeGuaranteedRef`), with neither.
+    private let runtime: Unmanaged<LoopRuntime>
+    var rt: LoopRuntime { runtime.takeUnretainedValue() }
     let events: EventSink
     let request: GPIOLineRequest
     let cell: LineCell
     /// The filtered logical level.
     @exclusivity(unchecked) private(set) var level: Bool
-    @exclusivity(unchecked) var triggers: [TriggerState] = []
+    /// The triggers of the reactions on the line (not its gestures'), in
+    /// the config's order: fixed storage, so updating one on an edge makes
+    /// no uniqueness check (an array's element write does).
+    let triggers: UnsafeMutableBufferPointer<TriggerState>
     @exclusivity(unchecked) var gesture: GestureMachine?
+    /// Whether the line has a gesture group (`gesture` is then never nil):
+    /// a flag where testing the optional copies the machine out.
+    let hasGesture: Bool
     /// Reactions on gestures (a repeating hold with its deadline).
     @exclusivity(unchecked) var gestureReactions: [GestureReaction] = []
     /// Whether some gesture reaction is a hold that repeats.
@@ -45,7 +57,7 @@ final class InputLine: @unchecked Sendable {
 
     /// The filters (`delayed_on`/`delayed_off`, then `settle`).
     @exclusivity(unchecked) var filters: FilterChain
-    private lazy var bothEdges = config.settings.edgeDetection == .both
+    private let bothEdges: Bool
 
     // Held events: a fixed ring (the rest of a batch read when the loop
     // left the line's modes, or everything read while held with `drain`).
@@ -79,7 +91,7 @@ final class InputLine: @unchecked Sendable {
     init(id: Int, config: LineConfig, runtime: LoopRuntime, request: GPIOLineRequest, cell: LineCell, reactions: [Int]) throws {
         self.id = id
         self.config = config
-        rt = runtime
+        self.runtime = Unmanaged.passUnretained(runtime)
         events = runtime.events
         self.request = request
         self.cell = cell
@@ -88,11 +100,13 @@ final class InputLine: @unchecked Sendable {
         rawLevel = initial
         lossIsExact = request.lossCounting == .exact
         filters = FilterChain(config.filters, level: initial)
+        bothEdges = config.settings.edgeDetection == .both
         cell.value.store(initial, ordering: .relaxed)
         ringCapacity = max(config.held.drain, config.held.kernelBuffer, 1)
         ring = .allocate(capacity: ringCapacity)
         ring.initialize(repeating: 0, count: ringCapacity)
         let program = runtime.program
+        var triggers: [TriggerState] = []
         for r in reactions {
             let trig = program.config.reactions[r].trigger
             if case let .gesture(k, rep) = trig {
@@ -102,11 +116,17 @@ final class InputLine: @unchecked Sendable {
                 triggers.append(TriggerState(reaction: r, trigger: trig))
             }
         }
+        self.triggers = .allocate(capacity: triggers.count)
+        _ = self.triggers.initialize(from: triggers)
         if let g = config.gestures { gesture = GestureMachine(g) }
+        hasGesture = gesture != nil
         tracksDeadlines = needsTimer
     }
 
-    deinit { ring.deallocate() }
+    deinit {
+        ring.deallocate()
+        triggers.deinitialize().deallocate()
+    }
 
     // MARK: Across a reload, and at start
 
@@ -212,7 +232,18 @@ final class InputLine: @unchecked Sendable {
     /// is dispatched first (CF dispatches ready version-1 sources by order).
     var sourceOrder: Int { -config.priority.index }
 
+    /// Puts the line on its loop; if any step fails, the line is taken off
+    /// again (its handler must not outlive it on the request).
     func schedule() throws {
+        do {
+            try scheduleOnLoop()
+        } catch {
+            unschedule()
+            throw error
+        }
+    }
+
+    private func scheduleOnLoop() throws {
         let modes = self.modes
         try request.schedule(on: rt.loop, mode: modes[0], order: sourceOrder, handler: edgeHandler(traced: rt.tracer != nil))
         if config.priority.index < rt.topInputPriority { request.eventsPerDispatch = min(request.eventsPerDispatch, Self.lowPriorityBatch) }
@@ -244,10 +275,16 @@ final class InputLine: @unchecked Sendable {
     /// The request's handler: `handle`, or while a trace runs `handleTraced`,
     /// or while a recording runs `handleRecorded` (swapped by `traced(_:)`
     /// and `recorded()`, so the path without them checks nothing).
+    ///
+    /// The handler holds the line unowned without the run-time check: the
+    /// line takes it off its request (`unschedule`) before it goes, on a
+    /// reload, a stop and a schedule that fails; the checked form costs a
+    /// check, a retain and a release per batch.
     func edgeHandler(traced: Bool) -> (GPIOEdgeEventBatch) -> Void {
-        if traced { return { [unowned self] batch in self.handleTraced(batch) } }
-        if events.recorder != nil { return { [unowned self] batch in self.handleRecorded(batch) } }
-        return { [unowned self] batch in self.handle(batch) }
+        let line = Unmanaged.passUnretained(self)
+        if traced { return { batch in line._withUnsafeGuaranteedRef { $0.handleTraced(batch) } } }
+        if events.recorder != nil { return { batch in line._withUnsafeGuaranteedRef { $0.handleRecorded(batch) } } }
+        return { batch in line._withUnsafeGuaranteedRef { $0.handle(batch) } }
     }
 
     /// A recording starts or ends: the request's handler is swapped.
@@ -293,14 +330,14 @@ final class InputLine: @unchecked Sendable {
     private func handleRecorded(_ batch: GPIOEdgeEventBatch) { handle(batch, recording: true) }
 
     @inline(__always) private func handle(_ batch: GPIOEdgeEventBatch, recording: Bool) {
-        // One strong reference for the batch: each use of the unowned
-        // `rt` checks the runtime is alive and retains it (about 45
-        // instructions).
-        let rt = self.rt
+        runtime._withUnsafeGuaranteedRef { handle(batch, recording: recording, $0) }
+    }
+
+    @inline(__always) private func handle(_ batch: GPIOEdgeEventBatch, recording: Bool, _ rt: LoopRuntime) {
         handlerStart = batch.handlerEntryTime.nanoseconds
-        lost &+= batch.lostEvents
-        if batch.overflowSuspected { suspectedOverflows &+= 1 }
         if batch.lostEvents > 0 || batch.overflowSuspected {
+            lost &+= batch.lostEvents
+            if batch.overflowSuspected { suspectedOverflows &+= 1 }
             events.lost(line: id, batch.lostEvents, exact: lossIsExact, fifoFull: batch.overflowSuspected)
         }
         if ringCount > 0 && rt.admits(config.priority) { drainRing() }
@@ -324,14 +361,14 @@ final class InputLine: @unchecked Sendable {
         arm()
     }
 
-    /// Processes an edge read from the kernel, or holds it in the ring.
-    /// (`rt` passed in: see `handle`.)
+    /// Processes an edge read from the kernel, or holds it in the ring
+    /// (`rt`: the batch's borrowed runtime).
     @inline(__always)
     private func deliver(_ rising: Bool, at t: UInt64, _ rt: LoopRuntime) {
         if ringCount > 0 || !rt.admits(config.priority) {
             stash(rising, t)
         } else {
-            process(rising, at: t)
+            process(rising, at: t, rt)
         }
     }
 
@@ -391,6 +428,10 @@ final class InputLine: @unchecked Sendable {
     }
 
     func process(_ rising: Bool, at t: UInt64) {
+        runtime._withUnsafeGuaranteedRef { process(rising, at: t, $0) }
+    }
+
+    @inline(__always) private func process(_ rising: Bool, at t: UInt64, _ rt: LoopRuntime) {
         advance(to: t)
         if !bothEdges {
             // One edge detected: the opposite change happened unseen before it.
@@ -400,9 +441,11 @@ final class InputLine: @unchecked Sendable {
         if let l = filters.edge(rising, at: t, reported: level) { report(l, at: t, rt) }
     }
 
-    func report(_ l: Bool, at t: UInt64) { report(l, at: t, rt) }  // (one strong reference: see `handle`)
+    func report(_ l: Bool, at t: UInt64) {
+        runtime._withUnsafeGuaranteedRef { report(l, at: t, $0) }
+    }
 
-    /// `report` with the batch's strong reference to the runtime.
+    /// `report` with the batch's borrowed runtime.
     @inline(__always)
     private func report(_ l: Bool, at t: UInt64, _ rt: LoopRuntime) {
         guard l != level else { return }
@@ -422,7 +465,7 @@ final class InputLine: @unchecked Sendable {
                 k += 1
             }
         }
-        if gesture != nil, let g = gesture!.edge(l, at: t) { fireGesture(g, at: t) }
+        if hasGesture, let g = gesture!.edge(l, at: t) { fireGesture(g, at: t) }
     }
 
     func fireGesture(_ g: GestureKind, at t: UInt64) {

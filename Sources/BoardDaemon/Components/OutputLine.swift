@@ -49,7 +49,7 @@ final class OutputLine {
         }
     }
 
-    private func write(_ v: Bool) {
+    @inline(__always) private func write(_ v: Bool) {
         do {
             try request.setValue(v)
             value = v

@@ -86,3 +86,31 @@ extension LoopRuntime {
         }
     }
 }
+
+/// Counters by index (a reaction's fires), fixed in number: a count on the
+/// event path is an increment in place, without the uniqueness check an
+/// array's element write makes. Used on its loop's thread only (others read
+/// copies through `LoopFigures`).
+final class Tally {
+    private let base: UnsafeMutablePointer<UInt64>
+    let count: Int
+
+    init(count: Int) {
+        self.count = count
+        base = .allocate(capacity: max(count, 1))
+        base.initialize(repeating: 0, count: max(count, 1))
+    }
+
+    deinit { base.deallocate() }
+
+    subscript(i: Int) -> UInt64 {
+        get {
+            precondition(i >= 0 && i < count, "Tally: index \(i) out of 0..<\(count)")
+            return base[i]
+        }
+        set {
+            precondition(i >= 0 && i < count, "Tally: index \(i) out of 0..<\(count)")
+            base[i] = newValue
+        }
+    }
+}

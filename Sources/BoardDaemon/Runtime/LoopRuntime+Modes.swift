@@ -54,8 +54,9 @@ extension LoopRuntime {
         return out
     }
 
+    /// (A config has at most 64 priorities: `ConfigParser.parsePriorities`.)
     @inline(__always) func admits(_ p: PriorityID) -> Bool {
-        admitMask[effectiveMode] & (UInt64(1) << UInt64(p.index)) != 0
+        admitsNow & (UInt64(1) &<< UInt64(truncatingIfNeeded: p.index)) != 0
     }
 
     /// A sequence's first run started: its mode, if it has one, is entered.

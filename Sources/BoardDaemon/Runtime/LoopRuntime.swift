@@ -25,10 +25,15 @@ final class LoopRuntime: @unchecked Sendable {
     /// happens by the new one from then on).
     @exclusivity(unchecked) var program: Program {
         didSet {
+            retiredProgram = oldValue
             events.use(program)
             tracer?.generation = program.generation
         }
     }
+    /// The program before the last reload, kept until the next one: what
+    /// the executor borrows stays alive even if a reload came in the middle
+    /// of an action list (`run`).
+    @exclusivity(unchecked) private var retiredProgram: Program?
     let logger: Logger
     let driver: ModeDriver
     /// Every loop's port, by loop index (posts across loops).
@@ -38,15 +43,28 @@ final class LoopRuntime: @unchecked Sendable {
     let events: EventSink
 
     @exclusivity(unchecked) var inputs: [InputLine?] = []
-    @exclusivity(unchecked) var outputs: [OutputLine?] = []
+    @exclusivity(unchecked) var outputs: [OutputLine?] = [] {
+        didSet { outputRefs = outputs.map { $0.map(Unmanaged.passUnretained) } }
+    }
+    /// `outputs` unretained, for the executor: a write borrows its line
+    /// (`_withUnsafeGuaranteedRef`) where reading `outputs` would retain and
+    /// release it. `outputs` keeps them alive.
+    @exclusivity(unchecked) private(set) var outputRefs: [Unmanaged<OutputLine>?] = []
     @exclusivity(unchecked) var tasks: [TaskRunner] = []
     @exclusivity(unchecked) var sequences: [SequenceRunner?] = []
     @exclusivity(unchecked) var runModes: [RunLoopMode] = []
     /// Per mode, the priorities it admits (bit per priority).
-    @exclusivity(unchecked) var admitMask: [UInt64] = []
+    @exclusivity(unchecked) var admitMask: [UInt64] = [] {
+        didSet { admitsNow = effectiveMode < admitMask.count ? admitMask[effectiveMode] : 0 }
+    }
     @exclusivity(unchecked) var baseMode = 0
     @exclusivity(unchecked) var sequenceModes: [(sequence: Int, mode: Int)] = []
-    @exclusivity(unchecked) var effectiveMode = 0
+    @exclusivity(unchecked) var effectiveMode = 0 {
+        didSet { admitsNow = effectiveMode < admitMask.count ? admitMask[effectiveMode] : 0 }
+    }
+    /// `admitMask[effectiveMode]`, kept with both: what every edge asks
+    /// (`admits`) is one load.
+    @exclusivity(unchecked) private(set) var admitsNow: UInt64 = 0
     @exclusivity(unchecked) var driving = false
     @exclusivity(unchecked) var driveItem: PerformWorkItem?
     @exclusivity(unchecked) var replayTimer: RunLoopTimer?
@@ -64,8 +82,8 @@ final class LoopRuntime: @unchecked Sendable {
     let safeOutputs = LockedValue<[SafeOutput]>([])
 
     // Counters.
-    @exclusivity(unchecked) var reactionFires: [UInt64] = []
-    @exclusivity(unchecked) var reactionSkipped: [UInt64] = []
+    @exclusivity(unchecked) var reactionFires = Tally(count: 0)
+    @exclusivity(unchecked) var reactionSkipped = Tally(count: 0)
     /// Per reaction of this loop: the time from its trigger (the edge's
     /// kernel timestamp, or the deadline of a hold or gesture) to the end of
     /// its actions' synchronous part (outputs written, commands spawned, up
@@ -107,8 +125,8 @@ final class LoopRuntime: @unchecked Sendable {
         inputs = Array(repeating: nil, count: c.lines.count)
         outputs = Array(repeating: nil, count: c.lines.count)
         sequences = Array(repeating: nil, count: c.sequences.count)
-        reactionFires = Array(repeating: 0, count: c.reactions.count)
-        reactionSkipped = Array(repeating: 0, count: c.reactions.count)
+        reactionFires = Tally(count: c.reactions.count)
+        reactionSkipped = Tally(count: c.reactions.count)
         reactionTimes = c.reactions.map { $0.loop == id ? LatencyHistogram() : nil }
         reactionConditional = c.reactions.map { $0.condition != nil }
         summarizedFires = Array(repeating: 0, count: c.reactions.count)
