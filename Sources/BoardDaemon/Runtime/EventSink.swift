@@ -164,7 +164,7 @@ final class EventSink: @unchecked Sendable {
         let m = recordsLines.load(ordering: .relaxed)
         guard m & (Self.toRing | Self.toTracer) != 0 else { return }
         let now = loop.now.nanoseconds
-        let r = TraceRecord(kind: .edge, flag: rising, line: Int32(line), generation: generation, nanoseconds: now > t ? now - t : 0, at: t)
+        let r = TraceRecord(kind: .edge, flag: rising, line: Int32(truncatingIfNeeded: line), generation: generation, nanoseconds: now > t ? now - t : 0, at: t)
         if m & Self.toRing != 0 { ring.push(debug: r) }
         // At its kernel timestamp, lasting until it was handled.
         if m & Self.toTracer != 0, let tr = tracer { tr.record(r, at: t, duration: now > t ? now - t : 0) }
@@ -174,7 +174,7 @@ final class EventSink: @unchecked Sendable {
     @inline(__always) func output(line: Int, value: Bool) {
         let m = recordsLines.load(ordering: .relaxed)
         guard m != 0 else { return }
-        let r = TraceRecord(kind: .output, flag: value, step: writer.by, line: Int32(line), index: writer.index, generation: generation)
+        let r = TraceRecord(kind: .output, flag: value, step: writer.by, line: Int32(truncatingIfNeeded: line), index: writer.index, generation: generation)
         if m & Self.toRing != 0 { ring.push(debug: r) }
         if m & Self.toTracer != 0, let tr = tracer { tr.record(r, at: loop.now.nanoseconds) }
         if m & Self.toRecorder != 0, let rc = recorder { rc.push(r, at: loop.now.nanoseconds) }
@@ -280,7 +280,7 @@ final class EventSink: @unchecked Sendable {
         let to = traced.withUnsafeBufferPointer { $0[r] }
         guard to != 0 else { return }
         let rec = TraceRecord(
-            kind: .reaction, line: Int32(line), index: Int32(r), repeatCount: count, generation: generation, nanoseconds: took, at: trigger)
+            kind: .reaction, line: Int32(truncatingIfNeeded: line), index: Int32(truncatingIfNeeded: r), repeatCount: count, generation: generation, nanoseconds: took, at: trigger)
         if to & Self.toRing != 0 { ring.push(rec) }
         // Where its actions ended (`took` from its trigger in the args).
         if to & Self.toTracer != 0, let t = tracer { t.record(rec, at: loop.now.nanoseconds) }

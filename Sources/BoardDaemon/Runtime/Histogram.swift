@@ -17,11 +17,13 @@ public final class LatencyHistogram: @unchecked Sendable {
 
     deinit { counts.deallocate() }
 
-    static func bucket(_ ns: UInt64) -> Int {
-        if ns < UInt64(subBuckets) { return Int(ns) }
-        let exp = 63 - ns.leadingZeroBitCount  // >= 3
-        let sub = Int((ns >> UInt64(exp - 3)) & 7)
-        return (exp - 2) * subBuckets + sub
+    /// (Inline, with wrapping arithmetic: `exp` is 3 to 63, so nothing
+    /// overflows; a reaction records its time on every fire.)
+    @inline(__always) static func bucket(_ ns: UInt64) -> Int {
+        if ns < UInt64(subBuckets) { return Int(truncatingIfNeeded: ns) }
+        let exp = 63 &- ns.leadingZeroBitCount  // >= 3
+        let sub = Int(truncatingIfNeeded: (ns &>> UInt64(truncatingIfNeeded: exp &- 3)) & 7)
+        return (exp &- 2) &* subBuckets &+ sub
     }
 
     /// The upper bound of a bucket's values.
