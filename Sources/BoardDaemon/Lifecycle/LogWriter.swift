@@ -418,8 +418,12 @@ public final class LogWriter: @unchecked Sendable {
     /// and empties it.
     private func sleep(milliseconds: Int32) {
         var p = pollfd(fd: wake.fd, events: Int16(POLLIN), revents: 0)
-        _ = poll(&p, 1, milliseconds)
+        // The pipe is read only when poked (a nap that ran out costs the
+        // poll alone), and again only while a read fills the buffer (a
+        // pipe's read returns what it holds, so a shorter one emptied it).
+        guard poll(&p, 1, milliseconds) > 0 else { return }
         var buf: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-        while withUnsafeMutableBytes(of: &buf, { read(wake.fd, $0.baseAddress, $0.count) }) > 0 {}
+        let size = MemoryLayout.size(ofValue: buf)
+        while withUnsafeMutableBytes(of: &buf, { read(wake.fd, $0.baseAddress, $0.count) }) == size {}
     }
 }
