@@ -206,9 +206,13 @@ final class TraceLog: @unchecked Sendable {
     /// formats a batch): with it held, `watchers`.
     private let watchLock = Lock()
     private var watchers = 0
-    /// CLOCK_REALTIME minus CLOCK_MONOTONIC, read at each drain: puts an
-    /// edge's kernel timestamp on the wall clock.
+    /// CLOCK_REALTIME minus CLOCK_MONOTONIC, read at each drain (and kept
+    /// while it moves less than `offsetTolerance`): puts an edge's kernel
+    /// timestamp on the wall clock.
     private var clockOffset: UInt64 = 0
+    /// How far the wall clock may move against the monotonic one before
+    /// the events follow it (ns).
+    static let offsetTolerance: Int64 = 1_000_000
 
     init(loops: Int, program: Program, logger: Logger, writer: LogWriter, capacity: Int = TraceLog.ringCapacity) {
         rings = (0..<loops).map { _ in TraceRing(capacity: capacity, wake: writer.wake) }
@@ -257,8 +261,15 @@ final class TraceLog: @unchecked Sendable {
     @discardableResult
     func drain() -> Bool {
         lock.withLock {
-            // One offset for the batch: its events keep their order.
-            clockOffset = EventFeed.now() &- MonotonicClock.nanoseconds
+            // One offset for the batch: its events keep their order. Kept
+            // from batch to batch unless the wall clock moved by more than
+            // a millisecond (a step, or that much slewing): the two clock
+            // reads are a few nanoseconds apart, and a gap that varies
+            // would put events at the same monotonic time (a manual clock's,
+            // two edges within a nanosecond) out of order across batches.
+            let fresh = EventFeed.now() &- MonotonicClock.nanoseconds
+            let moved = Int64(bitPattern: fresh &- clockOffset)
+            if clockOffset == 0 || moved > Self.offsetTolerance || moved < -Self.offsetTolerance { clockOffset = fresh }
             var any = false
             for (i, ring) in rings.enumerated() {
                 let n = ring.consume { r in log(r, loop: i) }
