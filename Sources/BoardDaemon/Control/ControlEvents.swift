@@ -4,8 +4,9 @@ import Glibc
 /// The control protocol's `events` (docs/control.md): the most recent
 /// events the daemon kept, or a stream of them as they happen. The log
 /// writer's thread hands each record it formats to the trace log's
-/// `EventFeed` and wakes the main loop; here they are kept (the last
-/// `Events.kept`) and written to the clients that follow. Main loop only.
+/// `EventFeed`, which keeps the last `EventFeed.kept`; while a client
+/// follows, the feed also wakes the main loop, and the events are written
+/// here to the clients that follow. Main loop only.
 extension ControlServer {
     /// A client's follow: the request's id (every event line carries it)
     /// and the line it asked for (nil: every event).
@@ -22,20 +23,16 @@ extension ControlServer {
         }
     }
 
-    /// What `events` keeps between requests.
+    /// The followers' side of `events`.
     final class Events {
-        /// Events kept for a request without follow.
-        static let kept = 256
-        var recent: [JSON] = []
-        /// Where the next event goes in `recent` once it is full.
-        var next = 0
         var followers = 0
         /// Followers dropped because their unread events filled their output.
         var tooSlow: UInt64 = 0
         /// Events the feed dropped (its queue full before the main loop took it).
         var overflowed: UInt64 = 0
         var item: PerformWorkItem?
-        /// The server's end of the trace log's feed (while it runs).
+        /// The server's end of the trace log's feed, while a client follows
+        /// (none otherwise: nothing wakes the main loop for events then).
         var consumer: EventFeed.Consumer?
         /// A batch taken from the feed and not yet all written: it is
         /// written a slice (`slice` events) a pass, so a loop's timers run
@@ -43,18 +40,6 @@ extension ControlServer {
         var batch: [TraceEvent] = []
         var done = 0
         static let slice = 16
-
-        func remember(_ e: JSON) {
-            if recent.count < Self.kept {
-                recent.append(e)
-            } else {
-                recent[next] = e
-                next = (next + 1) % Self.kept
-            }
-        }
-
-        /// Oldest first.
-        var inOrder: [JSON] { Array(recent[next...] + recent[..<next]) }
     }
 
     /// The server's end of the feed (a weak reference: the perform item
@@ -66,16 +51,29 @@ extension ControlServer {
 
     func startEvents() {
         let target = FeedTarget(self)
-        let item = PerformWorkItem(modes: [.common]) { target.server?.deliverEvents() }
-        events.item = item
+        events.item = PerformWorkItem(modes: [.common]) { target.server?.deliverEvents() }
+        daemon.traceLog.feed.keep(true)
+    }
+
+    func stopEvents() {
+        detachFromFeed()
+        daemon.traceLog.feed.keep(false)
+        if events.followers > 0 { daemon.traceLog.watch(false) }
+    }
+
+    /// The first follower: the feed wakes the main loop with each batch.
+    private func attachToFeed() {
+        guard events.consumer == nil, let item = events.item else { return }
         let loop = self.loop
         events.consumer = daemon.traceLog.feed.attach { _ = try? loop.perform(item) }
     }
 
-    func stopEvents() {
+    /// The last follower gone: what the feed had queued for them goes too.
+    private func detachFromFeed() {
         if let c = events.consumer { daemon.traceLog.feed.detach(c) }
         events.consumer = nil
-        if events.followers > 0 { daemon.traceLog.watch(false) }
+        events.batch = []
+        events.done = 0
     }
 
     /// `events` (and `cancel` from a client that does not follow).
@@ -86,18 +84,21 @@ extension ControlServer {
         var filter: String?
         if let l = r["line"], l != .null { filter = try line(r).1.name }
         let follow = r["follow"] == nil || r["follow"] == .null ? false : try bool(r, "follow")
-        // What the writer has handed over so far comes first.
-        deliverEvents(all: true)
         guard follow else {
-            let list = events.inOrder.filter { e in filter == nil || e["line"] == .string(filter!) }
-            return [("events", .array(list))]
+            let list = daemon.traceLog.feed.recentEvents().lazy.filter { e in filter == nil || e.line == filter }.map(Self.json)
+            return [("events", .array(Array(list)))]
         }
         guard c.follow == nil else { throw Failure("bad-argument", "this connection already follows the events; cancel first") }
+        // What the other followers' batch still holds goes to them first.
+        deliverEvents(all: true)
         c.follow = Follow(id: r["id"] ?? .null, line: filter)
         // A follower waits for events, not requests: no idle timeout.
         c.idleAt = .max
         events.followers += 1
-        if events.followers == 1 { daemon.traceLog.watch(true) }
+        if events.followers == 1 {
+            attachToFeed()
+            daemon.traceLog.watch(true)
+        }
         logger.info("control: a client follows the events\(filter.map { " of \($0)" } ?? "") (\(c.peer))")
         return [("following", .bool(true))]
     }
@@ -119,11 +120,14 @@ extension ControlServer {
         guard c.follow != nil else { return }
         c.follow = nil
         events.followers -= 1
-        if events.followers == 0 { daemon.traceLog.watch(false) }
+        if events.followers == 0 {
+            detachFromFeed()
+            daemon.traceLog.watch(false)
+        }
     }
 
-    /// On the main loop, woken by the feed: keeps each event and writes it
-    /// to the clients that follow it, a slice of the batch at a time (the
+    /// On the main loop, woken by the feed while a client follows: writes
+    /// each event to the clients that follow it, a slice of the batch at a time (the
     /// rest in the next pass; `all`: the whole batch now). Each event is
     /// made JSON once, whoever follows it; each follower's socket is
     /// written once a slice.
@@ -140,14 +144,12 @@ extension ControlServer {
             let end = min(events.batch.count, events.done + Events.slice)
             var wrote = false
             for e in events.batch[events.done..<end] {
-                let j = Self.json(e)
-                events.remember(j)
-                guard events.followers > 0 else { continue }
+                guard events.followers > 0 else { break }
                 var text: [UInt8] = []
                 for c in clients where !c.closed {
                     guard let f = c.follow else { continue }
                     if let l = f.line, e.line != l { continue }
-                    if text.isEmpty { text = Array(j.text.utf8) }
+                    if text.isEmpty { text = Array(Self.json(e).text.utf8) }
                     // The line (prefix, event, "}") and its newline must fit beside what waits.
                     guard c.output.count + f.prefix.count + text.count + 2 <= options.maxOutput else {
                         tooSlow(c, f)

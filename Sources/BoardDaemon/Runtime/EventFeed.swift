@@ -32,13 +32,20 @@ struct TraceEvent: Sendable {
 }
 
 /// From the log writer's thread to the main loop's consumers (the control
-/// server's `events`, the MQTT bridge): per consumer a bounded queue
+/// server's followers, the MQTT bridge): per consumer a bounded queue
 /// behind one lock, and a wake-up when it stops being empty (one per
 /// batch, not per event). Nothing is queued while no consumer is attached;
 /// past `capacity` waiting events, a consumer's new ones are dropped and
 /// counted.
+///
+/// The most recent events (`kept`) are kept here too, while `keep(true)`
+/// asks for them (the control server's `events` without follow): on the
+/// writer's thread, so keeping them wakes no loop. A reaction then costs
+/// the main loop nothing while nobody follows.
 final class EventFeed: @unchecked Sendable {
     static let capacity = 4096
+    /// Events kept for `recentEvents`.
+    static let kept = 256
 
     /// One consumer's end: its queue and how to wake it.
     final class Consumer: @unchecked Sendable {
@@ -52,14 +59,20 @@ final class EventFeed: @unchecked Sendable {
     private let lock = Lock()
     // With `lock` held:
     private var consumers: [Consumer] = []
-    /// Whether a consumer is attached (read without the lock by the writer,
-    /// to skip making events nobody takes).
+    private var keeps = false
+    /// The most recent events, `recentNext` the oldest once full.
+    private var recent: [TraceEvent] = []
+    private var recentNext = 0
+    /// Whether a consumer is attached or recent events are kept (read
+    /// without the lock by the writer, to skip making events nobody takes).
     let attached = Atomic<Bool>(false)
 
     func attach(_ wake: @escaping @Sendable () -> Void) -> Consumer {
         let c = Consumer(wake)
-        lock.withLock { consumers.append(c) }
-        attached.store(true, ordering: .releasing)
+        lock.withLock {
+            consumers.append(c)
+            attached.store(true, ordering: .releasing)
+        }
         return c
     }
 
@@ -67,14 +80,40 @@ final class EventFeed: @unchecked Sendable {
         lock.withLock {
             consumers.removeAll { $0 === c }
             c.queue = []
-            attached.store(!consumers.isEmpty, ordering: .releasing)
+            attached.store(keeps || !consumers.isEmpty, ordering: .releasing)
         }
+    }
+
+    /// Whether the most recent events are kept (`recentEvents`); turned
+    /// off, they are forgotten.
+    func keep(_ on: Bool) {
+        lock.withLock {
+            keeps = on
+            if !on {
+                recent = []
+                recentNext = 0
+            }
+            attached.store(keeps || !consumers.isEmpty, ordering: .releasing)
+        }
+    }
+
+    /// The most recent events (at most `kept`), oldest first.
+    func recentEvents() -> [TraceEvent] {
+        lock.withLock { Array(recent[recentNext...] + recent[..<recentNext]) }
     }
 
     /// On the log writer's thread.
     func push(_ e: TraceEvent) {
         var wakes: [@Sendable () -> Void] = []
         lock.withLock {
+            if keeps {
+                if recent.count < Self.kept {
+                    recent.append(e)
+                } else {
+                    recent[recentNext] = e
+                    recentNext = (recentNext + 1) % Self.kept
+                }
+            }
             for c in consumers {
                 guard c.queue.count < Self.capacity else {
                     c.overflowed &+= 1
