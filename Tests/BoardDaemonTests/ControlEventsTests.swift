@@ -168,4 +168,29 @@ final class ControlEventsTests: XCTestCase {
         XCTAssertEqual(ControlTests.code(try c.request(#"{"v":1,"cmd":"events","line":"nope"}"#, h)), "unknown-line")
         XCTAssertEqual(ControlTests.code(try c.request(#"{"v":1,"cmd":"events","follow":"yes"}"#, h)), "bad-argument")
     }
+
+    /// Kept events come from the log writer's side: nothing wakes the main
+    /// loop for them (a reaction costs it its wait, read and write alone)
+    /// until a client follows, and nothing once the last one cancels.
+    func testOnlyAFollowerMakesTheFeedWakeTheMainLoop() throws {
+        let h = try harness()
+        let feed = h.daemon.traceLog.feed
+        let c = try ControlClient(socketPath)
+        let f = try ControlClient(socketPath)
+        XCTAssertEqual(feed.consumerCount, 0, "no follower: no consumer")
+        _ = try c.request(#"{"v":1,"cmd":"press","line":"button"}"#, h)
+        try settle(h)
+        XCTAssertEqual(feed.recentEvents().map(\.kind), ["reaction"], "kept on the writer's side")
+
+        XCTAssertEqual(try f.request(#"{"v":1,"id":3,"cmd":"events","follow":true}"#, h)["following"] as? Bool, true)
+        XCTAssertEqual(feed.consumerCount, 1, "a follower: the feed wakes the main loop")
+        _ = try c.request(#"{"v":1,"cmd":"release","line":"button"}"#, h)
+        try settle(h)
+        XCTAssertEqual(events(try objects(f), id: 3).map { $0["kind"] as? String }, ["edge"], "the follower's stream starts at its follow")
+
+        XCTAssertEqual(try f.request(#"{"v":1,"cmd":"cancel"}"#, h)["cancelled"] as? Bool, true)
+        XCTAssertEqual(feed.consumerCount, 0, "the last follower gone: no consumer")
+        let kept = try XCTUnwrap(try c.request(#"{"v":1,"cmd":"events"}"#, h)["events"] as? [[String: Any]])
+        XCTAssertEqual(kept.map { $0["kind"] as? String }, ["reaction", "edge"], "the kept events, the follower's edge among them")
+    }
 }

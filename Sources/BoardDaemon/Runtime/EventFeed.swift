@@ -97,6 +97,9 @@ final class EventFeed: @unchecked Sendable {
         }
     }
 
+    /// How many consumers are attached (what wakes a loop with each batch).
+    var consumerCount: Int { lock.withLock { consumers.count } }
+
     /// The most recent events (at most `kept`), oldest first.
     func recentEvents() -> [TraceEvent] {
         lock.withLock { Array(recent[recentNext...] + recent[..<recentNext]) }
