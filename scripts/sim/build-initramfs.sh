@@ -6,7 +6,8 @@
 # With BOARDD=PATH, that boardd goes to /usr/bin/boardd (with its libraries)
 # and boards/*.yaml to /etc/boardd/boards, for the boardd scenario; with
 # BOARDCTL=PATH, that boardctl goes to /usr/bin/boardctl (the boardctl
-# scenario); with REACT_REF=PATH, that program goes to /usr/bin/react-ref.
+# scenario); with REACT_REF=PATH, that program goes to /usr/bin/react-ref
+# and the host's strace to /usr/bin/strace.
 # With GUEST_MODE=shell (scripts/sim-shell.sh), the guest runs no tests:
 # its /init is scripts/sim/shell-init, and it holds scripts/sim-host.sh
 # with gpio-sim-up.sh and gpio-sim-down.sh in /scripts, boards/ in /boards,
@@ -69,8 +70,12 @@ if [ -n "${BOARDD:-}" ]; then
     cp "$root_dir"/boards/*.yaml "$stage/etc/boardd/boards/"
 fi
 [ -n "${BOARDCTL:-}" ] && copy_with_libs /usr/bin/boardctl "$BOARDCTL"
-# With REACT_REF=PATH, the C reference of the reaction-latency scenario.
-[ -n "${REACT_REF:-}" ] && copy_with_libs /usr/bin/react-ref "$REACT_REF"
+# With REACT_REF=PATH, the C reference of the reaction scenarios, and
+# strace (the system calls per reaction of it and of boardd).
+if [ -n "${REACT_REF:-}" ]; then
+    copy_with_libs /usr/bin/react-ref "$REACT_REF"
+    copy_with_libs /usr/bin/strace "$(command -v strace)"
+fi
 for p in "$@"; do copy_with_libs "/tests/bin/$(basename "$p")" "$p"; done
 (cd "$stage" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$out"
 echo "initramfs: $out ($(du -h "$out" | cut -f1))" >&2
