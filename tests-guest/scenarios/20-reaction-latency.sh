@@ -8,29 +8,10 @@
 # their ratio is the point. The scenario fails only when a side misses edges.
 command -v boardd >/dev/null 2>&1 || { echo "SKIP reaction-latency: boardd not in this initramfs"; exit 0; }
 command -v react-ref >/dev/null 2>&1 || { echo "SKIP reaction-latency: react-ref not in this initramfs"; exit 0; }
-. /run/boardloop-sim/boardloop-sim0.env
-BUTTON=17 LED=27 N=${REACTION_EDGES:-200}
+. /tests/reaction-lib.sh
+N=${REACTION_EDGES:-200}
 ok() { echo "PASS reaction-latency $1"; }
 bad() { echo "FAIL reaction-latency $1"; }
-pull() { echo "pull-$2" > "$SYSFS/sim_gpio$1/pull"; }
-now_cs() { read -r up _ < /proc/uptime; echo "${up%.*}${up#*.}" | sed 's/^0*//;s/^$/0/'; }
-# wait_for FILE TEXT SECONDS
-wait_for() {
-    end=$(( $(now_cs) + $3 * 100 ))
-    until grep -q "$2" "$1" 2>/dev/null; do
-        [ "$(now_cs)" -gt "$end" ] && return 1
-        sleep 0.05
-    done
-}
-# N edges, 20 ms apart, starting from released (pull-up).
-drive() {
-    i=0
-    while [ $i -lt "$N" ]; do
-        if [ $((i % 2)) = 0 ]; then pull $BUTTON down; else pull $BUTTON up; fi
-        sleep 0.02
-        i=$((i + 1))
-    done
-}
 # A figure in µs from "470.7µs", "10.3ms", "850ns", "1.2s" or "12.3us".
 us() {
     echo "$1" | awk '{ v = $0 + 0; if ($0 ~ /ns$/) v /= 1000; else if ($0 ~ /ms$/) v *= 1000; else if ($0 ~ /[0-9]s$/) v *= 1000000; print v }'
@@ -56,7 +37,7 @@ pid=$!
 if ! wait_for /tmp/latency.log 'ready: every loop is running' 120; then
     bad "boardd did not report ready within 120 s"; tail -n 20 /tmp/latency.log; kill -9 $pid 2>/dev/null; exit 1
 fi
-drive
+drive "$N"
 sleep 1
 kill -TERM $pid
 wait $pid
@@ -74,7 +55,7 @@ rpid=$!
 if ! wait_for /tmp/ref.out 'react-ref: ready' 30; then
     bad "react-ref did not start: $(cat /tmp/ref.out)"; kill -9 $rpid 2>/dev/null; exit 1
 fi
-drive
+drive "$N"
 wait $rpid
 line=$(grep 'edges, trigger to actions done' /tmp/ref.out)
 set -- $(echo "$line" | sed -n 's/react-ref: \([0-9]*\) edges, trigger to actions done p50 \([^ ]*\) p99 \([^ ]*\) max \([^ ]*\)/\1 \2 \3 \4/p')

@@ -13,29 +13,10 @@
 command -v boardd >/dev/null 2>&1 || { echo "SKIP reaction-syscalls: boardd not in this initramfs"; exit 0; }
 command -v react-ref >/dev/null 2>&1 || { echo "SKIP reaction-syscalls: react-ref not in this initramfs"; exit 0; }
 command -v strace >/dev/null 2>&1 || { echo "SKIP reaction-syscalls: strace not in this initramfs"; exit 0; }
-. /run/boardloop-sim/boardloop-sim0.env
-BUTTON=17 LED=27 N=${SYSCALL_EDGES:-100}
+. /tests/reaction-lib.sh
+N=${SYSCALL_EDGES:-100}
 ok() { echo "PASS reaction-syscalls $1"; }
 bad() { echo "FAIL reaction-syscalls $1"; }
-pull() { echo "pull-$2" > "$SYSFS/sim_gpio$1/pull"; }
-now_cs() { read -r up _ < /proc/uptime; echo "${up%.*}${up#*.}" | sed 's/^0*//;s/^$/0/'; }
-# wait_for FILE TEXT SECONDS
-wait_for() {
-    end=$(( $(now_cs) + $3 * 100 ))
-    until grep -q "$2" "$1" 2>/dev/null; do
-        [ "$(now_cs)" -gt "$end" ] && return 1
-        sleep 0.05
-    done
-}
-# drive COUNT: COUNT edges, 20 ms apart, from released (pull-up) and back.
-drive() {
-    i=0
-    while [ $i -lt "$1" ]; do
-        if [ $((i % 2)) = 0 ]; then pull $BUTTON down; else pull $BUTTON up; fi
-        sleep 0.02
-        i=$((i + 1))
-    done
-}
 # calls FILE...: "NAME COUNT" per system call the strace -ff files hold
 # (a file per thread, so no call is split by another thread's).
 calls() {
