@@ -21,3 +21,17 @@ drive() {
         i=$((i + 1))
     done
 }
+# reaction_config FILE: the reaction both sides run (an edge on the button,
+# either way, toggles the LED), for boardd.
+reaction_config() {
+    cat > "$1" <<'YAML'
+board: gpio-sim
+lines:
+  button: { pin: BUTTON, input: { edge: both, bias: pull-up, active_low: true } }
+  led:    { pin: LED, output: { initial: off } }
+reactions:
+  - name: toggle
+    on: { line: button, edge: both }
+    do: [ toggle: led ]
+YAML
+}

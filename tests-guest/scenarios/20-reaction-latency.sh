@@ -20,16 +20,7 @@ pull $BUTTON up
 sleep 0.2
 
 # boardd
-cat > /tmp/latency.yaml <<'EOF'
-board: gpio-sim
-lines:
-  button: { pin: BUTTON, input: { edge: both, bias: pull-up, active_low: true } }
-  led:    { pin: LED, output: { initial: off } }
-reactions:
-  - name: toggle
-    on: { line: button, edge: both }
-    do: [ toggle: led ]
-EOF
+reaction_config /tmp/latency.yaml
 # At notice: no per-reaction trace line (info) is formatted before the
 # actions run; the summary at stop is at notice.
 boardd --config /tmp/latency.yaml --log-level notice 2> /tmp/latency.log &

@@ -41,16 +41,7 @@ total() { awk '$1 == "total" { print $2 }' "$1"; }
 pull $BUTTON up
 sleep 0.2
 
-cat > /tmp/syscalls.yaml <<'EOF'
-board: gpio-sim
-lines:
-  button: { pin: BUTTON, input: { edge: both, bias: pull-up, active_low: true } }
-  led:    { pin: LED, output: { initial: off } }
-reactions:
-  - name: toggle
-    on: { line: button, edge: both }
-    do: [ toggle: led ]
-EOF
+reaction_config /tmp/syscalls.yaml
 # boardd at its default log level, strace attached over each window.
 boardd --config /tmp/syscalls.yaml 2> /tmp/syscalls.log &
 pid=$!
