@@ -1,17 +1,8 @@
 # Shared by the guest's reaction scenarios (sourced from /tests/reaction-lib.sh):
-# the gpio-sim chip's map, the button and the LED, and how the edges are made.
-. /run/boardloop-sim/boardloop-sim0.env
+# the button and the LED, how the edges are made, and the reaction's config
+# (the chip's map, the clock and the waits are /tests/lib.sh's).
+. /tests/lib.sh
 BUTTON=17 LED=27
-pull() { echo "pull-$2" > "$SYSFS/sim_gpio$1/pull"; }
-now_cs() { read -r up _ < /proc/uptime; echo "${up%.*}${up#*.}" | sed 's/^0*//;s/^$/0/'; }
-# wait_for FILE TEXT SECONDS
-wait_for() {
-    end=$(( $(now_cs) + $3 * 100 ))
-    until grep -q "$2" "$1" 2>/dev/null; do
-        [ "$(now_cs)" -gt "$end" ] && return 1
-        sleep 0.05
-    done
-}
 # drive COUNT: COUNT edges on the button, 20 ms apart, from released (pull-up) and back.
 drive() {
     i=0

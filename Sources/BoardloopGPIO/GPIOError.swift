@@ -55,6 +55,15 @@ public enum GPIOError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The run loop refused (not its thread, a capacity, ...).
     case runLoop(RunLoopError)
 
+    /// The line the error is about, where it names one.
+    public var line: GPIOLineRef? {
+        switch self {
+        case let .lineBusy(l, _), let .lineNotInRequest(l), let .notAnOutput(l): l
+        case let .invalidConfiguration(l, _): l
+        default: nil
+        }
+    }
+
     public var description: String {
         switch self {
         case let .chipNotFound(chip, available):

@@ -43,6 +43,11 @@ public final class GPIOLineRequest {
     let values: UnsafeMutableBufferPointer<Int32>
     let setOffsets: UnsafeMutableBufferPointer<UInt32>
     let setValues: UnsafeMutableBufferPointer<Int32>
+    /// Writes staged for one kernel call (`stage`, `commitStaged`).
+    let stagedOffsets: UnsafeMutableBufferPointer<UInt32>
+    let stagedValues: UnsafeMutableBufferPointer<Int32>
+    /// How many writes are staged.
+    @exclusivity(unchecked) public private(set) var stagedCount = 0
     /// Event path storage, reserved once (see `Events`).
     let events: EventStorage
     /// Per-line event state (loss detection, software debounce).
@@ -92,6 +97,10 @@ public final class GPIOLineRequest {
         setOffsets.initialize(repeating: 0)
         setValues = .allocate(capacity: offsets.count)
         setValues.initialize(repeating: 0)
+        stagedOffsets = .allocate(capacity: offsets.count)
+        stagedOffsets.initialize(repeating: 0)
+        stagedValues = .allocate(capacity: offsets.count)
+        stagedValues.initialize(repeating: 0)
         events = EventStorage(capacity: eventCapacity, lines: offsets.count)
         eventsPerDispatch = eventCapacity
         lines = .allocate(capacity: offsets.count)
@@ -107,6 +116,8 @@ public final class GPIOLineRequest {
         values.deallocate()
         setOffsets.deallocate()
         setValues.deallocate()
+        stagedOffsets.deallocate()
+        stagedValues.deallocate()
         lines.deinitialize(count: lineCount)
         lines.deallocate()
     }
@@ -147,6 +158,10 @@ public final class GPIOLineRequest {
             }
             throw .lineNotFound(name: n, chip: "\(chip.description) (in this request)")
         }
+    }
+
+    func badIndex(_ index: Int) -> GPIOError {
+        .invalidConfiguration(nil, reason: "line index \(index) is outside the request's \(lineCount) line(s)")
     }
 
     func checkUsable(_ operation: StaticString) throws(GPIOError) {
@@ -228,7 +243,66 @@ public final class GPIOLineRequest {
     }
 
     /// Sets the logical value of the request's only (or first) line.
-    public func setValue(_ value: Bool) throws(GPIOError) { try setValue(value, .offset(offsets[0])) }
+    public func setValue(_ value: Bool) throws(GPIOError) { try setValue(value, at: 0) }
+
+    /// The number of lines requested.
+    public var count: Int { lineCount }
+
+    /// The request-order index of the line at `offset`, if it is in the request.
+    public func index(ofOffset offset: UInt32) -> Int? {
+        var i = 0
+        while i < lineCount {
+            if offsets[i] == offset { return i }
+            i += 1
+        }
+        return nil
+    }
+
+    /// Sets the logical value of the output line at `index` (request
+    /// order), without looking the line up: what a program that keeps a
+    /// line's index writes with.
+    public func setValue(_ value: Bool, at index: Int) throws(GPIOError) {
+        try checkUsable("setValue")
+        guard index >= 0 && index < lineCount else { throw badIndex(index) }
+        guard settings[index].direction == .output else { throw .notAnOutput(ref(index)) }
+        setOffsets[0] = offsets[index]
+        setValues[0] = value ? 1 : 0
+        do {
+            try driver.setValues(
+                offsets: UnsafeBufferPointer(rebasing: setOffsets[0..<1]),
+                values: UnsafeBufferPointer(rebasing: setValues[0..<1]))
+        } catch { throw noteFailure(error) }
+    }
+
+    /// Stages a write of the output line at `index` (request order) for
+    /// `commitStaged()`, which makes every staged write one kernel call; a
+    /// second write of the same line replaces the first. Nothing reaches
+    /// the line until the commit.
+    public func stage(_ value: Bool, at index: Int) throws(GPIOError) {
+        guard index >= 0 && index < lineCount else { throw badIndex(index) }
+        guard settings[index].direction == .output else { throw .notAnOutput(ref(index)) }
+        let offset = offsets[index]
+        var k = 0
+        while k < stagedCount && stagedOffsets[k] != offset { k += 1 }
+        stagedOffsets[k] = offset
+        stagedValues[k] = value ? 1 : 0
+        if k == stagedCount { stagedCount += 1 }
+    }
+
+    /// Writes every staged value in one kernel call (libgpiod 1.6: one per
+    /// group of lines with the same settings), then clears the stage,
+    /// whether the write succeeded or not. Nothing staged: no call.
+    public func commitStaged() throws(GPIOError) {
+        let k = stagedCount
+        stagedCount = 0
+        guard k > 0 else { return }
+        try checkUsable("setValues")
+        do {
+            try driver.setValues(
+                offsets: UnsafeBufferPointer(rebasing: stagedOffsets[0..<k]),
+                values: UnsafeBufferPointer(rebasing: stagedValues[0..<k]))
+        } catch { throw noteFailure(error) }
+    }
 
     /// Sets the logical value of the request's only (or first) line from a
     /// thread that does not own the request, without touching the request's
@@ -237,9 +311,16 @@ public final class GPIOLineRequest {
     /// call). Not for ordinary use: a write the owner makes at the same time
     /// may land before or after this one.
     public func setValueFromAnotherThread(_ value: Bool) throws(GPIOError) {
+        try setValueFromAnotherThread(value, at: 0)
+    }
+
+    /// `setValueFromAnotherThread(_:)` for the output line at `index`
+    /// (request order).
+    public func setValueFromAnotherThread(_ value: Bool, at index: Int) throws(GPIOError) {
         try checkUsable("setValue")
-        guard settings[0].direction == .output else { throw .notAnOutput(ref(0)) }
-        let offset = offsets[0]
+        guard index >= 0 && index < lineCount else { throw badIndex(index) }
+        guard settings[index].direction == .output else { throw .notAnOutput(ref(index)) }
+        let offset = offsets[index]
         let v: Int32 = value ? 1 : 0
         let result: GPIOError? = withUnsafePointer(to: offset) { o -> GPIOError? in
             withUnsafePointer(to: v) { p -> GPIOError? in
@@ -278,10 +359,18 @@ public final class GPIOLineRequest {
 
     /// Applies new settings to one line (the others keep theirs); e.g. turn
     /// an input into an output. With libgpiod 2.x the lines stay requested;
-    /// with 1.6 a request that detects edges is released and requested again.
+    /// with 1.6 a request that detects edges, or whose lines' flags no
+    /// longer group the same way, is released and requested again.
+    /// The request's other output lines keep the values they have now (not
+    /// the `outputValue` they were requested with).
     public func reconfigure(_ line: GPIOLineSelector, _ newSettings: GPIOLineSettings) throws(GPIOError) {
+        try checkUsable("reconfigure")
         let i = try index(of: line)
         var all = settings
+        if all.indices.contains(where: { $0 != i && all[$0].direction == .output }) {
+            do { try driver.getValues(into: values) } catch { throw noteFailure(error) }
+            for j in all.indices where j != i && all[j].direction == .output { all[j].outputValue = values[j] != 0 }
+        }
         all[i] = newSettings
         try reconfigure(all)
     }

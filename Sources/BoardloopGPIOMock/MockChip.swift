@@ -89,6 +89,22 @@ public final class MockChip: @unchecked Sendable {
     /// Output changes dropped because the history ring was full.
     @exclusivity(unchecked) public private(set) var historyDropped: UInt64 = 0
 
+    /// The kernel calls requests on this chip have made, by kind: what a
+    /// test of a grouped request counts (one set-values call for k lines).
+    public struct Calls: Sendable, Equatable {
+        /// Line requests made (each a request ioctl).
+        public var requests = 0
+        /// Set-values calls (each one ioctl, whatever the number of lines).
+        public var setValues = 0
+        /// Reconfigure calls (each one ioctl).
+        public var reconfigures = 0
+        /// Requests released.
+        public var releases = 0
+    }
+    @exclusivity(unchecked) var callCounts = Calls()
+    /// The kernel calls made so far.
+    public var calls: Calls { lock.locked { callCounts } }
+
     @exclusivity(unchecked) var wires: [Wire] = []
     struct Wire {
         let output: UInt32

@@ -106,6 +106,7 @@ final class MockChipDriver: GPIOChipDriver {
                 if let r = chip.owner[o] { throw .lineBusy(chip.ref(line.offset), consumer: r.consumer) }
                 if let h = chip.holders[o] { throw .lineBusy(chip.ref(line.offset), consumer: h) }
             }
+            chip.callCounts.requests += 1
             for (i, line) in lines.enumerated() {
                 let o = Int(line.offset)
                 chip.owner[o] = request

@@ -160,6 +160,7 @@ final class MockRequest: GPIORequestDriver {
         let t = chip.now
         try chip.lock.locked { () throws(GPIOError) in
             guard !released && !vanished else { throw deadError("setValues") }
+            chip.callCounts.setValues += 1
             for k in 0..<offsets.count {
                 guard let i = lineIndex(offsets[k]) else { throw .lineNotInRequest(chip.ref(offsets[k])) }
                 guard lines[i].settings.direction == .output else { throw .notAnOutput(chip.ref(offsets[k])) }
@@ -188,6 +189,7 @@ final class MockRequest: GPIORequestDriver {
         var changed: [(UInt32, Bool)] = []
         try chip.lock.locked { () throws(GPIOError) in
             guard !released && !vanished else { throw deadError("reconfigure") }
+            chip.callCounts.reconfigures += 1
             guard newLines.map(\.offset) == lines.map(\.offset) else {
                 throw .invalidConfiguration(nil, reason: "reconfigure must name the same lines in the same order")
             }
@@ -255,6 +257,7 @@ final class MockRequest: GPIORequestDriver {
         chip.lock.locked {
             guard !released else { return }
             released = true
+            chip.callCounts.releases += 1
             for line in lines where chip.owner[Int(line.offset)] === self {
                 chip.owner[Int(line.offset)] = nil
                 chip.ownerIndex[Int(line.offset)] = -1

@@ -265,17 +265,19 @@ final class SafetyTests: XCTestCase {
             lines:
               button: { pin: BUTTON, input: { edge: both, active_low: true, debounce: 0ms } }
               valve: { pin: VALVE, output: { initial: off, safe: off } }
+              fan: { pin: FAN, output: { initial: off, safe: off } }
             workers:
-              io: { lines: [valve] }
+              io: { lines: [valve, fan] }
             reactions:
               - on: { line: button, press: true }
-                do: [{ set: { valve: on } }]
+                do: [{ set: { valve: on, fan: on } }]
 
             """, stopTimeout: .milliseconds(600))
         try h.press()
         let end = Date().addingTimeInterval(30)
-        while try h.writes("VALVE") != [true] && Date() < end { usleep(2000) }
+        while try h.writes("FAN") != [true] && Date() < end { usleep(2000) }
         XCTAssertEqual(try h.writes("VALVE"), [true])
+        XCTAssertEqual(try h.writes("FAN"), [true])
         // The worker blocks in a handler until the test lets it go.
         let release = Locked(false)
         let entered = Locked(false)
@@ -291,6 +293,7 @@ final class SafetyTests: XCTestCase {
         XCTAssertFalse(clean, "a stop with a stuck worker is not clean")
         XCTAssertLessThan(took, 10, "the stop is bounded by its budget (0.6 s asked), not by the stuck handler")
         XCTAssertEqual(try h.writes("VALVE").last, false, "the stuck worker's valve is set safe from the main thread")
+        XCTAssertEqual(try h.writes("FAN").last, false, "and its fan, the second line of the same request")
         XCTAssertTrue(h.log.contains("worker 'io' is stuck in"), h.log)
     }
 

@@ -28,7 +28,7 @@ case ${GUEST_MODE:-test} in
 test)
     cp "$root_dir/tests-guest/init" "$stage/init"
     cp "$root_dir"/tests-guest/scenarios/*.sh "$stage/tests/scenarios/" 2>/dev/null || true
-    cp "$root_dir/tests-guest/reaction-lib.sh" "$stage/tests/"
+    cp "$root_dir/tests-guest/lib.sh" "$root_dir/tests-guest/reaction-lib.sh" "$stage/tests/"
     cp "$root_dir/scripts/gpio-sim-up.sh" "$stage/tests/gpio-sim-up.sh"
     ;;
 shell)

@@ -6,29 +6,11 @@
 # Every wait polls with an overall deadline; time bounds are wide enough for
 # TCG emulation on a loaded host.
 command -v boardd >/dev/null 2>&1 || { echo "SKIP boardd: not in this initramfs"; exit 0; }
-. /run/boardloop-sim/boardloop-sim0.env
+. /tests/lib.sh
 ok() { echo "PASS boardd $1"; }
 bad() { echo "FAIL boardd $1"; }
-pull() { echo "pull-$2" > "$SYSFS/sim_gpio$1/pull"; }
-value() { cat "$SYSFS/sim_gpio$1/value"; }
-# Centiseconds since boot.
-now_cs() { read -r up _ < /proc/uptime; echo "${up%.*}${up#*.}" | sed 's/^0*//;s/^$/0/'; }
-# wait_value OFFSET VALUE SECONDS: polls every 10 ms; 0 when it got there.
-wait_value() {
-    end=$(( $(now_cs) + $3 * 100 ))
-    while [ "$(value "$1")" != "$2" ]; do
-        [ "$(now_cs)" -gt "$end" ] && return 1
-        sleep 0.01
-    done
-}
-# wait_log TEXT SECONDS
-wait_log() {
-    end=$(( $(now_cs) + $2 * 100 ))
-    until grep -q "$1" /tmp/boardd.log; do
-        [ "$(now_cs)" -gt "$end" ] && return 1
-        sleep 0.05
-    done
-}
+# wait_log TEXT SECONDS: boardd's log holds TEXT.
+wait_log() { wait_for /tmp/boardd.log "$1" "$2"; }
 BUTTON=17 LED=27 START=4 ESTOP=3 VALVE=5 BEAT=6
 cfg=/tmp/boardd.yaml
 cat > $cfg <<'EOF'

@@ -6,27 +6,12 @@
 # an overall deadline.
 command -v boardd >/dev/null 2>&1 || { echo "SKIP boardctl: no boardd in this initramfs"; exit 0; }
 command -v boardctl >/dev/null 2>&1 || { echo "SKIP boardctl: not in this initramfs"; exit 0; }
-. /run/boardloop-sim/boardloop-sim0.env
+. /tests/lib.sh
 ok() { echo "PASS boardctl $1"; }
 bad() { echo "FAIL boardctl $1"; }
-value() { cat "$SYSFS/sim_gpio$1/value"; }
 pullof() { cat "$SYSFS/sim_gpio$1/pull"; }
-now_cs() { read -r up _ < /proc/uptime; echo "${up%.*}${up#*.}" | sed 's/^0*//;s/^$/0/'; }
-wait_value() {
-    end=$(( $(now_cs) + $3 * 100 ))
-    while [ "$(value "$1")" != "$2" ]; do
-        [ "$(now_cs)" -gt "$end" ] && return 1
-        sleep 0.01
-    done
-}
 log=/tmp/boardd-ctl.log
-wait_log() {
-    end=$(( $(now_cs) + $2 * 100 ))
-    until grep -q "$1" $log; do
-        [ "$(now_cs)" -gt "$end" ] && return 1
-        sleep 0.05
-    done
-}
+wait_log() { wait_for $log "$1" "$2"; }
 sock=/tmp/boardd-ctl.sock
 ctl() { boardctl --socket $sock "$@"; }
 # The button's events as boardd counts them.

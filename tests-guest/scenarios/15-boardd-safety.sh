@@ -12,43 +12,15 @@
 # `value`, as in 10-boardd.sh. Every wait polls with an overall deadline;
 # time bounds are wide enough for TCG emulation on a loaded host.
 command -v boardd >/dev/null 2>&1 || { echo "SKIP boardd-safety: boardd not in this initramfs"; exit 0; }
-. /run/boardloop-sim/boardloop-sim0.env
+. /tests/lib.sh
 ok() { echo "PASS boardd-safety $1"; }
 bad() { echo "FAIL boardd-safety $1"; }
-pull() { echo "pull-$2" > "$SYSFS/sim_gpio$1/pull"; }
-value() { cat "$SYSFS/sim_gpio$1/value"; }
-# Centiseconds since boot.
-now_cs() { read -r up _ < /proc/uptime; echo "${up%.*}${up#*.}" | sed 's/^0*//;s/^$/0/'; }
-# wait_value OFFSET VALUE SECONDS: polls every 10 ms; 0 when it got there.
-wait_value() {
-    end=$(( $(now_cs) + $3 * 100 ))
-    while [ "$(value "$1")" != "$2" ]; do
-        [ "$(now_cs)" -gt "$end" ] && return 1
-        sleep 0.01
-    done
-}
-# wait_log FILE TEXT SECONDS
-wait_log() {
-    end=$(( $(now_cs) + $3 * 100 ))
-    until grep -q "$2" "$1" 2>/dev/null; do
-        [ "$(now_cs)" -gt "$end" ] && return 1
-        sleep 0.05
-    done
-}
-# wait_exit PID SECONDS: 0 when it exited in time.
-wait_exit() {
-    end=$(( $(now_cs) + $2 * 100 ))
-    while kill -0 "$1" 2>/dev/null; do
-        [ "$(now_cs)" -gt "$end" ] && return 1
-        sleep 0.02
-    done
-}
 show_log() { echo "--- $1 (last ${2:-30} lines)"; tail -n "${2:-30}" "$1"; echo "---"; }
 # start_boardd CONFIG LOG LEVEL: sets $pid; 1 when it did not get ready.
 start_boardd() {
     boardd --config "$1" --log-level "$3" 2> "$2" &
     pid=$!
-    if ! wait_log "$2" 'ready: every loop is running' 120; then
+    if ! wait_for "$2" 'ready: every loop is running' 120; then
         bad "boardd did not report ready within 120 s ($1)"; show_log "$2"; kill -9 $pid 2>/dev/null; return 1
     fi
 }
@@ -104,7 +76,7 @@ if start_boardd $cfg $log debug; then
         else
             bad "reload with the sequence changed: the valve stayed on"; show_log $log
         fi
-        wait_log $log 'sequence pour: stopped by the reload (its definition changed)' 10 \
+        wait_for $log 'sequence pour: stopped by the reload (its definition changed)' 10 \
             && ok "the log says 'sequence pour: stopped by the reload (its definition changed)'" \
             || { bad "no 'sequence pour: stopped by the reload (its definition changed)' in the log"; show_log $log; }
         grep -q 'valve -> off (safe value: a sequence setting it was stopped by the reload)' $log \

@@ -139,6 +139,10 @@ extension LoopRuntime {
         switch op {
         case let .set(l, _), let .toggle(l):
             post(pc, ctx, to: config.lines[Int(l)].loop)
+        case let .setMany(first, count):
+            let writes = program.writes
+            let l = Int(writes[Int(first)].line)
+            if outputs[l] != nil { setMany(writes[Int(first)..<Int(first + count)]) } else { post(pc, ctx, to: config.lines[l].loop) }
         case let .pulse(l, ns):
             if let o = outputRefs[Int(l)] { o._withUnsafeGuaranteedRef { $0.pulse(ns) } } else { post(pc, ctx, to: config.lines[Int(l)].loop) }
         case let .run(site):
@@ -154,6 +158,26 @@ extension LoopRuntime {
             if let r = sequences[Int(s)] { r.stop() } else { post(pc, ctx, to: config.sequences[Int(s)].loop) }
         case .wait, .branch, .jump:
             break
+        }
+    }
+
+    /// Sets this loop's outputs `writes` names: each line's write staged on
+    /// its request, then each request written in one kernel call, and each
+    /// line reported as a `set` of it would be. A line taken off its loop
+    /// (a stop, a reload) is set on its own.
+    private func setMany(_ writes: ArraySlice<Program.Write>) {
+        for w in writes {
+            guard let o = outputs[Int(w.line)] else { continue }
+            if o.stages { o.stage(w.value) } else { o.set(w.value) }
+        }
+        for w in writes {
+            guard let o = outputs[Int(w.line)], o.pending else { continue }
+            let r = o.request
+            var failure: GPIOError?
+            do { try r.commitStaged() } catch { failure = error }
+            for x in writes {
+                if let p = outputs[Int(x.line)], p.pending, p.request === r { p.committed(x.value, failure) }
+            }
         }
     }
 

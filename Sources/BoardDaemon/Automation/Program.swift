@@ -6,6 +6,9 @@ import Synchronization
 /// the executor walks an array of them without retaining or allocating.
 enum Op: Sendable, Equatable {
     case set(line: Int32, value: Bool)
+    /// Sets `count` outputs of one loop at once (`Program.writes[first...]`):
+    /// consecutive `set`s, each request of them written in one kernel call.
+    case setMany(first: Int32, count: Int32)
     case toggle(line: Int32)
     case pulse(line: Int32, nanoseconds: Int64)
     case wait(nanoseconds: Int64)
@@ -77,13 +80,15 @@ final class Program: Sendable {
     let cells: [LineCell]
     /// Lines some `pulse` targets (they get a pulse timer).
     let pulsedLines: Set<Int>
+    /// The writes of the `setMany` ops.
+    let writes: [Write]
     /// Where the control socket's ops start (`ControlOps`).
     let control: ControlOps
 
     init(config: DaemonConfig, generation: Int32) {
         self.config = config
         self.generation = generation
-        var b = Builder()
+        var b = Builder(loops: config.lines.map(\.loop))
         reactions = config.reactions.map { b.compile($0.actions) }
         tasks = config.tasks.map { b.compile($0.actions) }
         sequences = config.sequences.map { b.compile($0.steps) }
@@ -93,11 +98,21 @@ final class Program: Sendable {
         runSites = b.runSites
         logSites = b.logSites
         pulsedLines = b.pulsed
+        writes = b.writes
         cells = config.lines.map { _ in LineCell() }
     }
 
+    /// One output's value in a `setMany`.
+    struct Write: Sendable, Equatable {
+        var line: Int32
+        var value: Bool
+    }
+
     struct Builder {
+        /// Each line's loop (the outputs a `setMany` sets share one).
+        let loops: [LoopID]
         var ops: [Op] = []
+        var writes: [Write] = []
         var conditions: [Condition] = []
         var runSites: [RunSite] = []
         var logSites: [LogSite] = []
@@ -110,38 +125,62 @@ final class Program: Sendable {
         }
 
         mutating func emit(_ actions: [Action]) {
-            for a in actions {
-                switch a {
-                case let .set(l, v): ops.append(.set(line: Int32(l.index), value: v))
-                case let .toggle(l): ops.append(.toggle(line: Int32(l.index)))
-                case let .pulse(l, d):
-                    pulsed.insert(l.index)
-                    ops.append(.pulse(line: Int32(l.index), nanoseconds: d.nanosecondsClamped))
-                case let .wait(d): ops.append(.wait(nanoseconds: d.nanosecondsClamped))
-                case let .run(c, argv):
-                    ops.append(.run(site: Int32(runSites.count)))
-                    runSites.append(RunSite(command: c, argv: argv))
-                case let .log(level, text):
-                    ops.append(.log(site: Int32(logSites.count)))
-                    logSites.append(LogSite(level: level.loggerLevel, text: text))
-                case let .mode(m): ops.append(.mode(Int32(m.index)))
-                case let .startSequence(s): ops.append(.start(sequence: Int32(s.index)))
-                case let .stopSequence(s): ops.append(.stop(sequence: Int32(s.index)))
-                case let .ifThen(c, then, els):
-                    let ci = Int32(conditions.count)
-                    conditions.append(c)
-                    let branchAt = ops.count
-                    ops.append(.jump(0))  // patched below
-                    emit(then)
-                    if els.isEmpty {
-                        ops[branchAt] = .branch(condition: ci, elseTarget: Int32(ops.count))
-                    } else {
-                        let jumpAt = ops.count
-                        ops.append(.jump(0))
-                        ops[branchAt] = .branch(condition: ci, elseTarget: Int32(ops.count))
-                        emit(els)
-                        ops[jumpAt] = .jump(Int32(ops.count))
+            var i = 0
+            while i < actions.count {
+                // Consecutive sets of one loop's outputs (`set: { a: on,
+                // b: off }`), each line once: one op, which writes each
+                // request once.
+                if case let .set(l, _) = actions[i] {
+                    var j = i + 1
+                    var lines: Set<Int> = [l.index]
+                    while j < actions.count, case let .set(m, _) = actions[j], loops[m.index] == loops[l.index],
+                        lines.insert(m.index).inserted
+                    {
+                        j += 1
                     }
+                    if j - i > 1 {
+                        ops.append(.setMany(first: Int32(writes.count), count: Int32(j - i)))
+                        for case let .set(m, v) in actions[i..<j] { writes.append(Write(line: Int32(m.index), value: v)) }
+                        i = j
+                        continue
+                    }
+                }
+                emit(actions[i])
+                i += 1
+            }
+        }
+
+        mutating func emit(_ a: Action) {
+            switch a {
+            case let .set(l, v): ops.append(.set(line: Int32(l.index), value: v))
+            case let .toggle(l): ops.append(.toggle(line: Int32(l.index)))
+            case let .pulse(l, d):
+                pulsed.insert(l.index)
+                ops.append(.pulse(line: Int32(l.index), nanoseconds: d.nanosecondsClamped))
+            case let .wait(d): ops.append(.wait(nanoseconds: d.nanosecondsClamped))
+            case let .run(c, argv):
+                ops.append(.run(site: Int32(runSites.count)))
+                runSites.append(RunSite(command: c, argv: argv))
+            case let .log(level, text):
+                ops.append(.log(site: Int32(logSites.count)))
+                logSites.append(LogSite(level: level.loggerLevel, text: text))
+            case let .mode(m): ops.append(.mode(Int32(m.index)))
+            case let .startSequence(s): ops.append(.start(sequence: Int32(s.index)))
+            case let .stopSequence(s): ops.append(.stop(sequence: Int32(s.index)))
+            case let .ifThen(c, then, els):
+                let ci = Int32(conditions.count)
+                conditions.append(c)
+                let branchAt = ops.count
+                ops.append(.jump(0))  // patched below
+                emit(then)
+                if els.isEmpty {
+                    ops[branchAt] = .branch(condition: ci, elseTarget: Int32(ops.count))
+                } else {
+                    let jumpAt = ops.count
+                    ops.append(.jump(0))
+                    ops[branchAt] = .branch(condition: ci, elseTarget: Int32(ops.count))
+                    emit(els)
+                    ops[jumpAt] = .jump(Int32(ops.count))
                 }
             }
         }

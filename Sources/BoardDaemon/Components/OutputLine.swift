@@ -2,6 +2,8 @@ import Boardloop
 import BoardloopGPIO
 
 /// An output line on its loop: writes, toggles, pulses (on a loop timer).
+/// Its request may hold other outputs of the loop on the same chip
+/// (`OutputGroups`): the line is `index` in it.
 final class OutputLine {
     let id: Int
     let config: LineConfig
@@ -9,6 +11,8 @@ final class OutputLine {
     unowned let loop: BoardRunLoop
     let events: EventSink
     let request: GPIOLineRequest
+    /// The line's index in `request`.
+    let index: Int
     let cell: LineCell
     @exclusivity(unchecked) private(set) var value: Bool
     @exclusivity(unchecked) private var pulseTimer: RunLoopTimer?
@@ -16,12 +20,16 @@ final class OutputLine {
     /// is the stop's or the reload's (`EventSink.WriteBy.safe`).
     @exclusivity(unchecked) private var detached = false
 
-    init(id: Int, config: LineConfig, loop: BoardRunLoop, events: EventSink, request: GPIOLineRequest, cell: LineCell, value: Bool) {
+    init(
+        id: Int, config: LineConfig, loop: BoardRunLoop, events: EventSink, request: GPIOLineRequest, index: Int, cell: LineCell,
+        value: Bool
+    ) {
         self.id = id
         self.config = config
         self.loop = loop
         self.events = events
         self.request = request
+        self.index = index
         self.cell = cell
         self.value = value
         cell.value.store(value, ordering: .relaxed)
@@ -51,13 +59,43 @@ final class OutputLine {
 
     @inline(__always) private func write(_ v: Bool) {
         do {
-            try request.setValue(v)
-            value = v
-            cell.value.store(v, ordering: .relaxed)
-            events.output(line: id, value: v)
+            try request.setValue(v, at: index)
+            wrote(v)
         } catch {
             events.writeFailed(config.name, error)
         }
+    }
+
+    @inline(__always) private func wrote(_ v: Bool) {
+        value = v
+        cell.value.store(v, ordering: .relaxed)
+        events.output(line: id, value: v)
+    }
+
+    /// Whether a write of `v` may be staged with others (`stage`, then
+    /// `request.commitStaged()` and `committed`): not while the line is
+    /// detached, whose safe-value writes are reported as such.
+    var stages: Bool { !detached }
+
+    /// A write staged on the request and not yet committed.
+    @exclusivity(unchecked) private(set) var pending = false
+
+    /// Stages a write of `v` on the request (`pending`); a failure is
+    /// reported.
+    func stage(_ v: Bool) {
+        do {
+            try request.stage(v, at: index)
+            pending = true
+        } catch {
+            events.writeFailed(config.name, error)
+        }
+    }
+
+    /// After the request's staged writes were committed: the line is at
+    /// `v` (nil error), or the write failed.
+    func committed(_ v: Bool, _ error: GPIOError?) {
+        pending = false
+        if let error { events.writeFailed(config.name, error) } else { wrote(v) }
     }
 
     func toggle() { set(!value) }

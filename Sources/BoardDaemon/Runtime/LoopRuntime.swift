@@ -43,6 +43,8 @@ final class LoopRuntime: @unchecked Sendable {
     let events: EventSink
 
     @exclusivity(unchecked) var inputs: [InputLine?] = []
+    /// Lines of output requests no output uses now (see `IdleOutput`).
+    @exclusivity(unchecked) var idleOutputs: [IdleOutput] = []
     @exclusivity(unchecked) var outputs: [OutputLine?] = [] {
         didSet { outputRefs = outputs.map { $0.map(Unmanaged.passUnretained) } }
     }

@@ -6,10 +6,12 @@ import Logging
 /// the previous config at a reload) and attached to their components, and
 /// the safe values set with no loop at all (`boardd --safe-outputs`).
 extension Daemon {
-    /// A request a reload keeps: the line's config, the request, an output's value.
+    /// A request a reload keeps: the line's config, the request and the
+    /// line's index in it, an output's value.
     struct Kept {
         var config: LineConfig
         var request: GPIOLineRequest
+        var index = 0
         var value: Bool
         /// When a pulse in flight ends (it goes on under the new config).
         var pulseEnd: MonotonicInstant?
@@ -31,31 +33,72 @@ extension Daemon {
         func close() { for c in open.values { c.close() } }
     }
 
+    /// The chip a line of the config is on, and its offset there.
+    static func locate(_ line: LineConfig, chips: ChipCache) throws -> (chip: GPIOChip, offset: UInt32) {
+        do {
+            switch line.address {
+            case let .offset(ref, o):
+                let c = try chips.chip(ref)
+                return (c, try c.offset(of: .offset(o)))
+            case let .named(ref?, n):
+                let c = try chips.chip(ref)
+                return (c, try c.offset(of: .name(n)))
+            case let .named(nil, n):
+                let found = try GPIOChip.findLine(named: n, backend: chips.gpio)
+                return (try chips.chip(.path(found.chip.path)), found.offset)
+            }
+        } catch let error as GPIOError {
+            throw DaemonError.line(line.name, error)
+        }
+    }
+
     /// Requests one line of the config with `settings`, on the chip its
     /// address names.
     static func request(
         _ line: LineConfig, _ settings: GPIOLineSettings, consumer: String, chips: ChipCache
     ) throws -> GPIOLineRequest {
-        let c: GPIOChip
-        let selector: GPIOLineSelector
-        switch line.address {
-        case let .offset(ref, o):
-            c = try chips.chip(ref)
-            selector = .offset(o)
-        case let .named(ref?, n):
-            c = try chips.chip(ref)
-            selector = .name(n)
-        case let .named(nil, n):
-            let found = try GPIOChip.findLine(named: n, backend: chips.gpio)
-            c = try chips.chip(.path(found.chip.path))
-            selector = .offset(found.offset)
-        }
+        let (c, offset) = try locate(line, chips: chips)
         do {
             return try c.request(
-                selector, settings, consumer: consumer, eventBufferCapacity: line.isInput ? line.held.kernelBuffer : 2)
+                .offset(offset), settings, consumer: consumer, eventBufferCapacity: line.isInput ? line.held.kernelBuffer : 2)
         } catch {
             throw DaemonError.line(line.name, error)
         }
+    }
+
+    /// The most lines one output request holds (the GPIO layer's limit).
+    static let linesPerRequest = 64
+
+    /// Requests output lines of one loop grouped: one request per chip
+    /// (each line with its own settings and initial value), so an action
+    /// that sets several of them writes each chip once. Returns each
+    /// line's request and its index there, in `lines` order.
+    static func requestOutputs(
+        _ lines: [(config: LineConfig, settings: GPIOLineSettings)], consumer: String, chips: ChipCache
+    ) throws -> [(request: GPIOLineRequest, index: Int)] {
+        var located: [(chip: GPIOChip, offset: UInt32)] = []
+        for l in lines { located.append(try locate(l.config, chips: chips)) }
+        var placed: [(request: GPIOLineRequest, index: Int)?] = Array(repeating: nil, count: lines.count)
+        var done = Array(repeating: false, count: lines.count)
+        for i in lines.indices where !done[i] {
+            let path = located[i].chip.path
+            var members: [Int] = []
+            for j in i..<lines.count where !done[j] && located[j].chip.path == path && members.count < linesPerRequest {
+                members.append(j)
+                done[j] = true
+            }
+            let request: GPIOLineRequest
+            do {
+                request = try located[i].chip.request(
+                    members.map { (.offset(located[$0].offset), lines[$0].settings) }, consumer: consumer, eventBufferCapacity: 2)
+            } catch {
+                // The line the error is about, where it names one.
+                let culprit = members.first { error.line?.offset == located[$0].offset } ?? members[0]
+                throw DaemonError.line(lines[culprit].config.name, error)
+            }
+            for (k, j) in members.enumerated() { placed[j] = (request, k) }
+        }
+        return placed.compactMap { $0 }
     }
 
     /// Sets every output of `config` that has a `safe:` value to it, each
@@ -86,39 +129,94 @@ extension Daemon {
     }
 }
 
+/// A line of an output request that no output of the loop uses now: a
+/// reload dropped it while other outputs of its request stayed (the
+/// kernel cannot release one line of a request). It stays requested at
+/// its last value until its request goes.
+struct IdleOutput {
+    var name: String
+    var request: GPIOLineRequest
+    var index: Int
+}
+
 extension LoopRuntime {
-    /// Requests (or takes over) the loop's lines and schedules its inputs. On the loop's thread.
+    /// Requests (or takes over) the loop's lines and schedules its inputs.
+    /// Outputs are requested one request per chip (`Daemon.requestOutputs`);
+    /// kept outputs stay in theirs. A line the config now needs that an
+    /// idle output line holds (`idleOutputs`) has that request re-made: its
+    /// kept outputs are requested again at their values. On the loop's thread.
+    /// Returns how many kept outputs were requested again.
+    @discardableResult
     func attachLines(
-        gpio: any GPIOBackend, kept: [String: Daemon.Kept], filters: [String: InputLine.FilterState] = [:]
-    ) throws {
+        gpio: any GPIOBackend, kept keptLines: [String: Daemon.Kept], filters: [String: InputLine.FilterState] = [:]
+    ) throws -> Int {
         let rt = self
         let chips = Daemon.ChipCache(gpio)
         defer { chips.close() }
         defer { rt.noteSafeOutputs() }
-        for (i, line) in config.lines.enumerated() where line.loop == rt.id {
-            let request: GPIOLineRequest
-            var value = line.settings.outputValue
-            var pulseEnd: MonotonicInstant?
-            if let k = kept[line.name] {
-                request = k.request
-                value = k.value
-                pulseEnd = k.pulseEnd
-            } else {
-                request = try Daemon.request(line, line.settings, consumer: "boardd", chips: chips)
-            }
+        var kept = keptLines
+        let mine = config.lines.enumerated().filter { $0.element.loop == rt.id }
+        let moved = try reclaimIdleLines(mine.map(\.element).filter { kept[$0.name] == nil }, kept: &kept, chips: chips)
+        var fresh: [(id: Int, line: LineConfig, value: Bool, pulseEnd: MonotonicInstant?)] = []
+        for (i, line) in mine {
             let cell = rt.program.cells[i]
             if line.isInput {
+                let request = try kept[line.name]?.request ?? Daemon.request(line, line.settings, consumer: "boardd", chips: chips)
                 let reactions = config.reactions.indices.filter { config.reactions[$0].line.index == i }
                 let input = try InputLine(id: i, config: line, runtime: rt, request: request, cell: cell, reactions: reactions)
                 if let state = filters[line.name] { input.carry(state) }
                 try input.schedule()
                 rt.inputs[i] = input
+            } else if let k = kept[line.name] {
+                try attachOutput(i, line, k.request, k.index, k.value, k.pulseEnd)
+            } else if let k = moved[line.name] {
+                fresh.append((i, line, k.value, k.pulseEnd))
             } else {
-                let out = OutputLine(id: i, config: line, loop: rt.loop, events: rt.events, request: request, cell: cell, value: value)
-                if rt.program.pulsedLines.contains(i) { try out.makePulseTimer() }
-                if let pulseEnd { try out.resumePulse(until: pulseEnd) }
-                rt.outputs[i] = out
+                fresh.append((i, line, line.settings.outputValue, nil))
             }
         }
+        guard !fresh.isEmpty else { return moved.count }
+        let placed = try Daemon.requestOutputs(
+            fresh.map { f in
+                var s = f.line.settings
+                s.outputValue = f.value
+                return (f.line, s)
+            }, consumer: "boardd", chips: chips)
+        for (f, p) in zip(fresh, placed) { try attachOutput(f.id, f.line, p.request, p.index, f.value, f.pulseEnd) }
+        return moved.count
+    }
+
+    private func attachOutput(
+        _ i: Int, _ line: LineConfig, _ request: GPIOLineRequest, _ index: Int, _ value: Bool, _ pulseEnd: MonotonicInstant?
+    ) throws {
+        let out = OutputLine(
+            id: i, config: line, loop: loop, events: events, request: request, index: index, cell: program.cells[i], value: value)
+        if program.pulsedLines.contains(i) { try out.makePulseTimer() }
+        if let pulseEnd { try out.resumePulse(until: pulseEnd) }
+        outputs[i] = out
+    }
+
+    /// Frees the idle output lines that `lines` (this loop's lines not
+    /// kept) need: each request holding one is released, and its kept
+    /// outputs leave `kept`; they are returned, to be requested again at
+    /// their values (pulses in flight go on).
+    private func reclaimIdleLines(
+        _ lines: [LineConfig], kept: inout [String: Daemon.Kept], chips: Daemon.ChipCache
+    ) throws -> [String: Daemon.Kept] {
+        var moved: [String: Daemon.Kept] = [:]
+        guard !idleOutputs.isEmpty else { return moved }
+        for line in lines {
+            let (chip, offset) = try Daemon.locate(line, chips: chips)
+            guard let idle = idleOutputs.first(where: { $0.request.chip.path == chip.path && $0.request.offsets[$0.index] == offset })
+            else { continue }
+            let r = idle.request
+            let names = kept.values.filter { $0.request === r }.map(\.config.name).sorted()
+            for name in names { moved[name] = kept.removeValue(forKey: name) }
+            idleOutputs.removeAll { $0.request === r }
+            r.release()
+            logger.notice(
+                "\(line.name): its line stayed requested when an earlier reload dropped '\(idle.name)' (other outputs share its request); that request is made again\(names.isEmpty ? "" : " (\(names.joined(separator: ", ")) requested again at their values)")")
+        }
+        return moved
     }
 }

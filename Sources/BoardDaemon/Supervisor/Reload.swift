@@ -16,8 +16,11 @@ import BoardloopGPIO
 /// What one loop did in a reload, summed over the loops for the log line.
 struct SwapResult {
     var kept = 0, requested = 0, released = 0
+    /// Outputs whose new settings were applied in their request.
+    var reconfigured = 0
     mutating func add(_ o: SwapResult) {
         kept += o.kept
+        reconfigured += o.reconfigured
         requested += o.requested
         released += o.released
     }
@@ -77,7 +80,7 @@ extension Daemon {
         if let m = new.mqtt { mqtt?.reload(m, new) }
         reloads.applied += 1
         logger.notice(
-            "reloaded \(new.file): \(totals.kept) lines kept as they were, \(totals.requested) requested, \(totals.released) released\(failures > 0 ? " (with errors, see above)" : "")"
+            "reloaded \(new.file): \(totals.kept) lines kept as they were, \(totals.requested) requested, \(totals.released) released\(totals.reconfigured > 0 ? ", \(totals.reconfigured) reconfigured in place" : "")\(failures > 0 ? " (with errors, see above)" : "")"
         )
         return ReloadOutcome(applied: true, errors: [])
     }
@@ -284,11 +287,16 @@ extension LoopRuntime {
                 result.released += 1
             }
         }
+        // Outputs share a request per chip: a line that goes is released
+        // with its request when no kept output is left in it; until then
+        // it stays requested at its value (`idleOutputs`).
+        var leaving: [OutputLine] = []
+        var reconfigured = 0
         for case let o? in outputs {
             let name = o.config.name
             var pulseEnd = o.pulseEnd
             o.detach()
-            let next = same(o.config)
+            var next = same(o.config)
             let pulsedThere = next.flatMap { p.config.line(named: $0.name) }.map { p.pulsedLines.contains($0.index) } ?? false
             if makeSafe.contains(name) || p.config.line(named: name) == nil {
                 let why = makeSafe.contains(name) ? "a sequence setting it was stopped by the reload" : "the new config drops the line"
@@ -304,20 +312,54 @@ extension LoopRuntime {
                 logger.notice("\(name) -> off (its pulse ended by the reload: the new config does not pulse it)")
                 pulseEnd = nil
             }
+            var value = o.value
+            if next == nil, let b = p.config.line(named: name).map({ p.config[$0] }), b.isOutput, b.address == o.config.address,
+                b.loop == o.config.loop
+            {
+                // New settings on the same line: in place, as a line
+                // requested anew starts (at its initial value); the
+                // request's other lines are not touched.
+                do {
+                    try o.request.reconfigure(.offset(o.request.offsets[o.index]), b.settings)
+                    next = b
+                    value = b.settings.outputValue
+                    pulseEnd = nil
+                    reconfigured += 1
+                } catch {
+                    logger.error("\(name): cannot apply its new settings in place: \(error); it is requested again")
+                }
+            }
             if let b = next {
-                kept[b.name] = Daemon.Kept(config: b, request: o.request, value: o.value, pulseEnd: pulseEnd)
+                kept[b.name] = Daemon.Kept(config: b, request: o.request, index: o.index, value: value, pulseEnd: pulseEnd)
+            } else {
+                leaving.append(o)
+            }
+        }
+        for o in leaving {
+            if kept.values.contains(where: { $0.request === o.request }) {
+                idleOutputs.append(IdleOutput(name: o.config.name, request: o.request, index: o.index))
+                logger.notice(
+                    "\(o.config.name): stays requested at \(o.value ? "on" : "off") while other outputs of its request are kept (one line cannot leave a request); it is released with them")
             } else {
                 o.request.release()
                 result.released += 1
             }
         }
+        idleOutputs.removeAll { idle in
+            guard !kept.values.contains(where: { $0.request === idle.request }) else { return false }
+            idle.request.release()
+            result.released += 1
+            return true
+        }
         program = p
         sizeForProgram()
         try setUpModes()
         let mine = p.config.lines.filter { $0.loop == id }
-        result.kept = mine.filter { kept[$0.name] != nil }.count
-        result.requested = mine.count - result.kept
-        try attachLines(gpio: gpio, kept: kept, filters: filters)
+        result.kept = mine.filter { kept[$0.name] != nil }.count - reconfigured
+        let again = try attachLines(gpio: gpio, kept: kept, filters: filters)
+        result.kept -= again
+        result.requested = mine.count - result.kept - reconfigured
+        result.reconfigured = reconfigured
         try setUpAutomation()
         if isMain, let c = commands { c.configChanged() }
 

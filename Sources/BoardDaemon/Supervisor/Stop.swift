@@ -18,6 +18,8 @@ import Glibc
 struct SafeOutput {
     var name: String
     var request: GPIOLineRequest
+    /// The line's index in `request`.
+    var index: Int
     var value: Bool
 }
 
@@ -27,7 +29,7 @@ extension LoopRuntime {
     func noteSafeOutputs() {
         var list: [SafeOutput] = []
         for case let o? in outputs {
-            if let v = o.config.safeValue { list.append(SafeOutput(name: o.config.name, request: o.request, value: v)) }
+            if let v = o.config.safeValue { list.append(SafeOutput(name: o.config.name, request: o.request, index: o.index, value: v)) }
         }
         safeOutputs.set(list)
     }
@@ -139,7 +141,7 @@ extension Daemon {
         var n = 0
         for o in outputs {
             do {
-                try o.request.setValueFromAnotherThread(o.value)
+                try o.request.setValueFromAnotherThread(o.value, at: o.index)
                 n += 1
                 logger.notice("\(o.name) -> \(o.value ? "on" : "off") (safe value, set for the stuck worker)")
             } catch {
@@ -177,6 +179,8 @@ extension LoopRuntime {
     /// sources end. On the loop's thread.
     func releaseLines() {
         for case let o? in outputs { o.request.release() }
+        for idle in idleOutputs { idle.request.release() }
+        idleOutputs = []
         for case let i? in inputs {
             i.unschedule()
             i.request.release()
