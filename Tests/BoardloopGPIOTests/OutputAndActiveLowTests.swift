@@ -34,6 +34,54 @@ final class OutputAndActiveLowTests: XCTestCase {
         XCTAssertEqual(buffer, [true, false, true])
     }
 
+    /// Writes by index, staged and committed: one kernel call for all, a
+    /// line staged twice written once with its last value, nothing written
+    /// before the commit, and an empty commit makes no call.
+    func testStagedWritesAreOneCall() throws {
+        let rig = try ManualRig()
+        let req = try rig.gpio.request([5, 6, 7], .output(false))
+        XCTAssertEqual(req.count, 3)
+        XCTAssertEqual(req.index(ofOffset: 7), 2)
+        XCTAssertNil(req.index(ofOffset: 8))
+        let before = rig.chip.calls.setValues
+        try req.stage(true, at: 0)
+        try req.stage(true, at: 2)
+        try req.stage(false, at: 0)
+        try req.stage(true, at: 0)
+        XCTAssertEqual(req.stagedCount, 2)
+        XCTAssertEqual(try rig.chip.level(5), false, "nothing reaches a line before the commit")
+        try req.commitStaged()
+        XCTAssertEqual(rig.chip.calls.setValues - before, 1)
+        XCTAssertEqual(req.stagedCount, 0)
+        XCTAssertEqual(try req.readValues(), [true, false, true])
+        XCTAssertEqual(try rig.chip.outputHistory(5).map(\.value), [false, true], "written once")
+        try req.commitStaged()
+        XCTAssertEqual(rig.chip.calls.setValues - before, 1, "an empty commit makes no call")
+        try req.setValue(false, at: 2)
+        XCTAssertEqual(try rig.chip.level(7), false)
+        assertGPIOError(try req.setValue(true, at: 3)) {
+            if case .invalidConfiguration = $0 { return true }
+            return false
+        }
+        assertGPIOError(try req.stage(true, at: -1)) {
+            if case .invalidConfiguration = $0 { return true }
+            return false
+        }
+    }
+
+    /// Reconfiguring one output of a request leaves the others at the
+    /// values they have now, not the ones they were requested with.
+    func testReconfiguringOneLineKeepsTheOthersValues() throws {
+        let rig = try ManualRig()
+        let req = try rig.gpio.request([5, 6, 7], .output(false))
+        try req.setValues([(5, true), (7, true)])
+        try req.reconfigure(6, .output(true, activeLow: true))
+        XCTAssertEqual(try req.readValues(), [true, true, true])
+        XCTAssertEqual(try rig.chip.outputHistory(5).map(\.value), [false, true], "line 5 not written again")
+        XCTAssertEqual(try rig.chip.outputHistory(7).map(\.value), [false, true])
+        XCTAssertEqual(try rig.chip.level(6), false, "active low: on is low")
+    }
+
     func testActiveLowInvertsReadsWritesAndEdges() throws {
         let rig = try ManualRig()
         // Input: wire high reads 0, wire low reads 1; a high→low wire is a rising edge.
