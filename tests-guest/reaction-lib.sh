@@ -3,6 +3,14 @@
 # (the chip's map, the clock and the waits are /tests/lib.sh's).
 . /tests/lib.sh
 BUTTON=17 LED=27
+# traced PID: 0 when strace traces every thread of PID (under emulation
+# attaching takes a while: edges before it would be missed).
+traced() {
+    for s in /proc/$1/task/*/status; do
+        grep -q '^TracerPid:[[:space:]]*0$' "$s" && return 1
+    done
+    return 0
+}
 # drive COUNT: COUNT edges on the button, 20 ms apart, from released (pull-up) and back.
 drive() {
     i=0

@@ -48,14 +48,6 @@ pid=$!
 if ! wait_for /tmp/syscalls.log 'ready: every loop is running' 120; then
     bad "boardd did not report ready within 120 s"; tail -n 20 /tmp/syscalls.log; kill -9 $pid 2>/dev/null; exit 1
 fi
-# attached: whether strace traces every thread of boardd (under emulation
-# attaching takes a while: edges before it would be missed).
-attached() {
-    for s in /proc/$pid/task/*/status; do
-        grep -q '^TracerPid:[[:space:]]*0$' "$s" && return 1
-    done
-    return 0
-}
 # window COUNT PREFIX [SECONDS]: strace boardd over COUNT edges (or, with
 # none, SECONDS idle), a file per thread; its length in centiseconds, from
 # the attach to the detach, goes to PREFIX.cs.
@@ -63,7 +55,7 @@ window() {
     strace -ff -qq -p "$pid" -o "$2" &
     spid=$!
     i=0
-    until attached; do
+    until traced $pid; do
         i=$((i + 1))
         [ $i -gt 600 ] && { bad "strace did not attach to boardd within 30 s"; kill $spid; exit 1; }
         sleep 0.05

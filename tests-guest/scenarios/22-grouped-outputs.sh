@@ -2,12 +2,13 @@
 # Outputs of one loop on one chip share one line request on the real
 # kernel: a reaction that sets four outputs (`set: { a: on, b: on, c: on,
 # d: on }`) makes one set-values ioctl, where a request per line made
-# four. boardd runs under strace (ioctl only); the button is pressed and
-# released, the four lines read back through sysfs `value` each time, then
-# driven N more edges; the set-values ioctls over the run, divided by the
-# edges, are the figure. No output has a safe value, so the stop writes
-# nothing. The scenario fails unless every edge was one set-values ioctl
-# and every line followed.
+# four. strace (ioctls only) is attached to boardd once it is ready, and
+# the edges start only once every thread is traced; the button is pressed
+# and released, the four lines read back through sysfs `value` each time,
+# then driven N more edges; the set-values ioctls over the window, divided
+# by the edges, are the figure (boardd's idle chip-presence check is a
+# get-values ioctl, not counted). The scenario fails unless every edge was
+# one set-values ioctl and every line followed.
 command -v boardd >/dev/null 2>&1 || { echo "SKIP grouped-outputs: boardd not in this initramfs"; exit 0; }
 command -v strace >/dev/null 2>&1 || { echo "SKIP grouped-outputs: strace not in this initramfs"; exit 0; }
 . /tests/reaction-lib.sh
@@ -37,21 +38,32 @@ reactions:
     on: { line: button, release: true }
     do: [ set: { a: off, b: off, c: off, d: off } ]
 YAML
-strace -f -qq -e trace=ioctl -o /tmp/grouped.trace boardd --config /tmp/grouped.yaml 2> /tmp/grouped.log &
+boardd --config /tmp/grouped.yaml 2> /tmp/grouped.log &
 pid=$!
 if ! wait_for /tmp/grouped.log 'ready: every loop is running' 120; then
     bad "boardd did not report ready within 120 s"; tail -n 20 /tmp/grouped.log; kill -9 $pid 2>/dev/null; exit 1
 fi
-all 0 10 || exit 1
+all 0 10 || { kill -9 $pid; exit 1; }
+# strace on every thread (the ioctls only), attached before the first edge.
+strace -f -qq -e trace=ioctl -p "$pid" -o /tmp/grouped.trace &
+spid=$!
+i=0
+until traced $pid; do
+    i=$((i + 1))
+    [ $i -gt 600 ] && { bad "strace did not attach to boardd within 30 s"; kill $spid; kill -9 $pid; exit 1; }
+    sleep 0.05
+done
 pull $BUTTON down
-all 1 10 || { tail -n 20 /tmp/grouped.log; exit 1; }
+all 1 10 || { tail -n 20 /tmp/grouped.log; kill $spid; kill -9 $pid; exit 1; }
 pull $BUTTON up
-all 0 10 || { tail -n 20 /tmp/grouped.log; exit 1; }
+all 0 10 || { tail -n 20 /tmp/grouped.log; kill $spid; kill -9 $pid; exit 1; }
 drive "$N"
 # N is even: the last edge releases the button.
-all 0 10 || exit 1
+all 0 10 || { kill $spid; kill -9 $pid; exit 1; }
+kill -INT $spid
+wait $spid 2>/dev/null
 kill -TERM $pid
-wait $pid
+if ! wait_exit $pid 30; then bad "boardd did not exit within 30 s of SIGTERM"; kill -9 $pid; exit 1; fi
 edges=$((N + 2))
 # The stop's summary: "reaction on: K fires (M in all), ..." for each.
 fires=$(grep -o 'reaction o[nf]*: [0-9]* fires ([0-9]* in all)' /tmp/grouped.log |
