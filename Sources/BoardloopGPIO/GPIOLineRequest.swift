@@ -231,15 +231,7 @@ public final class GPIOLineRequest {
     /// Sets one output line's logical value.
     public func setValue(_ value: Bool, _ line: GPIOLineSelector) throws(GPIOError) {
         try checkUsable("setValue")
-        let i = try index(of: line)
-        guard settings[i].direction == .output else { throw .notAnOutput(ref(i)) }
-        setOffsets[0] = offsets[i]
-        setValues[0] = value ? 1 : 0
-        do {
-            try driver.setValues(
-                offsets: UnsafeBufferPointer(rebasing: setOffsets[0..<1]),
-                values: UnsafeBufferPointer(rebasing: setValues[0..<1]))
-        } catch { throw noteFailure(error) }
+        try setValue(value, at: index(of: line))
     }
 
     /// Sets the logical value of the request's only (or first) line.

@@ -53,25 +53,25 @@ final class OutputGroupTests: XCTestCase {
 
     /// Outputs on a worker set by a reaction on the main loop: the whole
     /// `set` goes to the worker and is one call there.
-    func testAGroupedSetOnAnotherLoopIsOneCallThere() throws {
-        let h = try Harness(
-            """
-            board: demo
-            lines:
-              button: { pin: BUTTON, input: { edge: both, active_low: true, debounce: 0ms } }
-              valve: { pin: VALVE, output: { initial: off, safe: off } }
-              fan: { pin: FAN, output: { initial: off, safe: off } }
-            workers:
-              io: { lines: [valve, fan] }
-            reactions:
-              - on: { line: button, press: true }
-                do: [{ set: { valve: on, fan: on } }]
+    static let onAWorker = """
+        board: demo
+        lines:
+          button: { pin: BUTTON, input: { edge: both, active_low: true, debounce: 0ms } }
+          valve: { pin: VALVE, output: { initial: off, safe: off } }
+          fan: { pin: FAN, output: { initial: off, safe: off } }
+        workers:
+          io: { lines: [valve, fan] }
+        reactions:
+          - on: { line: button, press: true }
+            do: [{ set: { valve: on, fan: on } }]
 
-            """)
+        """
+
+    func testAGroupedSetOnAnotherLoopIsOneCallThere() throws {
+        let h = try Harness(Self.onAWorker)
         let start = h.chip.calls
         try h.press()
-        let end = Date().addingTimeInterval(30)
-        while try h.writes("FAN") != [true] && Date() < end { usleep(2000) }
+        try h.waitForWrites("FAN", [true])
         XCTAssertEqual(try h.writes("VALVE"), [true])
         XCTAssertEqual(try h.writes("FAN"), [true])
         XCTAssertEqual(h.chip.calls.setValues - start.setValues, 1)

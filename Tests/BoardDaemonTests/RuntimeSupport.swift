@@ -92,6 +92,13 @@ final class Harness {
         Array(try chip.outputHistory(.offset(Self.offset(pin))).map(\.value).dropFirst())
     }
 
+    /// Waits, polling, until an output's writes are `expected` (an output
+    /// a worker's thread writes), for at most `seconds`.
+    func waitForWrites(_ pin: String, _ expected: [Bool], within seconds: Double = 30) throws {
+        let end = Date().addingTimeInterval(seconds)
+        while try writes(pin) != expected && Date() < end { usleep(2000) }
+    }
+
     var counters: Daemon.Counters { daemon.counters }
     func fires(_ reaction: String) -> UInt64 { counters.reactionFires[reaction] ?? 0 }
 }

@@ -259,23 +259,12 @@ final class SafetyTests: XCTestCase {
     /// within its budget, says which worker is stuck, sets the worker's
     /// outputs to their safe values from the main thread and is not clean.
     func testStopWithAStuckWorkerIsBoundedAndSetsItsOutputsSafe() throws {
-        let h = try Harness(
-            """
-            board: demo
-            lines:
-              button: { pin: BUTTON, input: { edge: both, active_low: true, debounce: 0ms } }
-              valve: { pin: VALVE, output: { initial: off, safe: off } }
-              fan: { pin: FAN, output: { initial: off, safe: off } }
-            workers:
-              io: { lines: [valve, fan] }
-            reactions:
-              - on: { line: button, press: true }
-                do: [{ set: { valve: on, fan: on } }]
-
-            """, stopTimeout: .milliseconds(600))
+        // Two outputs of one request on the worker: the second's safe value
+        // is written by its index.
+        let h = try Harness(OutputGroupTests.onAWorker, stopTimeout: .milliseconds(600))
         try h.press()
         let end = Date().addingTimeInterval(30)
-        while try h.writes("FAN") != [true] && Date() < end { usleep(2000) }
+        try h.waitForWrites("FAN", [true])
         XCTAssertEqual(try h.writes("VALVE"), [true])
         XCTAssertEqual(try h.writes("FAN"), [true])
         // The worker blocks in a handler until the test lets it go.
