@@ -301,7 +301,9 @@ public final class GPIOLineRequest {
     /// scratch buffers: for a stop that finds the owning loop stuck in a
     /// handler and must still make the line safe (a write is one kernel
     /// call). Not for ordinary use: a write the owner makes at the same time
-    /// may land before or after this one.
+    /// may land before or after this one; neither undoes the other's line
+    /// (libgpiod 1.6 writes a kernel handle's lines together, and serializes
+    /// the writes of one request).
     public func setValueFromAnotherThread(_ value: Bool) throws(GPIOError) {
         try setValueFromAnotherThread(value, at: 0)
     }

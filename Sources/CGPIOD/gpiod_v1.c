@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -43,6 +44,11 @@ struct bl_gpiod_request {
     int event_fd[BL_GPIOD_MAX_LINES]; // -1 unless the line detects edges
     uint32_t since_drain[BL_GPIOD_MAX_LINES];
     int32_t out_values[BL_GPIOD_MAX_LINES]; // last logical value set, per line
+    // A v1 handle writes all its lines at once, from out_values: a write
+    // from another thread (a stop setting a stuck loop's outputs safe)
+    // and the owner's must not interleave, or one could undo the other's
+    // line with a stale value.
+    pthread_mutex_t set_lock;
     int num_groups;
     struct bl_group groups[BL_GPIOD_MAX_LINES];
     int epfd;       // epoll over the event fds (created once, kept)
@@ -274,6 +280,7 @@ bl_gpiod_request *bl_gpiod_request_lines(bl_gpiod_chip *chip, const char *consum
         free(r);
         return NULL;
     }
+    pthread_mutex_init(&r->set_lock, NULL);
     for (uint32_t i = 0; i < num_lines; i++) {
         r->lines[i] = lines[i];
         r->out_values[i] = lines[i].output_value ? 1 : 0;
@@ -281,6 +288,7 @@ bl_gpiod_request *bl_gpiod_request_lines(bl_gpiod_chip *chip, const char *consum
         if (!r->line[i]) {
             bl_gpiod_set_error(err, errno, BL_GPIOD_OP_REQUEST, (int)lines[i].offset, "gpiod_chip_get_line");
             close(r->epfd);
+            pthread_mutex_destroy(&r->set_lock);
             free(r);
             return NULL;
         }
@@ -288,6 +296,7 @@ bl_gpiod_request *bl_gpiod_request_lines(bl_gpiod_chip *chip, const char *consum
     if (request_groups(r, err) != 0) {
         if (err && err->code == EBUSY) bl_gpiod_find_busy_line(chip, lines, num_lines, err);
         close(r->epfd);
+        pthread_mutex_destroy(&r->set_lock);
         free(r);
         return NULL;
     }
@@ -300,6 +309,7 @@ void bl_gpiod_request_release(bl_gpiod_request *r) {
     release_groups(r);
     close(r->epfd);
     bl_gpiod_chip_release_ref(r->chip);
+    pthread_mutex_destroy(&r->set_lock);
     free(r);
 }
 
@@ -322,8 +332,8 @@ int bl_gpiod_request_get_values(bl_gpiod_request *r, int32_t *values, bl_gpiod_e
     return 0;
 }
 
-int bl_gpiod_request_set_values(bl_gpiod_request *r, const uint32_t *offsets, const int32_t *values,
-                                uint32_t count, bl_gpiod_error *err) {
+static int set_values_locked(bl_gpiod_request *r, const uint32_t *offsets, const int32_t *values, uint32_t count,
+                             bl_gpiod_error *err) {
     if (!r->requested) {
         bl_gpiod_set_error(err, ENODEV, BL_GPIOD_OP_SET_VALUES, -1, "lines not requested");
         return -1;
@@ -358,6 +368,14 @@ int bl_gpiod_request_set_values(bl_gpiod_request *r, const uint32_t *offsets, co
             if (r->group_of[i] == g) r->out_values[i] = next[i];
     }
     return 0;
+}
+
+int bl_gpiod_request_set_values(bl_gpiod_request *r, const uint32_t *offsets, const int32_t *values,
+                                uint32_t count, bl_gpiod_error *err) {
+    pthread_mutex_lock(&r->set_lock);
+    int rc = set_values_locked(r, offsets, values, count, err);
+    pthread_mutex_unlock(&r->set_lock);
+    return rc;
 }
 
 int bl_gpiod_request_reconfigure(bl_gpiod_request *r, const bl_gpiod_line_config *lines, uint32_t num_lines,
