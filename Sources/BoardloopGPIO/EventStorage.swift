@@ -98,6 +98,8 @@ struct LineEventState {
     var lastLineSequence: UInt64 = 0
     /// Events of this line found lost (per-line sequence gaps, or inferred).
     var lost: UInt64 = 0
+    /// Reads that found this line's kernel FIFO full (1.6).
+    var fifoFull: UInt64 = 0
     /// Debounce: the level last reported (or found at schedule time).
     var stable = false
     /// Debounce: a level change is waiting out its period.

@@ -273,7 +273,9 @@ extension GPIOLineRequest {
         do { try driver.getValues(into: values) } catch { return }
         let full = events.full + d * EventStorage.fullCapacity
         for k in 0..<count {
-            guard let i = lineIndex(full[k]), lines[i].kernelEdges == .both else { continue }
+            guard let i = lineIndex(full[k]) else { continue }
+            lines[i].fifoFull &+= 1
+            guard lines[i].kernelEdges == .both else { continue }
             let current: Int8 = values[i] != 0 ? 1 : 0
             if lines[i].lastLevel >= 0 && lines[i].lastLevel != current {
                 batch.lost &+= 1

@@ -144,12 +144,8 @@ public final class GPIOLineRequest {
     func index(of line: GPIOLineSelector) throws(GPIOError) -> Int {
         switch line {
         case let .offset(o):
-            var i = 0
-            while i < lineCount {
-                if offsets[i] == o { return i }
-                i += 1
-            }
-            throw .lineNotInRequest(GPIOLineRef(chip: chip.description, offset: o))
+            guard let i = index(ofOffset: o) else { throw .lineNotInRequest(GPIOLineRef(chip: chip.description, offset: o)) }
+            return i
         case let .name(n):
             var i = 0
             while i < lineCount {
@@ -189,6 +185,19 @@ public final class GPIOLineRequest {
         lines[try index(of: line)].lost
     }
 
+    /// `lostEvents(_:)` of the line at `index` (request order); 0 for an
+    /// index outside the request. Does not allocate.
+    public func lostEvents(at index: Int) -> UInt64 {
+        index >= 0 && index < lineCount ? lines[index].lost : 0
+    }
+
+    /// How many reads found the kernel FIFO of the line at `index` full
+    /// (libgpiod 1.6: edges after it may be gone; see
+    /// `GPIOEdgeEventBatch.overflowSuspected`). Always 0 with 2.x.
+    public func fullFIFOReads(at index: Int) -> UInt64 {
+        index >= 0 && index < lineCount ? lines[index].fifoFull : 0
+    }
+
     /// How this request's lost events are counted (exact with libgpiod 2.x,
     /// a lower bound with 1.6).
     public var lossCounting: GPIOLossCounting { capabilities.lossCounting }
@@ -210,7 +219,15 @@ public final class GPIOLineRequest {
     }
 
     /// The logical value of the request's only (or first) line.
-    public func value() throws(GPIOError) -> Bool { try value(.offset(offsets[0])) }
+    public func value() throws(GPIOError) -> Bool { try value(at: 0) }
+
+    /// The logical value of the line at `index` (request order).
+    public func value(at index: Int) throws(GPIOError) -> Bool {
+        try checkUsable("value")
+        guard index >= 0 && index < lineCount else { throw badIndex(index) }
+        do { try driver.getValues(into: values) } catch { throw noteFailure(error) }
+        return values[index] != 0
+    }
 
     /// Logical values of all lines, in request order.
     public func readValues() throws(GPIOError) -> [Bool] {

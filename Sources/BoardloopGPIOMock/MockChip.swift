@@ -100,6 +100,8 @@ public final class MockChip: @unchecked Sendable {
         public var reconfigures = 0
         /// Requests released.
         public var releases = 0
+        /// Reads of edge events that found some (each one read call).
+        public var eventReads = 0
     }
     @exclusivity(unchecked) var callCounts = Calls()
     /// The kernel calls made so far.

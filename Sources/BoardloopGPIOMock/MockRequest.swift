@@ -235,6 +235,7 @@ final class MockRequest: GPIORequestDriver {
                 if let i = lineIndex(e.offset) { perLine[i] -= 1 }
             }
             status.count = n
+            if n > 0 { chip.callCounts.eventReads += 1 }
             if count == 0 {
                 unsignal()
             } else {

@@ -30,6 +30,11 @@ final class InputLine: @unchecked Sendable {
     var rt: LoopRuntime { runtime.takeUnretainedValue() }
     let events: EventSink
     let request: GPIOLineRequest
+    /// The line's index in `request`.
+    let index: Int
+    /// The lines that share `request` with this one (nil: the request is
+    /// the line's own, and its handler is the line's).
+    let group: InputGroup?
     let cell: LineCell
     /// The filtered logical level.
     @exclusivity(unchecked) private(set) var level: Bool
@@ -88,14 +93,19 @@ final class InputLine: @unchecked Sendable {
     /// handler time runs from it.
     @exclusivity(unchecked) var handlerStart: UInt64 = 0
 
-    init(id: Int, config: LineConfig, runtime: LoopRuntime, request: GPIOLineRequest, cell: LineCell, reactions: [Int]) throws {
+    init(
+        id: Int, config: LineConfig, runtime: LoopRuntime, request: GPIOLineRequest, index: Int = 0, group: InputGroup? = nil,
+        cell: LineCell, reactions: [Int]
+    ) throws {
         self.id = id
         self.config = config
         self.runtime = Unmanaged.passUnretained(runtime)
         events = runtime.events
         self.request = request
+        self.index = index
+        self.group = group
         self.cell = cell
-        let initial = (try? request.value()) ?? false
+        let initial = (try? request.value(at: index)) ?? false
         level = initial
         rawLevel = initial
         lossIsExact = request.lossCounting == .exact
@@ -142,6 +152,11 @@ final class InputLine: @unchecked Sendable {
         /// The line's request is new (its settings changed): its filters
         /// start again from the believed level, whatever their timing.
         var restart = false
+        /// The line is unchanged but its request is made again (it shared
+        /// one with a line that changed): its filters go on, and the level
+        /// is read again at start (edges waiting in the old request's
+        /// kernel buffer went with it).
+        var rerequested = false
 
         /// Whether the new line goes on with these deadlines (else it
         /// starts its filters again from the believed level).
@@ -191,7 +206,7 @@ final class InputLine: @unchecked Sendable {
         handlerStart = now
         if let from = startFrom {
             startFrom = nil
-            if !from.continues(with: config.filters), let raw = try? request.value(), raw != level {
+            if !from.continues(with: config.filters) || from.rerequested, let raw = try? request.value(at: index), raw != rawLevel {
                 rawLevel = raw
                 rawTime = now
                 deliver(raw, at: now, rt)
@@ -245,9 +260,16 @@ final class InputLine: @unchecked Sendable {
 
     private func scheduleOnLoop() throws {
         let modes = self.modes
-        try request.schedule(on: rt.loop, mode: modes[0], order: sourceOrder, handler: edgeHandler(traced: rt.tracer != nil))
-        if config.priority.index < rt.topInputPriority { request.eventsPerDispatch = min(request.eventsPerDispatch, Self.lowPriorityBatch) }
-        for m in modes.dropFirst() { try request.add(to: m) }
+        let low = config.priority.index < rt.topInputPriority
+        if let group {
+            try group.join(
+                index: index, handler: edgeHandler(traced: rt.tracer != nil), loop: rt.loop, modes: modes, order: sourceOrder,
+                eventsPerDispatch: low ? Self.lowPriorityBatch : nil)
+        } else {
+            try request.schedule(on: rt.loop, mode: modes[0], order: sourceOrder, handler: edgeHandler(traced: rt.tracer != nil))
+            if low { request.eventsPerDispatch = min(request.eventsPerDispatch, Self.lowPriorityBatch) }
+            for m in modes.dropFirst() { try request.add(to: m) }
+        }
         if let limit = config.rateLimit {
             do {
                 request.eventSource?.rateLimit = try Boardloop.RateLimit(count: limit.events, per: limit.period)
@@ -289,16 +311,20 @@ final class InputLine: @unchecked Sendable {
 
     /// A recording starts or ends: the request's handler is swapped.
     func recorded() {
-        request.replaceHandler(edgeHandler(traced: rt.tracer != nil))
+        replaceHandler(edgeHandler(traced: rt.tracer != nil))
+    }
+
+    private func replaceHandler(_ handler: @escaping (GPIOEdgeEventBatch) -> Void) {
+        if let group { group.replaceHandler(index: index, handler) } else { request.replaceHandler(handler) }
     }
 
     /// The wire's level as the line last read it (before active-low), for
     /// a recording's start.
-    var physicalLevel: Bool { ((try? request.value()) ?? rawLevel) != config.settings.activeLow }
+    var physicalLevel: Bool { ((try? request.value(at: index)) ?? rawLevel) != config.settings.activeLow }
 
     /// A trace starts or ends: the request's handler is swapped.
     func traced(_ on: Bool) {
-        request.replaceHandler(edgeHandler(traced: on))
+        replaceHandler(edgeHandler(traced: on))
     }
 
     /// `handle`, recorded as a span of the loop's trace.
@@ -307,9 +333,10 @@ final class InputLine: @unchecked Sendable {
         if let tr = rt.tracer { tr.slice(.line, id, Int64(batch.count), from: batch.handlerEntryTime.nanoseconds, to: rt.nowNanoseconds) }
     }
 
-    /// Takes the line off the loop (the request stays, for a reload to keep).
+    /// Takes the line off the loop (the request stays, for a reload to keep;
+    /// a shared one is taken off for every line of its group).
     func unschedule() {
-        request.unschedule()
+        if let group { group.unschedule() } else { request.unschedule() }
         timer?.invalidate()
         timer = nil
         drainTimer?.invalidate()
@@ -378,7 +405,7 @@ final class InputLine: @unchecked Sendable {
     /// read from the request; when it differs, the missing edge is
     /// delivered through the filters as a read one would be.
     private func readLevelAgain(entry: UInt64) {
-        guard let now = try? request.value(), now != rawLevel else { return }
+        guard let now = try? request.value(at: index), now != rawLevel else { return }
         rawLevel = now
         rawTime = max(rawTime, entry)
         deliver(now, at: rawTime, rt)

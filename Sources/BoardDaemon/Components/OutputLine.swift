@@ -3,7 +3,7 @@ import BoardloopGPIO
 
 /// An output line on its loop: writes, toggles, pulses (on a loop timer).
 /// Its request may hold other outputs of the loop on the same chip
-/// (`OutputGroups`): the line is `index` in it.
+/// (`Daemon.requestOutputs`): the line is `index` in it.
 final class OutputLine {
     let id: Int
     let config: LineConfig

@@ -90,10 +90,16 @@ struct LoopBudget: Sendable, Equatable {
     static func parts(_ config: DaemonConfig, loop: LoopID, capabilities: GPIOCapabilities, extras: Extras) -> [Part] {
         var out: [Part] = []
         let pulsed = Program(config: config, generation: 0).pulsedLines
+        // Inputs that share a request share its source and vanish check:
+        // the first line of each group counts them.
+        let inputs = config.lines.indices.filter { config.lines[$0].loop == loop && config.lines[$0].isInput }
+        var joins = Set<Int>()
+        for g in Daemon.inputGroups(inputs.map { config.lines[$0] }) { for k in g.dropFirst() { joins.insert(inputs[k]) } }
         for (i, l) in config.lines.enumerated() where l.loop == loop {
             let b =
                 l.isInput
-                ? InputLine.budget(LineID(i), in: config, capabilities: capabilities) : OutputLine.budget(pulsed: pulsed.contains(i))
+                ? InputLine.budget(LineID(i), in: config, capabilities: capabilities, sharing: joins.contains(i))
+                : OutputLine.budget(pulsed: pulsed.contains(i))
             out.append(Part(name: "line \(l.name)", budget: b))
         }
         for t in config.tasks where t.loop == loop { out.append(Part(name: "task \(t.name)", budget: TaskRunner.budget(t))) }
@@ -170,10 +176,12 @@ extension InputLine {
     /// item; and the GPIO layer's per-request timers
     /// (`GPIOLineRequest.schedule`): a debounce timer where the backend
     /// does not debounce in the kernel, and a vanish check where a chip
-    /// going away does not wake the poller.
-    static func budget(_ id: LineID, in config: DaemonConfig, capabilities: GPIOCapabilities) -> LoopBudget {
+    /// going away does not wake the poller. A line that joins a request
+    /// another line of its group counted (`sharing`) adds no source and no
+    /// vanish check.
+    static func budget(_ id: LineID, in config: DaemonConfig, capabilities: GPIOCapabilities, sharing: Bool = false) -> LoopBudget {
         let l = config[id]
-        var b = LoopBudget(sources: 1)
+        var b = LoopBudget(sources: sharing ? 0 : 1)
         let holds = config.reactions.contains { $0.line == id && $0.trigger.hasDeadlines }
         if !l.filters.isEmpty || l.gestures != nil || holds { b.timers += 1 }
         let held = config.modes.dropFirst().contains { !$0.admits.contains(l.priority) }
@@ -184,7 +192,7 @@ extension InputLine {
         if l.settings.edgeDetection != .none && l.settings.debounce > .zero && !capabilities.contains(.kernelDebounce) {
             b.timers += 1
         }
-        if !capabilities.contains(.vanishWakesPoller) { b.timers += 1 }
+        if !capabilities.contains(.vanishWakesPoller) && !sharing { b.timers += 1 }
         return b
     }
 }

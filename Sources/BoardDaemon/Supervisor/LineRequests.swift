@@ -92,6 +92,8 @@ extension Daemon {
                 request = try located[i].chip.request(
                     members.map { (.offset(located[$0].offset), lines[$0].settings) }, consumer: consumer, eventBufferCapacity: 2)
             } catch {
+                // The requests made so far go: nothing holds them.
+                for case let p? in placed { p.request.release() }
                 // The line the error is about, where it names one.
                 let culprit = members.first { error.line?.offset == located[$0].offset } ?? members[0]
                 throw DaemonError.line(lines[culprit].config.name, error)
@@ -99,6 +101,77 @@ extension Daemon {
             for (k, j) in members.enumerated() { placed[j] = (request, k) }
         }
         return placed.compactMap { $0 }
+    }
+
+    /// Whether an input line can share its request with the other inputs of
+    /// its loop, chip and priority (`InputGroup`): not with a `rate_limit`
+    /// (the engine limits a whole source) nor a `drain_every` (its own
+    /// timed read). Lines drained as events come (`drain` without
+    /// `drain_every`: a source in every mode) share only with each other.
+    static func sharesRequest(_ line: LineConfig) -> Bool {
+        line.isInput && line.rateLimit == nil && !line.held.drainsOnTimer
+    }
+
+    /// The most events a request's kernel buffer holds (the GPIO layer's
+    /// and the kernel's limit): a group's buffer is its lines' summed.
+    static let eventsPerRequest = 1024
+
+    /// The key of the request an input line can share: its priority and
+    /// the chip its config names (nil: the line has a request of its own,
+    /// as one found by its name alone on whatever chip has it).
+    static func shareKey(_ line: LineConfig) -> String? {
+        guard sharesRequest(line) else { return nil }
+        switch line.address {
+        case let .offset(chip, _), let .named(chip?, _):
+            return "\(line.priority.index) \(line.held.drainsOnReadiness ? "drained" : "held") \(chip.text)"
+        case .named(nil, _): return nil
+        }
+    }
+
+    /// A loop's inputs (`lines`, in config order) partitioned into the
+    /// requests they are made with, as indices into `lines`: the lines with
+    /// one `shareKey` share a request, in config order, at most 64 lines and
+    /// 1024 buffered events (their `kernelBuffer`s summed) each; the others
+    /// have one each. The loop's budget counts this partition, and a reload
+    /// keeps a request only where the new config's partition has the same
+    /// lines in it.
+    static func inputGroups(_ lines: [LineConfig]) -> [[Int]] {
+        var groups: [[Int]] = []
+        var open: [String: (group: Int, buffer: Int)] = [:]
+        for (i, l) in lines.enumerated() {
+            guard let key = shareKey(l) else {
+                groups.append([i])
+                continue
+            }
+            if let o = open[key], groups[o.group].count < linesPerRequest, o.buffer + l.held.kernelBuffer <= eventsPerRequest {
+                groups[o.group].append(i)
+                open[key] = (o.group, o.buffer + l.held.kernelBuffer)
+            } else {
+                open[key] = (groups.count, l.held.kernelBuffer)
+                groups.append([i])
+            }
+        }
+        return groups
+    }
+
+    /// Requests the input lines of one group (`inputGroups`) as one request,
+    /// each line with its own settings, its kernel buffer the lines' summed.
+    /// Returns the request, and the group that serves its lines (nil for a
+    /// line alone: its handler is the request's).
+    static func requestInputs(_ lines: [LineConfig], consumer: String, chips: ChipCache) throws -> (GPIOLineRequest, InputGroup?) {
+        var located: [(chip: GPIOChip, offset: UInt32)] = []
+        for l in lines { located.append(try locate(l, chips: chips)) }
+        let buffer = lines.reduce(0) { $0 + $1.held.kernelBuffer }
+        let request: GPIOLineRequest
+        do {
+            request = try located[0].chip.request(
+                zip(located, lines).map { (.offset($0.offset), $1.settings) }, consumer: consumer,
+                eventBufferCapacity: min(max(buffer, 1), eventsPerRequest))
+        } catch {
+            let culprit = lines.indices.first { error.line?.offset == located[$0].offset } ?? 0
+            throw DaemonError.line(lines[culprit].name, error)
+        }
+        return (request, lines.count > 1 ? InputGroup(request: request) : nil)
     }
 
     /// Sets every output of `config` that has a `safe:` value to it, each
@@ -158,12 +231,32 @@ extension LoopRuntime {
         let mine = config.lines.enumerated().filter { $0.element.loop == rt.id }
         let moved = try reclaimIdleLines(mine.map(\.element).filter { kept[$0.name] == nil }, kept: &kept, chips: chips)
         var fresh: [(id: Int, line: LineConfig, value: Bool, pulseEnd: MonotonicInstant?)] = []
+        // Inputs, a request per group (`inputGroups`): kept ones in their
+        // requests (a reload keeps a group whole or not at all), the others
+        // requested now.
+        let mineInputs = mine.filter { $0.element.isInput }
+        var inputRequests: [Int: (request: GPIOLineRequest, index: Int, group: InputGroup?)] = [:]
+        for members in Daemon.inputGroups(mineInputs.map(\.element)) {
+            let lines = members.map { mineInputs[$0] }
+            let keptOnes = lines.compactMap { kept[$0.element.name] }
+            if let first = keptOnes.first, keptOnes.count == lines.count, first.request.count == lines.count,
+                keptOnes.allSatisfy({ $0.request === first.request })
+            {
+                let group = lines.count > 1 ? InputGroup(request: first.request) : nil
+                for (l, k) in zip(lines, keptOnes) { inputRequests[l.offset] = (k.request, k.index, group) }
+                continue
+            }
+            for k in keptOnes { k.request.release() }
+            let (request, group) = try Daemon.requestInputs(lines.map(\.element), consumer: "boardd", chips: chips)
+            for (k, l) in lines.enumerated() { inputRequests[l.offset] = (request, k, group) }
+        }
         for (i, line) in mine {
-            let cell = rt.program.cells[i]
             if line.isInput {
-                let request = try kept[line.name]?.request ?? Daemon.request(line, line.settings, consumer: "boardd", chips: chips)
+                guard let p = inputRequests[i] else { continue }
                 let reactions = config.reactions.indices.filter { config.reactions[$0].line.index == i }
-                let input = try InputLine(id: i, config: line, runtime: rt, request: request, cell: cell, reactions: reactions)
+                let input = try InputLine(
+                    id: i, config: line, runtime: rt, request: p.request, index: p.index, group: p.group, cell: rt.program.cells[i],
+                    reactions: reactions)
                 if let state = filters[line.name] { input.carry(state) }
                 try input.schedule()
                 rt.inputs[i] = input

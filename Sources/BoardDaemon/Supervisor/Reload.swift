@@ -272,15 +272,33 @@ extension LoopRuntime {
             return a.address == b.address && a.settings == b.settings && a.loop == b.loop && a.held == b.held ? b : nil
         }
         var filters: [String: InputLine.FilterState] = [:]
+        // Inputs are kept by request: a request stays when the new config
+        // groups the same lines in it (`Daemon.inputGroups`) and none of
+        // them changed (the kernel can neither release one line of a
+        // request nor add one); else each of its lines is requested again.
+        let newInputs = p.config.lines.filter { $0.loop == id && $0.isInput }
+        var newGroup: [String: Set<String>] = [:]
+        for g in Daemon.inputGroups(newInputs) {
+            let names = Set(g.map { newInputs[$0].name })
+            for n in names { newGroup[n] = names }
+        }
+        var requestKept: [ObjectIdentifier: Bool] = [:]
+        var oldGroup: [ObjectIdentifier: Set<String>] = [:]
+        for case let i? in inputs { oldGroup[ObjectIdentifier(i.request), default: []].insert(i.config.name) }
+        for case let i? in inputs {
+            let key = ObjectIdentifier(i.request)
+            let keeps = same(i.config) != nil && newGroup[i.config.name] == oldGroup[key]
+            requestKept[key] = (requestKept[key] ?? true) && keeps
+        }
         for case let i? in inputs {
             i.unschedule()
             var state = i.filterState
-            if let b = same(i.config) {
-                kept[b.name] = Daemon.Kept(config: b, request: i.request, value: false, pulseEnd: nil)
+            if let b = same(i.config), requestKept[ObjectIdentifier(i.request)] == true {
+                kept[b.name] = Daemon.Kept(config: b, request: i.request, index: i.index, value: false, pulseEnd: nil)
                 filters[b.name] = state
             } else {
                 if let n = p.config.line(named: i.config.name), p.config[n].isInput, p.config[n].loop == id {
-                    state.restart = true
+                    if same(i.config) != nil { state.rerequested = true } else { state.restart = true }
                     filters[i.config.name] = state
                 }
                 i.request.release()
