@@ -92,17 +92,6 @@ public struct GPIOEdgeEventBatch: RandomAccessCollection {
         self.fault = fault
     }
 
-    /// The events in `range` as a batch of their own, with the same entry
-    /// time and fault, and the loss given: what a handler that serves each
-    /// line of a request on its own hands a line (the events of one line,
-    /// with the losses found for it). Borrowed like the batch itself.
-    public func part(_ range: Range<Int>, lostEvents: UInt64, overflowSuspected: Bool) -> GPIOEdgeEventBatch {
-        precondition(range.lowerBound >= 0 && range.upperBound <= count, "part(_:) outside the batch")
-        return GPIOEdgeEventBatch(
-            base: base.map { $0 + range.lowerBound }, count: range.count, handlerEntryTime: handlerEntryTime,
-            lostEvents: lostEvents, overflowSuspected: overflowSuspected, fault: fault)
-    }
-
     /// Iterates without allocating, also in unoptimized builds (the
     /// standard IndexingIterator is generic and is not specialized there).
     public struct Iterator: IteratorProtocol {

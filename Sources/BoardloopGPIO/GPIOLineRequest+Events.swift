@@ -223,14 +223,7 @@ extension GPIOLineRequest {
     }
 
     @inline(__always)
-    func lineIndex(_ offset: UInt32) -> Int? {
-        var i = 0
-        while i < lineCount {
-            if lines[i].offset == offset { return i }
-            i += 1
-        }
-        return nil
-    }
+    func lineIndex(_ offset: UInt32) -> Int? { index(ofOffset: offset) }
 
     /// Loss detection and debouncing for one raw event; whether it is to be
     /// delivered as it is (the caller puts it in the batch).

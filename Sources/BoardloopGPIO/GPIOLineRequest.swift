@@ -52,6 +52,9 @@ public final class GPIOLineRequest {
     let events: EventStorage
     /// Per-line event state (loss detection, software debounce).
     let lines: UnsafeMutablePointer<LineEventState>
+    /// Each line's index by its offset (-1: not in the request): an event's
+    /// line found without a search, however many lines share the request.
+    @usableFromInline let indexByOffset: UnsafeMutableBufferPointer<Int32>
     /// Some line is debounced in software (its events are read aside first).
     @exclusivity(unchecked) var hasSoftwareDebounce = false
 
@@ -104,7 +107,10 @@ public final class GPIOLineRequest {
         events = EventStorage(capacity: eventCapacity, lines: offsets.count)
         eventsPerDispatch = eventCapacity
         lines = .allocate(capacity: offsets.count)
+        indexByOffset = .allocate(capacity: Int(offsets.max() ?? 0) + 1)
+        indexByOffset.initialize(repeating: -1)
         for i in 0..<offsets.count {
+            indexByOffset[Int(offsets[i])] = Int32(i)
             (lines + i).initialize(to: LineEventState(offset: offsets[i], settings: settings[i], capabilities: capabilities))
             if lines[i].softwareDebounceNs > 0 { hasSoftwareDebounce = true }
         }
@@ -120,6 +126,7 @@ public final class GPIOLineRequest {
         stagedValues.deallocate()
         lines.deinitialize(count: lineCount)
         lines.deallocate()
+        indexByOffset.deallocate()
     }
 
     /// The settings a driver gets for `settings`: debounce goes to the
@@ -258,13 +265,12 @@ public final class GPIOLineRequest {
     public var count: Int { lineCount }
 
     /// The request-order index of the line at `offset`, if it is in the request.
+    @inlinable
     public func index(ofOffset offset: UInt32) -> Int? {
-        var i = 0
-        while i < lineCount {
-            if offsets[i] == offset { return i }
-            i += 1
-        }
-        return nil
+        let o = Int(offset)
+        guard o < indexByOffset.count else { return nil }
+        let i = Int(indexByOffset[o])
+        return i >= 0 ? i : nil
     }
 
     /// Sets the logical value of the output line at `index` (request

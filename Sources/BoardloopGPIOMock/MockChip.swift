@@ -100,7 +100,7 @@ public final class MockChip: @unchecked Sendable {
         public var reconfigures = 0
         /// Requests released.
         public var releases = 0
-        /// Reads of edge events that found some (each one read call).
+        /// Reads of edge events (each one read call).
         public var eventReads = 0
     }
     @exclusivity(unchecked) var callCounts = Calls()

@@ -20,6 +20,9 @@ final class MockRequest: GPIORequestDriver {
 
     // The event ring.
     private let ring: UnsafeMutablePointer<GPIOEdgeEvent>
+    /// Each ring slot's line index (as the kernel keeps the line with its
+    /// event): no search per event, however many lines the request has.
+    private let ringLine: UnsafeMutablePointer<Int>
     private let ringCapacity: Int
     @exclusivity(unchecked) private var head = 0
     @exclusivity(unchecked) private var count = 0
@@ -55,6 +58,8 @@ final class MockRequest: GPIORequestDriver {
         ring = .allocate(capacity: ringCapacity)
         ring.initialize(
             repeating: GPIOEdgeEvent(offset: 0, edge: .rising, timestamp: MonotonicInstant(nanoseconds: 0)), count: ringCapacity)
+        ringLine = .allocate(capacity: ringCapacity)
+        ringLine.initialize(repeating: 0, count: ringCapacity)
         perLine = .allocate(capacity: lines.count)
         perLine.initialize(repeating: 0, count: lines.count)
         lineSequence = .allocate(capacity: lines.count)
@@ -65,6 +70,7 @@ final class MockRequest: GPIORequestDriver {
         release()
         wake.close()
         ring.deallocate()
+        ringLine.deallocate()
         perLine.deallocate()
         lineSequence.deallocate()
     }
@@ -86,17 +92,19 @@ final class MockRequest: GPIORequestDriver {
         case .v2:
             if count == ringCapacity {
                 // The kernel's v2 linereq drops the oldest event when full.
-                if let k = lineIndex(ring[head].offset) { perLine[k] -= 1 }
+                perLine[ringLine[head]] -= 1
                 head = (head + 1) % ringCapacity
                 count -= 1
             }
             ring[(head + count) % ringCapacity] = GPIOEdgeEvent(
                 offset: offset, edge: edge, timestamp: timestamp, globalSequence: globalSequence,
                 lineSequence: lineSequence[i])
+            ringLine[(head + count) % ringCapacity] = i
         case .v1:
             // The v1 lineevent FIFO keeps 16 per line and drops newer edges.
             guard perLine[i] < Self.v1FifoEvents else { return }
             ring[(head + count) % ringCapacity] = GPIOEdgeEvent(offset: offset, edge: edge, timestamp: timestamp)
+            ringLine[(head + count) % ringCapacity] = i
         }
         perLine[i] += 1
         count += 1
@@ -228,14 +236,13 @@ final class MockRequest: GPIORequestDriver {
             }
             let n = min(count, events.count)
             for k in 0..<n {
-                let e = ring[head]
-                events[k] = e
+                events[k] = ring[head]
+                perLine[ringLine[head]] -= 1
                 head = (head + 1) % ringCapacity
                 count -= 1
-                if let i = lineIndex(e.offset) { perLine[i] -= 1 }
             }
             status.count = n
-            if n > 0 { chip.callCounts.eventReads += 1 }
+            chip.callCounts.eventReads &+= 1
             if count == 0 {
                 unsignal()
             } else {

@@ -217,8 +217,13 @@ struct GestureReaction {
 }
 
 /// A line's gesture group: per interaction exactly one alternative fires.
+///
+/// All plain values (the group's alternatives as a bit set): the line's
+/// deadline checks read it in place, and a copy is a few words, with no
+/// retain.
 struct GestureMachine {
-    let group: GestureGroup
+    /// The alternatives the group has: a bit per click count (1 to 3).
+    let clickKinds: UInt8
     let clickMin: UInt64, clickMax: UInt64, gap: UInt64, hold: UInt64
     let hasHold: Bool
     let maxClicks: Int
@@ -230,7 +235,7 @@ struct GestureMachine {
     var deadline: UInt64 = never
 
     init(_ g: GestureGroup) {
-        group = g
+        clickKinds = g.kinds.reduce(0) { $1.clicks > 0 ? $0 | UInt8(1 << $1.clicks) : $0 }
         clickMin = g.clickMin.ns
         clickMax = g.clickMax.ns
         gap = g.gap.ns
@@ -296,7 +301,7 @@ struct GestureMachine {
         case .released:
             state = .idle
             let k = Self.kind(clicks)
-            if let k, group.kinds.contains(k) { return k }
+            if let k, clickKinds & UInt8(1 << k.clicks) != 0 { return k }
             return nil  // a count of clicks no alternative asks for
         case .idle, .holding:
             return nil

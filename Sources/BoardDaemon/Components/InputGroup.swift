@@ -4,9 +4,9 @@ import BoardloopGPIO
 /// Input lines of one loop, chip and priority that share one line request:
 /// one fd, one port source, one read for the edges of all of them (events
 /// carry their line's offset). The request's handler hands each line the
-/// run of its own events, in the order they were read, with the losses found
-/// for that line; everything else — filters, triggers, the held-event ring,
-/// counters — stays the line's own (`InputLine`).
+/// run of its own events, in the order they were read, with the losses
+/// found for that line (`InputLine.handleRun`); everything else — filters,
+/// triggers, the held-event ring, counters — stays the line's own.
 ///
 /// Lines share a request only where nothing per line needs its own source:
 /// a line with a `rate_limit` (the engine limits a source) or a
@@ -18,16 +18,11 @@ import BoardloopGPIO
 /// Used only on its loop's thread.
 final class InputGroup {
     let request: GPIOLineRequest
-    /// Each line's handler (its `edgeHandler`), by index in the request; nil
-    /// until the line joins. Fixed storage: swapping one (a trace starts)
-    /// makes no uniqueness check.
-    private let handlers: UnsafeMutableBufferPointer<Handler>
-    /// A line's handler, wrapped: a closure stored in generic storage as it
-    /// is would be re-abstracted at each load (a thunk allocated per batch
-    /// in unoptimized builds); in a struct it is stored as called.
-    private struct Handler {
-        var call: ((GPIOEdgeEventBatch) -> Void)?
-    }
+    /// Each line, by its index in the request; nil until it joins. Held
+    /// unowned without the run-time check (as a line's own handler holds
+    /// it): the runtime owns the lines, and each takes the request off its
+    /// loop (`unschedule`) before it goes.
+    private let lines: UnsafeMutableBufferPointer<Unmanaged<InputLine>?>
     /// Each line's loss counts as last handed to it, by index.
     private let reportedLost: UnsafeMutableBufferPointer<UInt64>
     private let reportedFull: UnsafeMutableBufferPointer<UInt64>
@@ -36,8 +31,8 @@ final class InputGroup {
     init(request: GPIOLineRequest) {
         self.request = request
         let n = request.count
-        handlers = .allocate(capacity: n)
-        handlers.initialize(repeating: Handler(call: nil))
+        lines = .allocate(capacity: n)
+        lines.initialize(repeating: nil)
         reportedLost = .allocate(capacity: n)
         reportedLost.initialize(repeating: 0)
         reportedFull = .allocate(capacity: n)
@@ -49,22 +44,19 @@ final class InputGroup {
     }
 
     deinit {
-        handlers.deinitialize().deallocate()
+        lines.deallocate()
         reportedLost.deallocate()
         reportedFull.deallocate()
     }
 
-    /// A line joins with its handler; the first to join puts the request on
-    /// the loop (in `modes`, at `order`, with `eventsPerDispatch`).
-    func join(
-        index: Int, handler: @escaping (GPIOEdgeEventBatch) -> Void, loop: BoardRunLoop, modes: [RunLoopMode], order: Int,
-        eventsPerDispatch: Int?
-    ) throws {
-        handlers[index].call = handler
+    /// A line joins; the first to join puts the request on the loop (in
+    /// `modes`, at `order`, with `eventsPerDispatch`).
+    func join(_ line: InputLine, loop: BoardRunLoop, modes: [RunLoopMode], order: Int, eventsPerDispatch: Int?) throws {
+        lines[line.index] = Unmanaged.passUnretained(line)
         guard !scheduled else { return }
         let group = Unmanaged.passUnretained(self)
-        // The handler holds the group unowned: every line that holds the
-        // group takes the request off its loop (`unschedule`) before it goes.
+        // The handler holds the group unowned: every line holds the group,
+        // and takes the request off its loop (`unschedule`) before it goes.
         try request.schedule(on: loop, mode: modes[0], order: order) { batch in
             group._withUnsafeGuaranteedRef { $0.handle(batch) }
         }
@@ -73,46 +65,50 @@ final class InputGroup {
         for m in modes.dropFirst() { try request.add(to: m) }
     }
 
-    /// Swaps one line's handler (a trace or a recording starts or ends).
-    func replaceHandler(index: Int, _ handler: @escaping (GPIOEdgeEventBatch) -> Void) {
-        if handlers[index].call != nil { handlers[index].call = handler }
-    }
-
     /// Takes the request off its loop (it stays requested). Idempotent.
     func unschedule() {
         request.unschedule()
         scheduled = false
-        for i in 0..<handlers.count { handlers[i].call = nil }
+        for i in 0..<lines.count { lines[i] = nil }
     }
 
     /// A batch of the request: each line gets the runs of its own events in
     /// turn, in the order read (so edges of two lines reach their reactions
     /// in the order they happened), and a line whose losses grew gets them
     /// with its first run, or alone when it has no event in the batch.
+    @inline(__always)
     private func handle(_ batch: GPIOEdgeEventBatch) {
-        if let _ = batch.fault {
-            for i in 0..<handlers.count { handlers[i].call?(batch) }
+        let checkLoss = batch.lostEvents > 0 || batch.overflowSuspected
+        if batch.count == 1 && !checkLoss {
+            // One edge (what a line that is not flooded delivers): its line.
+            if let i = request.index(ofOffset: batch[0].offset), let line = lines[i] {
+                line._withUnsafeGuaranteedRef { $0.handleRun(batch, from: 0, to: 1, lost: 0, overflow: false) }
+            }
             return
         }
-        let checkLoss = batch.lostEvents > 0 || batch.overflowSuspected
+        if batch.count == 0 && !checkLoss {
+            // A fault (the chip went): every line hears of it.
+            for i in 0..<lines.count { lines[i]?._withUnsafeGuaranteedRef { $0.handleRun(batch, from: 0, to: 0, lost: 0, overflow: false) } }
+            return
+        }
         var s = 0
         while s < batch.count {
             let offset = batch[s].offset
             var e = s + 1
             while e < batch.count && batch[e].offset == offset { e += 1 }
-            if let i = request.index(ofOffset: offset), let h = handlers[i].call {
+            if let i = request.index(ofOffset: offset), let line = lines[i] {
                 var lost: UInt64 = 0
                 var full = false
                 if checkLoss { (lost, full) = takeLoss(i) }
-                h(batch.part(s..<e, lostEvents: lost, overflowSuspected: full))
+                line._withUnsafeGuaranteedRef { $0.handleRun(batch, from: s, to: e, lost: lost, overflow: full) }
             }
             s = e
         }
         guard checkLoss else { return }
-        for i in 0..<handlers.count {
-            guard let h = handlers[i].call else { continue }
+        for i in 0..<lines.count {
+            guard let line = lines[i] else { continue }
             let (lost, full) = takeLoss(i)
-            if lost > 0 || full { h(batch.part(0..<0, lostEvents: lost, overflowSuspected: full)) }
+            if lost > 0 || full { line._withUnsafeGuaranteedRef { $0.handleRun(batch, from: 0, to: 0, lost: lost, overflow: full) } }
         }
     }
 

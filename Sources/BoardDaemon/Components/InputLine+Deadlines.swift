@@ -8,7 +8,7 @@ import Glibc
 extension InputLine {
     var nextDeadline: UInt64 {
         var d = filters.deadline
-        if let g = gesture { d = min(d, g.deadline) }
+        if hasGesture { d = min(d, gesture.unsafelyUnwrapped.deadline) }
         var k = 0
         while k < triggers.count {
             d = min(d, triggers[k].deadline)
@@ -50,7 +50,7 @@ extension InputLine {
             handled += 1
             if filters.deadline == d {
                 if let l = filters.deadlinePassed(at: d, reported: level) { report(l, at: d) }
-            } else if gesture?.deadline == d {
+            } else if hasGesture && gesture.unsafelyUnwrapped.deadline == d {
                 if let g = gesture!.deadlinePassed() { fireGesture(g, at: d) }
             } else {
                 var k = 0

@@ -262,9 +262,7 @@ final class InputLine: @unchecked Sendable {
         let modes = self.modes
         let low = config.priority.index < rt.topInputPriority
         if let group {
-            try group.join(
-                index: index, handler: edgeHandler(traced: rt.tracer != nil), loop: rt.loop, modes: modes, order: sourceOrder,
-                eventsPerDispatch: low ? Self.lowPriorityBatch : nil)
+            try group.join(self, loop: rt.loop, modes: modes, order: sourceOrder, eventsPerDispatch: low ? Self.lowPriorityBatch : nil)
         } else {
             try request.schedule(on: rt.loop, mode: modes[0], order: sourceOrder, handler: edgeHandler(traced: rt.tracer != nil))
             if low { request.eventsPerDispatch = min(request.eventsPerDispatch, Self.lowPriorityBatch) }
@@ -314,8 +312,10 @@ final class InputLine: @unchecked Sendable {
         replaceHandler(edgeHandler(traced: rt.tracer != nil))
     }
 
+    /// A line of a group needs no swap: the group calls `handleRun`, which
+    /// looks for a trace and a recording itself.
     private func replaceHandler(_ handler: @escaping (GPIOEdgeEventBatch) -> Void) {
-        if let group { group.replaceHandler(index: index, handler) } else { request.replaceHandler(handler) }
+        if group == nil { request.replaceHandler(handler) }
     }
 
     /// The wire's level as the line last read it (before active-low), for
@@ -361,15 +361,34 @@ final class InputLine: @unchecked Sendable {
     }
 
     @inline(__always) private func handle(_ batch: GPIOEdgeEventBatch, recording: Bool, _ rt: LoopRuntime) {
+        handle(batch, from: 0, to: batch.count, lost: batch.lostEvents, overflow: batch.overflowSuspected, recording: recording, rt)
+    }
+
+    /// A run of this line's events in a batch of the request it shares
+    /// with its group (`InputGroup`): events `from..<to`, with the losses
+    /// found for this line. Traced and recorded as `handle` is (checked
+    /// here: the group calls its lines directly).
+    @inline(__always)
+    func handleRun(_ batch: GPIOEdgeEventBatch, from s: Int, to e: Int, lost: UInt64, overflow: Bool) {
+        runtime._withUnsafeGuaranteedRef { rt in
+            handle(batch, from: s, to: e, lost: lost, overflow: overflow, recording: events.recorder != nil, rt)
+            if let tr = rt.tracer { tr.slice(.line, id, Int64(e - s), from: batch.handlerEntryTime.nanoseconds, to: rt.nowNanoseconds) }
+        }
+    }
+
+    @inline(__always) private func handle(
+        _ batch: GPIOEdgeEventBatch, from start: Int, to end: Int, lost found: UInt64, overflow: Bool, recording: Bool,
+        _ rt: LoopRuntime
+    ) {
         handlerStart = batch.handlerEntryTime.nanoseconds
-        if batch.lostEvents > 0 || batch.overflowSuspected {
-            lost &+= batch.lostEvents
-            if batch.overflowSuspected { suspectedOverflows &+= 1 }
-            events.lost(line: id, batch.lostEvents, exact: lossIsExact, fifoFull: batch.overflowSuspected)
+        if found > 0 || overflow {
+            lost &+= found
+            if overflow { suspectedOverflows &+= 1 }
+            events.lost(line: id, found, exact: lossIsExact, fifoFull: overflow)
         }
         if ringCount > 0 && rt.admits(config.priority) { drainRing() }
-        var i = 0
-        while i < batch.count {
+        var i = start
+        while i < end {
             let e = batch[i]
             i += 1
             eventsSeen &+= 1
@@ -384,7 +403,7 @@ final class InputLine: @unchecked Sendable {
             }
             deliver(rising, at: t, rt)
         }
-        if batch.overflowSuspected && bothEdges { readLevelAgain(entry: batch.handlerEntryTime.nanoseconds) }
+        if overflow && bothEdges { readLevelAgain(entry: batch.handlerEntryTime.nanoseconds) }
         arm()
     }
 
