@@ -96,15 +96,17 @@ final class MockRequest: GPIORequestDriver {
                 head = (head + 1) % ringCapacity
                 count -= 1
             }
-            ring[(head + count) % ringCapacity] = GPIOEdgeEvent(
+            let slot = (head + count) % ringCapacity
+            ring[slot] = GPIOEdgeEvent(
                 offset: offset, edge: edge, timestamp: timestamp, globalSequence: globalSequence,
                 lineSequence: lineSequence[i])
-            ringLine[(head + count) % ringCapacity] = i
+            ringLine[slot] = i
         case .v1:
             // The v1 lineevent FIFO keeps 16 per line and drops newer edges.
             guard perLine[i] < Self.v1FifoEvents else { return }
-            ring[(head + count) % ringCapacity] = GPIOEdgeEvent(offset: offset, edge: edge, timestamp: timestamp)
-            ringLine[(head + count) % ringCapacity] = i
+            let slot = (head + count) % ringCapacity
+            ring[slot] = GPIOEdgeEvent(offset: offset, edge: edge, timestamp: timestamp)
+            ringLine[slot] = i
         }
         perLine[i] += 1
         count += 1

@@ -211,4 +211,54 @@ final class InputGroupTests: XCTestCase {
         try h.advance(10)
         XCTAssertEqual(h.fires("b"), 1, "100 ms after the press, not 100 ms after the reload")
     }
+
+    /// A line that leaves the group at a reload makes the group's request
+    /// again without it; the line back with a rate limit gets a request of
+    /// its own while the group's is kept. Every line still sees its edges,
+    /// and the loop holds the sources its budget counts. (The loop is made
+    /// with room for every input alone, so neither reload needs a restart.)
+    func testReloadThatTakesALineOutOfTheGroupRequestsItAgain() throws {
+        let file = try ConfigFile(Self.config)
+        let h = try Harness(path: file.path)
+        let old = try input(h, "button").request
+        var before = h.chip.calls
+        let withoutDoor = Self.config
+            .replacingOccurrences(of: "  door: { pin: MOCK0_1, input: { edge: both, debounce: 0ms }, priority: low }\n", with: "")
+            .replacingOccurrences(of: "  - { name: d, on: { line: door, edge: both }, do: [ toggle: fan ] }\n", with: "")
+        XCTAssertNotEqual(withoutDoor, Self.config)
+        try file.write(withoutDoor)
+        h.daemon.reload()
+        XCTAssertEqual(h.daemon.reloads.applied, 1, h.log)
+        XCTAssertEqual(h.chip.calls.releases - before.releases, 1, "the group's old request")
+        XCTAssertEqual(h.chip.calls.requests - before.requests, 1, "one request for the button and the contact")
+        let group = try input(h, "contact").request
+        XCTAssertFalse(group === old)
+        XCTAssertTrue(group === (try input(h, "button")).request)
+        XCTAssertEqual(group.count, 2)
+        XCTAssertNil(try h.chip.consumer(.offset(offset("MOCK0_1"))), "the door's line is free")
+        try h.setLevel("CHATTER", true)
+        XCTAssertEqual(h.fires("c"), 1)
+
+        before = h.chip.calls
+        try file.write(
+            Self.config.replacingOccurrences(
+                of: "door: { pin: MOCK0_1, input: { edge: both, debounce: 0ms }, priority: low }",
+                with: "door: { pin: MOCK0_1, input: { edge: both, debounce: 0ms }, priority: low, rate_limit: { events: 50, per: 1s } }"))
+        h.daemon.reload()
+        XCTAssertEqual(h.daemon.reloads.applied, 2, h.log)
+        XCTAssertEqual(h.chip.calls.requests - before.requests, 1, "the door's own")
+        XCTAssertEqual(h.chip.calls.releases, before.releases, "the group's request is kept")
+        XCTAssertTrue(try input(h, "contact").request === group)
+        XCTAssertNil(try input(h, "door").group)
+        try h.setLevel("MOCK0_1", true)
+        try h.setLevel("CHATTER", false)
+        try h.setLevel("CHATTER", true)
+        XCTAssertEqual(h.fires("d"), 1, "counted from the reload on")
+        XCTAssertEqual(h.fires("c"), 1, "the contact's rise after the reload")
+        XCTAssertEqual(h.counters.lines["contact"]?.events, 2)
+        // The loop holds the sources the new config's budget counts.
+        let d = h.daemon
+        let plan = LoopBudget.atStart(d.config, loop: .main, capabilities: d.gpio.capabilities, extras: LoopBudget.Extras(d.options))
+        XCTAssertEqual(d.loop.usage.sources, plan.sources)
+    }
 }

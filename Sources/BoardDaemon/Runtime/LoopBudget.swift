@@ -102,6 +102,16 @@ struct LoopBudget: Sendable, Equatable {
                 : OutputLine.budget(pulsed: pulsed.contains(i))
             out.append(Part(name: "line \(l.name)", budget: b))
         }
+        // The loop is made with room for every input on a request of its
+        // own: a reload that takes a line out of its group (a rate limit, a
+        // new priority) needs no larger loop than it did before grouping.
+        if !joins.isEmpty {
+            let vanish = capabilities.contains(.vanishWakesPoller) ? 0 : joins.count
+            out.append(
+                Part(
+                    name: "room for the inputs that share a request to have their own",
+                    budget: LoopBudget(sources: joins.count, timers: vanish), atStart: false))
+        }
         for t in config.tasks where t.loop == loop { out.append(Part(name: "task \(t.name)", budget: TaskRunner.budget(t))) }
         for s in config.sequences where s.loop == loop {
             out.append(Part(name: "sequence \(s.name)", budget: SequenceRunner.budget(s)))
