@@ -11,6 +11,19 @@ traced() {
     done
     return 0
 }
+# trace_calls PID CALLS FILE: strace on every thread of PID, those system
+# calls only, into FILE, in the background ($spid); 0 once every thread is
+# traced, 1 (strace stopped) when that took over 30 s.
+trace_calls() {
+    strace -f -qq -e trace="$2" -p "$1" -o "$3" &
+    spid=$!
+    i=0
+    until traced "$1"; do
+        i=$((i + 1))
+        [ $i -gt 600 ] && { kill $spid; return 1; }
+        sleep 0.05
+    done
+}
 # drive COUNT: COUNT edges on the button, 20 ms apart, from released (pull-up) and back.
 drive() {
     i=0

@@ -92,9 +92,9 @@ final class MockRequest: GPIORequestDriver {
         case .v2:
             if count == ringCapacity {
                 // The kernel's v2 linereq drops the oldest event when full.
-                perLine[ringLine[head]] -= 1
+                perLine[ringLine[head]] &-= 1
                 head = (head + 1) % ringCapacity
-                count -= 1
+                count &-= 1
             }
             let slot = (head + count) % ringCapacity
             ring[slot] = GPIOEdgeEvent(
@@ -108,8 +108,8 @@ final class MockRequest: GPIORequestDriver {
             ring[slot] = GPIOEdgeEvent(offset: offset, edge: edge, timestamp: timestamp)
             ringLine[slot] = i
         }
-        perLine[i] += 1
-        count += 1
+        perLine[i] &+= 1
+        count &+= 1
         signal()
     }
 
@@ -239,9 +239,9 @@ final class MockRequest: GPIORequestDriver {
             let n = min(count, events.count)
             for k in 0..<n {
                 events[k] = ring[head]
-                perLine[ringLine[head]] -= 1
+                perLine[ringLine[head]] &-= 1
                 head = (head + 1) % ringCapacity
-                count -= 1
+                count &-= 1
             }
             status.count = n
             chip.callCounts.eventReads &+= 1

@@ -45,14 +45,7 @@ if ! wait_for /tmp/grouped.log 'ready: every loop is running' 120; then
 fi
 all 0 10 || { kill -9 $pid; exit 1; }
 # strace on every thread (the ioctls only), attached before the first edge.
-strace -f -qq -e trace=ioctl -p "$pid" -o /tmp/grouped.trace &
-spid=$!
-i=0
-until traced $pid; do
-    i=$((i + 1))
-    [ $i -gt 600 ] && { bad "strace did not attach to boardd within 30 s"; kill $spid; kill -9 $pid; exit 1; }
-    sleep 0.05
-done
+trace_calls $pid ioctl /tmp/grouped.trace || { bad "strace did not attach to boardd within 30 s"; kill -9 $pid; exit 1; }
 pull $BUTTON down
 all 1 10 || { tail -n 20 /tmp/grouped.log; kill $spid; kill -9 $pid; exit 1; }
 pull $BUTTON up

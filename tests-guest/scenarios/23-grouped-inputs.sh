@@ -46,14 +46,7 @@ v2fds=$(ls -l /proc/$pid/fd | grep -c 'anon_inode:gpio-line$')
 # request can be open through more than one fd).
 for f in $fds; do echo "fd $f: $(grep '^gpio-line' /proc/$pid/fdinfo/$f | tr -s '\t\n' '  ')"; done > /tmp/inputs.fds
 requests=$(sed 's/^fd [0-9]*: //' /tmp/inputs.fds | sort -u | grep -c .)
-strace -f -qq -e trace=read -p "$pid" -o /tmp/inputs.trace &
-spid=$!
-i=0
-until traced $pid; do
-    i=$((i + 1))
-    [ $i -gt 600 ] && { bad "strace did not attach to boardd within 30 s"; kill $spid; kill -9 $pid; exit 1; }
-    sleep 0.05
-done
+trace_calls $pid read /tmp/inputs.trace || { bad "strace did not attach to boardd within 30 s"; kill -9 $pid; exit 1; }
 # stopped PID: 0 once every thread of PID is stopped.
 stopped() {
     for s in /proc/$1/task/*/stat; do
