@@ -150,7 +150,7 @@ final class LoopBudgetTests: XCTestCase {
         let demo = Daemon.budget(.init(signals: false, watchdog: false, summary: false, demo: true))
         let worker = Daemon.workerBudget
         let rows = [
-            "| an input line | \(plain.sources) (its line request) | \(filter) with `delayed_on`, `delayed_off`, `settle`, `gestures` or a `hold` reaction; \(drained.timers) with `drain_every` when a mode holds the line; \(debounce) with `debounce` where the kernel does not debounce (libgpiod 1.6, the mock chips); \(vanish) where a chip going away does not wake the poller (libgpiod 1.6: the vanish check) | \(drained.performs) with the `drain_every` timer (its drain's work item) |",
+            "| an input line | \(plain.sources) (its line request; inputs that share a request hold one between them, and the loop is made with room for each to have its own, so a reload that takes a line out of its group fits) | \(filter) with `delayed_on`, `delayed_off`, `settle`, `gestures` or a `hold` reaction; \(drained.timers) with `drain_every` when a mode holds the line; \(debounce) with `debounce` where the kernel does not debounce (libgpiod 1.6, the mock chips); \(vanish) where a chip going away does not wake the poller (libgpiod 1.6: the vanish check, one per request) | \(drained.performs) with the `drain_every` timer (its drain's work item) |",
             "| an output line | \(output.sources) | \(pulsed.timers) when some `pulse` targets it | \(pulsed.performs) |",
             "| a task | \(task.sources) | \(task.timers) | \(task.performs) |",
             "| a sequence | \(one.sources) | \(one.timers) per run it can have at once (1; `max` for `parallel`) | \(one.performs) |",
