@@ -241,6 +241,7 @@ extension GPIOLineRequest {
             // The line's own numbers attribute the loss to lines.
             if e.lineSequence > lines[i].lastLineSequence &+ 1 {
                 lines[i].lost &+= e.lineSequence - lines[i].lastLineSequence - 1
+                lineLossChanges &+= 1
             }
             if e.lineSequence > lines[i].lastLineSequence { lines[i].lastLineSequence = e.lineSequence }
         } else if lines[i].kernelEdges == .both && lines[i].lastLevel == level {
@@ -248,6 +249,7 @@ extension GPIOLineRequest {
             // edge between them is missing.
             batch.lost &+= 1
             lines[i].lost &+= 1
+            lineLossChanges &+= 1
         }
         lines[i].lastLevel = level
         if lines[i].softwareDebounceNs > 0 {
@@ -268,11 +270,13 @@ extension GPIOLineRequest {
         for k in 0..<count {
             guard let i = lineIndex(full[k]) else { continue }
             lines[i].fifoFull &+= 1
+            lineLossChanges &+= 1
             guard lines[i].kernelEdges == .both else { continue }
             let current: Int8 = values[i] != 0 ? 1 : 0
             if lines[i].lastLevel >= 0 && lines[i].lastLevel != current {
                 batch.lost &+= 1
                 lines[i].lost &+= 1
+                lineLossChanges &+= 1
                 lines[i].lastLevel = current
                 if lines[i].softwareDebounceNs > 0 {
                     debounceFeed(

@@ -36,6 +36,18 @@ public final class GPIOLineRequest {
     @exclusivity(unchecked) public internal(set) var state: State = .active
     /// Event totals since the request was made.
     @exclusivity(unchecked) public internal(set) var statistics = GPIOEventStatistics()
+    /// Counts every change of a line's own loss figures (`lostEvents(at:)`,
+    /// `fullFIFOReads(at:)`): a handler that hands each line its losses
+    /// looks at them only when this moved (`lineLossChangeCount()`). A line's gap in its own sequence
+    /// numbers shows with its next event, which may come in a batch with
+    /// no request-wide gap.
+    @exclusivity(unchecked) var lineLossChanges: UInt64 = 0
+
+    /// `lineLossChanges` (see there), read by a call: the property's
+    /// unchecked access holds only inside this module, and a dynamic
+    /// exclusivity check from another would cost more than the call.
+    @inline(never)
+    public func lineLossChangeCount() -> UInt64 { lineLossChanges }
 
     let driver: any GPIORequestDriver
     let lineCount: Int

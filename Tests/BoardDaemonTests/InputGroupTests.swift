@@ -261,4 +261,43 @@ final class InputGroupTests: XCTestCase {
         let plan = LoopBudget.atStart(d.config, loop: .main, capabilities: d.gpio.capabilities, extras: LoopBudget.Extras(d.options))
         XCTAssertEqual(d.loop.usage.sources, plan.sources)
     }
+
+    /// A line's own loss shows with its next event, which may come in a
+    /// batch with no request-wide gap (the gap showed earlier, in a batch
+    /// of another line): it is still counted on the line.
+    func testALossFoundInALaterBatchIsCountedOnItsLine() throws {
+        let h = try Harness(Self.config)
+        try h.chip.dropEvents(.offset(offset("MOCK0_1")), count: 2)
+        try h.setLevel("CHATTER", true)  // the request-wide gap shows here
+        XCTAssertEqual(h.counters.lines["door"]?.lost, 0, "not known yet: the door's numbers have not been seen")
+        XCTAssertEqual(h.counters.lines["contact"]?.lost, 0)
+        try h.setLevel("MOCK0_1", true)  // the door's own gap shows here
+        XCTAssertEqual(h.counters.lines["door"]?.lost, 2)
+        XCTAssertEqual(h.counters.lines["contact"]?.lost, 0)
+        XCTAssertEqual(h.counters.lines["button"]?.lost, 0)
+    }
+
+    /// Another line's edge waiting in the shared request does not put a
+    /// line's deadline off: when the button's timer fires for its
+    /// `delayed_on` with a door edge waiting (a flood on the door would
+    /// have one waiting at every fire), the request is read — the door's
+    /// edge to the door — and the delayed press fires. (The clock is moved
+    /// and the timer's handler called by hand: a manual-clock pass reads
+    /// every waiting edge before time moves.)
+    func testAnotherLinesWaitingEdgeDoesNotPutADeadlineOff() throws {
+        let config = Self.config.replacingOccurrences(
+            of: "button: { pin: BUTTON, input: { edge: both, active_low: true, debounce: 0ms }, priority: low }",
+            with: "button: { pin: BUTTON, input: { edge: both, active_low: true, debounce: 0ms, delayed_on: 50ms }, priority: low }")
+        let h = try Harness(config)
+        let button = try input(h, "button")
+        XCTAssertTrue(button.request === (try input(h, "door")).request)
+        try h.press()
+        h.clock.advance(by: .milliseconds(50))
+        try h.chip.setLevel(.offset(offset("MOCK0_1")), true)  // waits in the request
+        XCTAssertTrue(button.kernelHasEvents())
+        button.timerFired()
+        XCTAssertEqual(h.fires("b"), 1, "the delayed press fired, not put off")
+        XCTAssertEqual(h.fires("d"), 1, "the door's edge went to the door")
+        XCTAssertFalse(button.kernelHasEvents())
+    }
 }

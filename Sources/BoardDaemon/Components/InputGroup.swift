@@ -26,6 +26,8 @@ final class InputGroup {
     /// Each line's loss counts as last handed to it, by index.
     private let reportedLost: UnsafeMutableBufferPointer<UInt64>
     private let reportedFull: UnsafeMutableBufferPointer<UInt64>
+    /// The request's `lineLossChangeCount()` when the lines were last told.
+    @exclusivity(unchecked) private var reportedChanges: UInt64 = 0
     private var scheduled = false
 
     init(request: GPIOLineRequest) {
@@ -41,6 +43,7 @@ final class InputGroup {
             reportedLost[i] = request.lostEvents(at: i)
             reportedFull[i] = request.fullFIFOReads(at: i)
         }
+        reportedChanges = request.lineLossChangeCount()
     }
 
     deinit {
@@ -75,10 +78,15 @@ final class InputGroup {
     /// A batch of the request: each line gets the runs of its own events in
     /// turn, in the order read (so edges of two lines reach their reactions
     /// in the order they happened), and a line whose losses grew gets them
-    /// with its first run, or alone when it has no event in the batch.
+    /// with its first run, or alone when it has no event in the batch. The
+    /// lines' own loss figures are the request's per line, looked at when
+    /// they moved (`lineLossChangeCount()`): a line's gap shows with its own next
+    /// event, whatever the batch's request-wide count says.
     @inline(__always)
     private func handle(_ batch: GPIOEdgeEventBatch) {
-        let checkLoss = batch.lostEvents > 0 || batch.overflowSuspected
+        let changes = request.lineLossChangeCount()
+        let checkLoss = changes != reportedChanges
+        reportedChanges = changes
         if batch.count == 1 && !checkLoss {
             // One edge (what a line that is not flooded delivers): its line.
             if let i = request.index(ofOffset: batch[0].offset), let line = lines[i] {

@@ -206,7 +206,12 @@ final class InputLine: @unchecked Sendable {
         handlerStart = now
         if let from = startFrom {
             startFrom = nil
-            if !from.continues(with: config.filters) || from.rerequested, let raw = try? request.value(at: index), raw != rawLevel {
+            // A line requested again reads its level again only where it
+            // detects both edges (a one-edge line's last edge is not the
+            // wire's level).
+            if !from.continues(with: config.filters) || (from.rerequested && bothEdges), let raw = try? request.value(at: index),
+                raw != rawLevel
+            {
                 rawLevel = raw
                 rawTime = now
                 deliver(raw, at: now, rt)
@@ -466,7 +471,19 @@ final class InputLine: @unchecked Sendable {
         handlerStart = rt.nowNanoseconds
         drainRing()
         if kernelHasEvents() {
-            rearmSoon()
+            guard let group else {
+                rearmSoon()
+                return
+            }
+            // A shared request: what waits may be the other lines' (a flood
+            // on one of them would put this line's deadlines off at every
+            // fire). Read it now — each line gets its own, this one's
+            // before its deadlines — and fire the deadlines up to when the
+            // read began: an edge read later happened after it.
+            let now = rt.nowNanoseconds
+            group.request.readPendingEvents()
+            if rt.admits(config.priority) { advance(to: now) }
+            arm()
             return
         }
         advance(to: rt.nowNanoseconds)
