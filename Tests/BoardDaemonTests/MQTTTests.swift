@@ -299,7 +299,12 @@ final class MQTTTests: XCTestCase {
             XCTAssertTrue(try run.control(#"{"v":1,"id":\#(i),"cmd":"click","line":"button"}"#).contains(#""ok":true"#))
             usleep(400_000)
         }
-        XCTAssertTrue(run.daemon.waitFor("button: click -> flip"), run.daemon.log)
+        // Both gestures recognised (each after its 150 ms gap) before the
+        // broker is back: all six events wait in the queue.
+        let flipsEnd = Date().addingTimeInterval(20)
+        func flips() -> Int { run.daemon.log.components(separatedBy: "button: click -> flip").count - 1 }
+        while flips() < 2 && Date() < flipsEnd { usleep(20_000) }
+        XCTAssertEqual(flips(), 2, run.daemon.log)
         try broker.start()
         let probe = try Probe(port: broker.port)
         XCTAssertTrue(run.daemon.waitFor("mqtt: back after"), run.daemon.log)
@@ -310,7 +315,10 @@ final class MQTTTests: XCTestCase {
         XCTAssertNotNil(probe.wait("\(p)/line/button/state", "OFF"))
         // The outage's events, in order (sent after the broker came back, not retained).
         let end = Date().addingTimeInterval(10)
-        while probe.on("\(p)/line/button/edge").count < 4 && Date() < end { usleep(20_000) }
+        // The queue is sent in order, the last gesture after the last edge:
+        // wait for both counts, not for the edges alone.
+        while (probe.on("\(p)/line/button/edge").count < 4 || probe.on("\(p)/line/button/gesture").count < 2)
+            && Date() < end { usleep(20_000) }
         XCTAssertEqual(probe.on("\(p)/line/button/edge").compactMap { $0.json?["value"] as? String }, ["ON", "OFF", "ON", "OFF"])
         XCTAssertEqual(probe.on("\(p)/line/button/gesture").count, 2)
         let line = run.daemon.log.split(separator: "\n").first { $0.contains("mqtt: back after") }.map(String.init) ?? ""
