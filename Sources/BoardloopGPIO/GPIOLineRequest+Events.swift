@@ -222,14 +222,11 @@ extension GPIOLineRequest {
         return (status, nil)
     }
 
-    @inline(__always)
-    func lineIndex(_ offset: UInt32) -> Int? { index(ofOffset: offset) }
-
     /// Loss detection and debouncing for one raw event; whether it is to be
     /// delivered as it is (the caller puts it in the batch).
     func process(_ e: GPIOEdgeEvent, entry: MonotonicInstant, into batch: inout BatchBuilder) -> Bool {
         statistics.read &+= 1
-        guard let i = lineIndex(e.offset) else { return false }
+        guard let i = index(ofOffset: e.offset) else { return false }
         let level: Int8 = e.edge == .rising ? 1 : 0
         if capabilities.contains(.sequenceNumbers) && e.globalSequence != 0 {
             // Sequence numbers start at 1: a first event numbered higher means
@@ -268,7 +265,7 @@ extension GPIOLineRequest {
         do { try driver.getValues(into: values) } catch { return }
         let full = events.full + d * EventStorage.fullCapacity
         for k in 0..<count {
-            guard let i = lineIndex(full[k]) else { continue }
+            guard let i = index(ofOffset: full[k]) else { continue }
             lines[i].fifoFull &+= 1
             lineLossChanges &+= 1
             guard lines[i].kernelEdges == .both else { continue }

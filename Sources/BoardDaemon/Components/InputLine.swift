@@ -481,7 +481,7 @@ final class InputLine: @unchecked Sendable {
             // before its deadlines — and fire the deadlines up to when the
             // read began: an edge read later happened after it.
             let now = rt.nowNanoseconds
-            group.request.readPendingEvents()
+            request.readPendingEvents()
             if rt.admits(config.priority) { advance(to: now) }
             arm()
             return

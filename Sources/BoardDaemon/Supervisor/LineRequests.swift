@@ -89,14 +89,13 @@ extension Daemon {
             }
             let request: GPIOLineRequest
             do {
-                request = try located[i].chip.request(
-                    members.map { (.offset(located[$0].offset), lines[$0].settings) }, consumer: consumer, eventBufferCapacity: 2)
+                request = try requestTogether(
+                    members.map { (lines[$0].config, located[$0].offset, lines[$0].settings) }, on: located[i].chip,
+                    consumer: consumer, eventBufferCapacity: 2)
             } catch {
                 // The requests made so far go: nothing holds them.
                 for case let p? in placed { p.request.release() }
-                // The line the error is about, where it names one.
-                let culprit = members.first { error.line?.offset == located[$0].offset } ?? members[0]
-                throw DaemonError.line(lines[culprit].config.name, error)
+                throw error
             }
             for (k, j) in members.enumerated() { placed[j] = (request, k) }
         }
@@ -162,16 +161,25 @@ extension Daemon {
         var located: [(chip: GPIOChip, offset: UInt32)] = []
         for l in lines { located.append(try locate(l, chips: chips)) }
         let buffer = lines.reduce(0) { $0 + $1.held.kernelBuffer }
-        let request: GPIOLineRequest
-        do {
-            request = try located[0].chip.request(
-                zip(located, lines).map { (.offset($0.offset), $1.settings) }, consumer: consumer,
-                eventBufferCapacity: min(max(buffer, 1), eventsPerRequest))
-        } catch {
-            let culprit = lines.indices.first { error.line?.offset == located[$0].offset } ?? 0
-            throw DaemonError.line(lines[culprit].name, error)
-        }
+        let request = try requestTogether(
+            zip(lines, located).map { ($0, $1.offset, $0.settings) }, on: located[0].chip, consumer: consumer,
+            eventBufferCapacity: min(max(buffer, 1), eventsPerRequest))
         return (request, lines.count > 1 ? InputGroup(request: request) : nil)
+    }
+
+    /// Requests `lines` (located on `chip`) as one request, each with its
+    /// own settings. An error names the line it is about where the GPIO
+    /// layer says which, else the first.
+    private static func requestTogether(
+        _ lines: [(config: LineConfig, offset: UInt32, settings: GPIOLineSettings)], on chip: GPIOChip, consumer: String,
+        eventBufferCapacity: Int
+    ) throws -> GPIOLineRequest {
+        do {
+            return try chip.request(lines.map { (.offset($0.offset), $0.settings) }, consumer: consumer, eventBufferCapacity: eventBufferCapacity)
+        } catch {
+            let culprit = lines.first { error.line?.offset == $0.offset } ?? lines[0]
+            throw DaemonError.line(culprit.config.name, error)
+        }
     }
 
     /// Sets every output of `config` that has a `safe:` value to it, each
