@@ -28,7 +28,9 @@ public final class BoardRunLoop: @unchecked Sendable {
     public let capacities: Capacities
     /// The kernel thread id of the owning thread.
     public let ownerThread: Int32
-    let manualClock: ManualClock?
+    /// The manual clock the loop runs on, if any (the package's daemon
+    /// reads the time without a call across modules).
+    package let manualClock: ManualClock?
 
     /// Set when the owner thread has exited (see `end()`).
     let endedFlag = Atomic<Bool>(false)

@@ -218,4 +218,26 @@ final class OutputGroupTests: XCTestCase {
         try h.advance(1000)
         XCTAssertEqual(h.daemon.counters.tasks["both"]?.runs, 3, "the task runs on")
     }
+
+    /// A write of one output (the executor's inline write) that fails is
+    /// reported on its line, and the loop goes on.
+    func testAFailedWriteOfOneOutputIsReportedAndTheLoopGoesOn() throws {
+        let h = try Harness(
+            """
+            board: demo
+            lines:
+              valve: { pin: VALVE, output: { initial: off } }
+            tasks:
+              flip: { every: 1s, do: [toggle: valve] }
+
+            """)
+        try h.advance(1000)
+        XCTAssertEqual(try h.writes("VALVE"), [true])
+        XCTAssertFalse(h.log.contains("write failed"), h.log)
+        h.chip.vanishSilently()
+        try h.advance(1000)
+        XCTAssertTrue(h.log.contains("valve: write failed"), h.log)
+        try h.advance(1000)
+        XCTAssertEqual(h.daemon.counters.tasks["flip"]?.runs, 3, "the task runs on")
+    }
 }

@@ -90,8 +90,12 @@ extension LoopRuntime {
     private func run(from start: Int32, to end: Int32, _ ctx: Context, wait: inout Int64, _ program: Program) -> Int32 {
         var pc = start
         let ops = program.ops
-        while pc < end {
-            switch ops[Int(pc)] {
+        // One check of the range's end (0...count, compared unsigned), then
+        // each op read unchecked: `pc` stays in 0..<end (compared unsigned,
+        // a negative one ends the run).
+        precondition(UInt(bitPattern: Int(end)) <= UInt(ops.count), "ops \(start)..<\(end) of \(ops.count)")
+        while UInt32(bitPattern: pc) < UInt32(bitPattern: end) {
+            switch ops.withUnsafeBufferPointer({ $0[Int(pc)] }) {
             case let .wait(ns):
                 wait = ns
                 return pc + 1
@@ -108,7 +112,7 @@ extension LoopRuntime {
                 // the rest, and a write to another loop's, in `perform`.
                 if !writeHere(op) { perform(op, pc, ctx) }
             }
-            pc += 1
+            pc &+= 1
         }
         return end
     }
@@ -219,22 +223,27 @@ extension LoopRuntime {
 
     func fire(reaction r: Int, line: InputLine, rising: Bool, at t: UInt64, repeat count: Int32 = -1) {
         guard !stopping else { return }
-        if reactionConditional[r], let c = config.reactions[r].condition, !program.holds(c, mode: ModeID(effectiveMode)) {
+        // One check of `r` for every per-reaction table: each is sized for
+        // the program's reactions (`sizeForProgram`, with the program).
+        precondition(UInt(bitPattern: r) < UInt(bitPattern: reactionFires.count), "reaction \(r) of \(reactionFires.count)")
+        if reactionConditional.withUnsafeBufferPointer({ $0[r] }), let c = config.reactions[r].condition,
+            !program.holds(c, mode: ModeID(effectiveMode))
+        {
             reactionSkipped[r] &+= 1
             events.skipped(reaction: r, line: line.id)
             return
         }
-        reactionFires[r] &+= 1
+        reactionFires.increment(checked: r)
         activity.store(Activity.reaction.code(r), ordering: .relaxed)
         let was = events.writing(.reaction, r)
         defer { events.restore(was) }
-        execute(program.reactions[r], Context(
+        execute(program.reactions.withUnsafeBufferPointer { $0[r] }, Context(
                 line: Int32(truncatingIfNeeded: line.id), edge: rising ? 1 : 0, origin: .reaction, timestamp: t,
                 reaction: Int32(truncatingIfNeeded: r), repeatCount: count))
         activity.store(0, ordering: .relaxed)
-        let done = nowNanoseconds
+        let done = reactionEndNanoseconds
         let took = done > t ? done - t : 0
-        reactionTimes[r]?.record(nanoseconds: took)
+        reactionTimes.withUnsafeBufferPointer { $0[r]?.record(nanoseconds: took) }
         let handler = Int64(bitPattern: done &- min(line.handlerStart, done))
         if handler > slowestReaction {
             slowestReaction = handler

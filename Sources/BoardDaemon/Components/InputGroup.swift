@@ -94,8 +94,9 @@ final class InputGroup {
             }
             return
         }
-        if batch.fault != nil && batch.count == 0 && !checkLoss {
-            // A fault (the chip went): every line hears of it.
+        if batch.count == 0 && !checkLoss {
+            // A fault (the chip went: a request delivers an empty batch
+            // only with one): every line hears of it.
             for i in 0..<lines.count { lines[i]?._withUnsafeGuaranteedRef { $0.handleRun(batch, from: 0, to: 0, lost: 0, overflow: false) } }
             return
         }

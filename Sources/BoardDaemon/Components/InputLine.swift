@@ -471,7 +471,7 @@ final class InputLine: @unchecked Sendable {
         handlerStart = rt.nowNanoseconds
         drainRing()
         if kernelHasEvents() {
-            guard let group else {
+            guard group != nil else {
                 rearmSoon()
                 return
             }

@@ -47,8 +47,19 @@ final class OutputLine {
         pulseTimer = t
     }
 
-    func set(_ v: Bool) {
-        if detached && v == config.safeValue {
+    /// Inline where it is called (the executor's write of a reaction's
+    /// output): the common case is the write and its bookkeeping, the rest
+    /// — a detached line's write, a failure — out of line.
+    @inline(__always) func set(_ v: Bool) {
+        if detached {
+            setDetached(v)
+        } else {
+            write(v)
+        }
+    }
+
+    @inline(never) private func setDetached(_ v: Bool) {
+        if v == config.safeValue {
             let was = events.writing(.safe)
             write(v)
             events.restore(was)
@@ -62,8 +73,12 @@ final class OutputLine {
             try request.setValue(v, at: index)
             wrote(v)
         } catch {
-            events.writeFailed(config.name, error)
+            writeFailed(error)
         }
+    }
+
+    @inline(never) private func writeFailed(_ error: GPIOError) {
+        events.writeFailed(config.name, error)
     }
 
     @inline(__always) private func wrote(_ v: Bool) {
@@ -98,7 +113,7 @@ final class OutputLine {
         if let error { events.writeFailed(config.name, error) } else { wrote(v) }
     }
 
-    func toggle() { set(!value) }
+    @inline(__always) func toggle() { set(!value) }
 
     func pulse(_ ns: Int64) {
         set(true)

@@ -103,6 +103,13 @@ final class Tally {
 
     deinit { base.deallocate() }
 
+    /// Adds one to counter `i`, which the caller has checked is below
+    /// `count` (a reaction's fire checks its index once for every table).
+    @inline(__always) func increment(checked i: Int) {
+        assert(i >= 0 && i < count)
+        base[i] &+= 1
+    }
+
     subscript(i: Int) -> UInt64 {
         get {
             precondition(i >= 0 && i < count, "Tally: index \(i) out of 0..<\(count)")

@@ -120,8 +120,9 @@ final class EventSink: @unchecked Sendable {
     /// The actions run from now on are `by`'s (while a recording runs);
     /// returns who wrote before, for `restore`.
     @inline(__always) func writing(_ by: WriteBy, _ index: Int = -1) -> (by: UInt8, index: Int32) {
+        guard recorder != nil else { return (0, -1) }
         let was = writer
-        if recorder != nil { writer = (by.rawValue, Int32(truncatingIfNeeded: index)) }
+        writer = (by.rawValue, Int32(truncatingIfNeeded: index))
         return was
     }
 
@@ -174,6 +175,12 @@ final class EventSink: @unchecked Sendable {
     @inline(__always) func output(line: Int, value: Bool) {
         let m = recordsLines.load(ordering: .relaxed)
         guard m != 0 else { return }
+        output(line: line, value: value, to: m)
+    }
+
+    /// `output` where a record is made (debug, a trace, a recording): out
+    /// of line, off the write's inline path.
+    @inline(never) private func output(line: Int, value: Bool, to m: UInt8) {
         let r = TraceRecord(kind: .output, flag: value, step: writer.by, line: Int32(truncatingIfNeeded: line), index: writer.index, generation: generation)
         if m & Self.toRing != 0 { ring.push(debug: r) }
         if m & Self.toTracer != 0, let tr = tracer { tr.record(r, at: loop.now.nanoseconds) }

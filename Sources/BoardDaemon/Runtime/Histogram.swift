@@ -36,7 +36,7 @@ public final class LatencyHistogram: @unchecked Sendable {
 
     public func record(_ d: Duration) { record(nanoseconds: UInt64(Swift.max(0, d.nanosecondsClamped))) }
 
-    public func record(nanoseconds ns: UInt64) {
+    @inline(__always) public func record(nanoseconds ns: UInt64) {
         counts[Self.bucket(ns)] &+= 1
         count &+= 1
         if ns > maxNanoseconds { maxNanoseconds = ns }

@@ -112,6 +112,7 @@ final class LoopRuntime: @unchecked Sendable {
         events.use(program)
         name = program.config.loops[id.index].name
         self.loop = loop
+        onManualClock = loop.manualClock != nil
         self.program = program
         self.logger = logger
         self.driver = driver
@@ -143,6 +144,18 @@ final class LoopRuntime: @unchecked Sendable {
 
     var config: DaemonConfig { program.config }
     var nowNanoseconds: UInt64 { loop.now.nanoseconds }
+
+    /// `nowNanoseconds` read without the call into the engine, for the end
+    /// of each reaction's actions (its time, on every fire).
+    @inline(__always) var reactionEndNanoseconds: UInt64 {
+        // (A manual clock through the loop: read here, it would be retained.)
+        if onManualClock { return loop.now.nanoseconds }
+        // The engine's clock (CLOCK_MONOTONIC, through the vDSO), inline.
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(truncatingIfNeeded: ts.tv_sec) &* 1_000_000_000 &+ UInt64(truncatingIfNeeded: ts.tv_nsec)
+    }
+    private let onManualClock: Bool
     var isMain: Bool { id == .main }
 
     // MARK: Set-up (on the loop's thread)
