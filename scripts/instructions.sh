@@ -165,6 +165,7 @@ while read -r scenario impl budget _; do
     case "$scenario" in ''|'#'*) continue ;; esac
     wanted "$scenario" || continue
     got=$(per_event "$scenario" "$impl")
+    [ "$scenario" = reaction ] && eval "reaction_${impl//-/_}=$got"
     limit=$(( budget * 103 / 100 ))
     if [ "$got" -le "$limit" ]; then
         echo "ok    $scenario $impl: $got instructions per event (budget $budget, +3% = $limit)"
@@ -173,6 +174,12 @@ while read -r scenario impl budget _; do
         fail=1
     fi
 done < "$budgets"
+# The reaction's ratio to the same reaction written by hand, at boardd's
+# default log level (the goal: within 1.15×), reported from this run's
+# counts; the budgets above are what fails.
+if [ -n "${reaction_boardd_info:-}" ] && [ -n "${reaction_engine:-}" ]; then
+    echo "info  reaction at info / by hand: $reaction_boardd_info / $reaction_engine = $(awk -v a="$reaction_boardd_info" -v b="$reaction_engine" 'BEGIN { printf "%.3f×", a / b }') (goal 1.15×)"
+fi
 # The control: a known-costlier path measured against the cheaper path's
 # budget must fail it, or the gate could not tell a regression.
 item_budget=$(awk '$1 == "perform-item" && $2 == "boardloop" { print $3 }' "$budgets")
