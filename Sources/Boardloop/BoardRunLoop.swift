@@ -28,8 +28,8 @@ public final class BoardRunLoop: @unchecked Sendable {
     public let capacities: Capacities
     /// The kernel thread id of the owning thread.
     public let ownerThread: Int32
-    /// The manual clock the loop runs on, if any (the package's daemon
-    /// reads the time without a call across modules).
+    /// The manual clock the loop runs on, if any (where there is none, the
+    /// package's daemon reads CLOCK_MONOTONIC itself, without a call).
     package let manualClock: ManualClock?
 
     /// Set when the owner thread has exited (see `end()`).
