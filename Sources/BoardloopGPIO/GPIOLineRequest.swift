@@ -231,10 +231,9 @@ public final class GPIOLineRequest {
 
     /// The logical value of one line (active-low applied).
     public func value(_ line: GPIOLineSelector) throws(GPIOError) -> Bool {
+        // (Usable first: a released request says so, whatever the selector.)
         try checkUsable("value")
-        let i = try index(of: line)
-        do { try driver.getValues(into: values) } catch { throw noteFailure(error) }
-        return values[i] != 0
+        return try value(at: index(of: line))
     }
 
     /// The logical value of the request's only (or first) line.
