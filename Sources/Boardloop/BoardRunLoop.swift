@@ -186,6 +186,7 @@ public final class BoardRunLoop: @unchecked Sendable {
     ]
 
     deinit {
+        manualClock?.detach(self)
         // Items outlive their loop: detach them so they do not point at it.
         // The objects ports belong to are released after the lock: their
         // deinit may invalidate other items, which takes it.

@@ -376,4 +376,49 @@ final class TimerTests: XCTestCase {
             "one-shot fired 1", "one-shot released", "repeating fired 1, valid false", "repeating released",
         ])
     }
+
+    /// The manual clock holds its loops unretained, and a loop leaves it in
+    /// its deinit: loops made and freed on one thread while another advances
+    /// the clock are never woken after they are gone (the sanitizers see a
+    /// use after free if they are), none is kept alive by it, and a loop
+    /// that stays is still woken from its sleep by an advance.
+    func testLoopsFreedWhileAnotherThreadAdvancesTheirClock() throws {
+        let clock = ManualClock()
+        let kept = try makeLoop(clock: .manual(clock))
+        let stop = Locked(false)
+        let advances = Locked(0)
+        let gaveUp = Locked(false)
+        let advancer = JoinableThread {
+            // Bounded in real time: a kept loop the clock no longer wakes
+            // is stopped, so the test fails instead of hanging.
+            let deadline = MonotonicInstant.now + .seconds(20)
+            while !stop.withLock({ $0 }) {
+                if MonotonicInstant.now >= deadline {
+                    gaveUp.withLock { $0 = true }
+                    kept.stop()
+                    return
+                }
+                clock.advance(by: .microseconds(1))
+                advances.withLock { $0 += 1 }
+            }
+        }
+        weak var last: BoardRunLoop?
+        for _ in 0..<400 {
+            let loop = try BoardRunLoop(clock: .manual(clock))
+            _ = try loop.run(mode: .default, timeout: .zero)
+            last = loop
+        }
+        XCTAssertNil(last, "the clock keeps no loop alive")
+        // The kept loop sleeps until its timer, 5 ms of the clock away: only
+        // the advancer's wake-ups end that sleep.
+        let fired = Locked(false)
+        try kept.add(RunLoopTimer(fireAt: kept.now + .milliseconds(5)) { _ in fired.withLock { $0 = true } }, mode: .default)
+        let result = try kept.run(mode: .default, timeout: .seconds(3600), returnAfterSourceHandled: true)
+        stop.withLock { $0 = true }
+        XCTAssertTrue(advancer.join(within: .seconds(30)))
+        XCTAssertFalse(gaveUp.withLock { $0 }, "the clock's advances did not wake the kept loop")
+        XCTAssertNotEqual(result, .stopped)
+        XCTAssertTrue(fired.withLock { $0 })
+        XCTAssertGreaterThan(advances.withLock { $0 }, 0)
+    }
 }
