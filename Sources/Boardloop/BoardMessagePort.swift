@@ -228,13 +228,15 @@ public final class BoardMessagePort: @unchecked Sendable {
         takenCapacity = min(slots, max(1, Self.receiveAreaBytes / max(slotSize, 1)))
         taken = .allocate(capacity: takenCapacity)
         takenPayloads = .allocate(byteCount: max(takenCapacity * slotSize, 1), alignment: 16)
-        // unowned(unsafe): the handler is called only by a dispatch of the
-        // source on its loop, and the loop keeps the port alive while the
-        // source is scheduled (`lifetimeOwner` below) and, if the source
-        // leaves the loop during a dispatch, until that dispatch ends
-        // (PortSource.keptOwner). (`unowned` would take and drop a strong
-        // reference per dispatch.)
-        source = PortSource(fd: eventFD.fd, interest: .readable, order: order) { [unowned(unsafe) self] _, _ in self.receive() }
+        // Unretained, and borrowed per dispatch: the handler is called only
+        // by a dispatch of the source on its loop, and the loop keeps the
+        // port alive while the source is scheduled (`lifetimeOwner` below)
+        // and, if the source leaves the loop during a dispatch, until that
+        // dispatch ends (PortSource.keptOwner). (`unowned`, and even
+        // `unowned(unsafe)`, would take and drop a strong reference per
+        // dispatch.)
+        let me = Unmanaged.passUnretained(self)
+        source = PortSource(fd: eventFD.fd, interest: .readable, order: order) { _, _ in me._withUnsafeGuaranteedRef { $0.receive() } }
         // While the source is scheduled, the loop keeps the port alive; when
         // the source is invalidated (its loop ended, say), the port follows.
         source.lifetimeOwner = self

@@ -186,11 +186,13 @@ extension LoopRuntime {
     }
 
     fileprivate func post(_ pc: Int32, _ ctx: Context, to target: LoopID) {
-        do {
-            try ports[target.index].send(
-                id: PortMessage.action.rawValue, value: Post(generation: program.generation, op: pc, ctx: ctx), timeout: .zero)
-        } catch {
-            logger.error("\(name): could not post an action to loop '\(config.loops[target.index].name)': \(error)")
+        let post = Post(generation: program.generation, op: pc, ctx: ctx)
+        let failure = portRefs[target.index]._withUnsafeGuaranteedRef { port -> BoardMessagePortError? in
+            do throws(BoardMessagePortError) { try port.send(id: PortMessage.action.rawValue, value: post) } catch { return error }
+            return nil
+        }
+        if let failure {
+            logger.error("\(name): could not post an action to loop '\(config.loops[target.index].name)': \(failure)")
         }
     }
 

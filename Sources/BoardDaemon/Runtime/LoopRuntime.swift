@@ -38,6 +38,10 @@ final class LoopRuntime: @unchecked Sendable {
     let driver: ModeDriver
     /// Every loop's port, by loop index (posts across loops).
     let ports: [BoardMessagePort]
+    /// `ports` unretained: a post borrows its port (`_withUnsafeGuaranteedRef`)
+    /// where reading `ports` would retain and release it. `ports` keeps
+    /// them alive.
+    let portRefs: [Unmanaged<BoardMessagePort>]
     weak var commands: CommandRunner?
     /// Where this loop's components report what happened.
     let events: EventSink
@@ -117,6 +121,7 @@ final class LoopRuntime: @unchecked Sendable {
         self.logger = logger
         self.driver = driver
         self.ports = ports
+        portRefs = ports.map(Unmanaged.passUnretained)
         sizeForProgram()
     }
 

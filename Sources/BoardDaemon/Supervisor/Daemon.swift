@@ -7,10 +7,22 @@ import Logging
 /// A loop's runtime, reachable from its port's handler (set on the loop's
 /// thread before the port is scheduled) and from the main thread.
 final class RuntimeBox: @unchecked Sendable {
-    var rt: LoopRuntime?
+    /// Set once, before its loop runs, and never cleared.
+    var rt: LoopRuntime? {
+        didSet { rtRef = rt.map(Unmanaged.passUnretained) }
+    }
+    /// `rt` unretained: the port's handler borrows the runtime for each
+    /// message (`_withUnsafeGuaranteedRef`) where reading `rt` would retain
+    /// and release it. `rt` keeps it alive.
+    private var rtRef: Unmanaged<LoopRuntime>?
     var loop: BoardRunLoop?
     /// The tables a worker's counters are read into (main loop only; `workerCounters`).
     var figures: LoopFigures?
+
+    /// A message on the loop's port, to its runtime (none yet: dropped).
+    func received(_ m: BoardMessagePort.Message) {
+        rtRef?._withUnsafeGuaranteedRef { $0.received(m) }
+    }
 }
 
 /// A worker loop: on a thread of its own, or (`Options.inlineWorkers`)
@@ -130,7 +142,7 @@ public final class Daemon: @unchecked Sendable {
         let boxes = self.boxes
         ports = try config.loops.map { plan in
             let box = boxes[config.loops.firstIndex(of: plan)!]
-            return try BoardMessagePort(label: "boardd.\(plan.name)", slots: 256, slotSize: 48) { m in box.rt?.received(m) }
+            return try BoardMessagePort(label: "boardd.\(plan.name)", slots: 256, slotSize: 48) { m in box.received(m) }
         }
         loop = try BoardRunLoop(capacities: Self.capacities(config, loop: 0, gpio: gpio, options: options), clock: options.clock)
         main = LoopRuntime(id: .main, loop: loop, program: program, logger: options.logger, driver: options.modeDriver, ports: ports,
