@@ -118,7 +118,7 @@ wanted() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 
 if [ "$mode" = table ]; then
     printf '%-14s %12s %10s %10s %10s %10s\n' scenario boardloop raw libuv "vs raw" "vs libuv"
-    for s in fd perform-item perform-closure wake-item wake-closure timer message message-burst gpio reaction deadlines post; do
+    for s in fd perform-item perform-closure wake-item wake-closure timer message message-burst message-self gpio reaction deadlines post; do
         wanted "$s" || continue
         impl=boardloop
         case "$s" in reaction|deadlines|post) impl=boardd ;; esac
@@ -127,6 +127,7 @@ if [ "$mode" = table ]; then
         case "$s" in
             fd) raw=$(per_event "$s" raw); uv=$(per_event "$s" uv) ;;
             perform-item) uv=$(per_event "$s" uv) ;;
+            message-self) uv=$(per_event perform-item uv) ;;
             wake-item|message-burst) raw=$(per_event "$s" raw) ;;
             reaction) raw=$(per_event reaction engine) ;;
             deadlines) raw=$(per_event deadlines boardd-1) ;;
@@ -141,6 +142,7 @@ if [ "$mode" = table ]; then
         case "$s" in wake-item|wake-closure|message)
             echo "    (two threads: the median of three runs; varies by a few percent with valgrind's thread switching, so not gated)" ;; esac
         [ "$s" = message-burst ] && echo "    (one thread: bursts of 16 sends through a stored reference to the port, then one pass of the loop receives them; per message, send and receive; raw: CBenchRaw's mutex ring, eventfd and epoll)"
+        [ "$s" = message-self ] && echo "    (one thread, the loop running: a message re-sent from its handler to its own port, one a pass, each with its wake-up write — the mechanism of the daemon's posts in the shape of libuv's uv_async_send re-sent from its callback, the libuv column)"
         [ "$s" = perform-item ] && echo "    (libuv: uv_async_send from the loop's own thread, through its eventfd; callgrind counts user space only, so neither side's system calls count)"
         [ "$s" = wake-item ] && echo "    (libuv: not comparable here — uv_async_send's handshake spin-waits up to 997 iterations while valgrind runs one thread at a time, which a real CPU never does)"
         [ "$s" = reaction ] && echo "    (boardd's config path: an edge toggles an output; raw column: the same reaction written by hand with the engine and the GPIO layer)"

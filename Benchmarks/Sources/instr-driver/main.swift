@@ -12,6 +12,9 @@
 //     perform-closure boardloop              the same with closure literals
 //     timer         boardloop | raw | raw-periodic   fires of a 1 ms repeating timer
 //     message       boardloop                BoardMessagePort ping-pong between two loops
+//     message-self  boardloop                one thread: a message re-sent from its handler to its own
+//                                            port (one slot: one message a pass, each with its wake-up
+//                                            write; libuv's counterpart is perform-item's uv)
 //     message-burst boardloop | raw          one thread: a burst of 16 sends to its own port, then one
 //                                            pass of the loop receives them (per message: send + receive;
 //                                            raw: CBenchRaw's mutex ring + eventfd + epoll, one thread)
@@ -191,6 +194,30 @@ func boardloopMessageBurst(_ n: Int) throws {
     port.invalidate()
 }
 
+/// One thread, the loop running: a message re-sent from its own handler to
+/// its port, as libuv's async handle re-sent from its callback
+/// (`ir_uv_perform`). The port has one slot, so each message is one pass
+/// of the loop: the dispatch takes it, the handler sends the next, which
+/// finds the port still signalled, and the dispatch, its budget of one
+/// used up, writes the wake-up for the next pass.
+func boardloopMessageSelf(_ n: Int) throws {
+    let loop = try BoardRunLoop()
+    var got = 0
+    var sum: UInt64 = 0
+    let holder = PortHolder()
+    let port = try BoardMessagePort(label: "self", slots: 1, slotSize: 16) { m in
+        got += 1
+        sum &+= (try? m.load(as: UInt64.self)) ?? 0
+        if got == n { loop.stop() } else { try? holder.take().send(id: 1, value: UInt64(got)) }
+    }
+    try port.schedule(on: loop)
+    holder.port = port
+    try port.send(id: 1, value: UInt64(0))
+    _ = try loop.run(mode: .default, timeout: .seconds(86_400))
+    precondition(got == n && sum == UInt64(n * (n - 1) / 2), "message-self: \(got) of \(n) messages delivered")
+    port.invalidate()
+}
+
 func boardloopGPIO(_ n: Int) throws {
     let loop = try BoardRunLoop()
     let chip = try MockChip(label: "instr", lineCount: 8, eventBufferSize: 1024)
@@ -231,6 +258,7 @@ do {
     case ("timer", "raw-periodic"): check(ir_raw_timer_periodic(events, 1_000_000))
     case ("message", "boardloop"): try boardloopMessage(events)
     case ("message-burst", "boardloop"): try boardloopMessageBurst(events)
+    case ("message-self", "boardloop"): try boardloopMessageSelf(events)
     case ("message-burst", "raw"): check(ir_raw_message_burst(events, Int(messageBurst)))
     case ("gpio", "boardloop"): try boardloopGPIO(events)
     default:
