@@ -78,18 +78,22 @@ public struct GPIOEdgeEventBatch: RandomAccessCollection {
     /// after it may have been dropped without a trace.
     public let overflowSuspected: Bool
     /// Set when the chip vanished: the request is dead, no more batches come.
-    public let fault: GPIOError?
+    public var fault: GPIOError? { faultAt?.pointee }
+    /// The fault, borrowed like the events (the batch stays a plain value:
+    /// an optional error stored in it would be copied, and destroyed, by
+    /// every delivery, some 100 instructions with no fault to report).
+    let faultAt: UnsafePointer<GPIOError>?
 
     init(
         base: UnsafePointer<GPIOEdgeEvent>?, count: Int, handlerEntryTime: MonotonicInstant, lostEvents: UInt64,
-        overflowSuspected: Bool, fault: GPIOError?
+        overflowSuspected: Bool, faultAt: UnsafePointer<GPIOError>?
     ) {
         self.base = base
         self.count = count
         self.handlerEntryTime = handlerEntryTime
         self.lostEvents = lostEvents
         self.overflowSuspected = overflowSuspected
-        self.fault = fault
+        self.faultAt = faultAt
     }
 
     /// Iterates without allocating, also in unoptimized builds (the

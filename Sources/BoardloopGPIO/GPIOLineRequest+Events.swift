@@ -163,8 +163,10 @@ extension GPIOLineRequest {
 
     @discardableResult
     func portReady(_ events: PortSource.Events, limit: Int) -> GPIOReadStatus {
-        guard state == .active, let loop, depth < EventStorage.maxDepth else { return GPIOReadStatus() }
-        let entry = loop.now
+        // (The loop runs this dispatch, so it is alive through it, even if
+        // the handler takes the request off it.)
+        guard state == .active, let loopRef, depth < EventStorage.maxDepth else { return GPIOReadStatus() }
+        let entry = loopRef._withUnsafeGuaranteedRef { $0.now }
         let d = depth
         depth += 1
         defer { depth -= 1 }
@@ -284,8 +286,8 @@ extension GPIOLineRequest {
         }
     }
 
-    func deliver(_ batch: inout BatchBuilder, entry: MonotonicInstant, fault: GPIOError? = nil) {
-        guard !batch.isEmpty || fault != nil else { return }
+    func deliver(_ batch: inout BatchBuilder, entry: MonotonicInstant, faultAt: UnsafePointer<GPIOError>? = nil) {
+        guard !batch.isEmpty || faultAt != nil else { return }
         statistics.lostEvents &+= batch.lost
         statistics.delivered &+= UInt64(batch.count)
         statistics.batches &+= 1
@@ -300,7 +302,7 @@ extension GPIOLineRequest {
         }
         let view = GPIOEdgeEventBatch(
             base: UnsafePointer(batch.out), count: batch.count, handlerEntryTime: entry, lostEvents: batch.lost,
-            overflowSuspected: batch.overflow, fault: fault)
+            overflowSuspected: batch.overflow, faultAt: faultAt)
         batch.count = 0
         batch.lost = 0
         batch.overflow = false
@@ -344,8 +346,8 @@ extension GPIOLineRequest {
     }
 
     func debounceTimerFired(_ i: Int) {
-        guard state == .active, let loop, depth < EventStorage.maxDepth else { return }
-        let entry = loop.now
+        guard state == .active, let loopRef, depth < EventStorage.maxDepth else { return }
+        let entry = loopRef._withUnsafeGuaranteedRef { $0.now }
         let d = depth
         depth += 1
         defer { depth -= 1 }
@@ -421,7 +423,7 @@ extension GPIOLineRequest {
     func fail(_ error: GPIOError, entry: MonotonicInstant?) {
         if let loop, handler != nil {
             var batch = BatchBuilder(out: events.outRegion(0), capacity: 0)
-            deliver(&batch, entry: entry ?? loop.now, fault: error)
+            withUnsafePointer(to: error) { deliver(&batch, entry: entry ?? loop.now, faultAt: $0) }
         }
         unscheduleItems()
     }

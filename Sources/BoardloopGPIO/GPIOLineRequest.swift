@@ -71,7 +71,14 @@ public final class GPIOLineRequest {
     @exclusivity(unchecked) var hasSoftwareDebounce = false
 
     // Scheduling (see GPIOLineRequest+Events.swift).
-    @exclusivity(unchecked) var loop: BoardRunLoop?
+    @exclusivity(unchecked) var loop: BoardRunLoop? {
+        didSet { loopRef = loop.map(Unmanaged.passUnretained) }
+    }
+    /// `loop` unretained, for the dispatch's clock read: a dispatch borrows
+    /// the loop that runs it (`_withUnsafeGuaranteedRef`), where reading
+    /// `loop` would retain and release it — on a loop with a side table
+    /// (a worker thread's), the runtime's slow path each time.
+    @exclusivity(unchecked) var loopRef: Unmanaged<BoardRunLoop>?
     @exclusivity(unchecked) var modes: [RunLoopMode] = []
     @exclusivity(unchecked) var portSource: PortSource?
     @exclusivity(unchecked) var debounceTimers: [RunLoopTimer?] = []
