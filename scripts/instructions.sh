@@ -154,6 +154,8 @@ if [ "$mode" = table ]; then
             echo "    (what a second reaction on the same edge adds, toggling a second output: boardd's config path against one more write in the hand-written handler)"
             printf '%-14s %12s\n' "reaction@info" "$(per_event reaction boardd-info)"
             echo "    (the same at boardd's default log level, info: each reaction traced as a record in the loop's trace ring; the loop's thread alone, inside the edge loop: the log writer formats and writes the lines on its own thread; gated against the quiet budget)"
+            printf '%-14s %12s\n' "reaction@thread" "$(per_event reaction boardd-thread)"
+            echo "    (the same on a thread of its own, whose loop the thread remembers weakly, as a worker's: a retain of the loop there takes the runtime's slow path, so this row shows any the reaction path makes)"
         fi
         [ "$top" = 1 ] && top_functions "$s" "$impl"
     done

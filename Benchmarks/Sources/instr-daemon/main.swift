@@ -7,7 +7,9 @@
 //     log level, or at boardd's default, info, where each reaction is
 //     traced), or written by hand with the engine and the GPIO layer
 //     (Reaction.swift); boardd-2 and engine-2: a second reaction on the
-//     same edge toggles a second output (what one more reaction costs)
+//     same edge toggles a second output (what one more reaction costs);
+//     boardd-thread: boardd's on a thread of its own, as a worker's loop
+//     is (a loop made off the main thread is remembered by its thread)
 //
 //   instr-daemon deadlines boardd | boardd-1 EVENTS
 //     a deadline-heavy config: 50 inputs (boardd-1: one), each with
@@ -23,7 +25,7 @@ import Glibc
 
 let args = CommandLine.arguments
 let usage = """
-    usage: instr-daemon reaction boardd|boardd-info|engine|boardd-2|engine-2 EVENTS
+    usage: instr-daemon reaction boardd|boardd-info|engine|boardd-2|engine-2|boardd-thread EVENTS
            instr-daemon deadlines boardd|boardd-1 EVENTS
            instr-daemon post boardd|boardd-local EVENTS
 
@@ -32,6 +34,22 @@ guard args.count == 4, let events = Int(args[3]), events > 0 else {
     fputs(usage, stderr)
     exit(2)
 }
+/// Runs `body` on a new thread and waits for it (this thread blocks in the
+/// join, so the count is as exact as on one thread).
+func onThread(_ body: @escaping () throws -> Void) throws {
+    final class Box { let body: () throws -> Void; var error: Error?; init(_ b: @escaping () throws -> Void) { body = b } }
+    let box = Box(body)
+    var t = pthread_t()
+    let rc = pthread_create(&t, nil, { p in
+        let b = Unmanaged<Box>.fromOpaque(p!).takeUnretainedValue()
+        do { try b.body() } catch { b.error = error }
+        return nil
+    }, Unmanaged.passUnretained(box).toOpaque())
+    precondition(rc == 0, "pthread_create: \(rc)")
+    pthread_join(t, nil)
+    if let e = box.error { throw e }
+}
+
 do {
     switch (args[1], args[2]) {
     case ("reaction", "boardd"): try boarddReaction(events)
@@ -39,6 +57,7 @@ do {
     case ("reaction", "engine"): try engineReaction(events)
     case ("reaction", "boardd-2"): try boarddReaction(events, second: true)
     case ("reaction", "engine-2"): try engineReaction(events, second: true)
+    case ("reaction", "boardd-thread"): try onThread { try boarddReaction(events) }
     case ("deadlines", "boardd"): try deadlinesScenario(events, lines: 50)
     case ("deadlines", "boardd-1"): try deadlinesScenario(events, lines: 1)
     case ("post", "boardd"): try postScenario(events, crossLoop: true)
