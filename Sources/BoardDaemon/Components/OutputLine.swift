@@ -102,7 +102,7 @@ final class OutputLine {
             try request.stage(v, at: index)
             pending = true
         } catch {
-            events.writeFailed(config.name, error)
+            writeFailed(error)
         }
     }
 
@@ -110,7 +110,7 @@ final class OutputLine {
     /// `v` (nil error), or the write failed.
     func committed(_ v: Bool, _ error: GPIOError?) {
         pending = false
-        if let error { events.writeFailed(config.name, error) } else { wrote(v) }
+        if let error { writeFailed(error) } else { wrote(v) }
     }
 
     @inline(__always) func toggle() { set(!value) }

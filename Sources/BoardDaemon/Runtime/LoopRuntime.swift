@@ -156,9 +156,7 @@ final class LoopRuntime: @unchecked Sendable {
         // (A manual clock through the loop: read here, it would be retained.)
         if onManualClock { return loop.now.nanoseconds }
         // The engine's clock (CLOCK_MONOTONIC, through the vDSO), inline.
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(truncatingIfNeeded: ts.tv_sec) &* 1_000_000_000 &+ UInt64(truncatingIfNeeded: ts.tv_nsec)
+        return MonotonicClock.nanoseconds
     }
     private let onManualClock: Bool
     var isMain: Bool { id == .main }
