@@ -55,10 +55,15 @@ extension BoardRunLoop {
 
     @inline(never)  // (the cache's miss: kept out of the passes that inline the hit)
     private func computeNextTimerDeadline(_ ms: ModeState, interval: inout UInt64) -> UInt64 {
+        let first = timerKeys[Int(ms.timers[0])]
+        // Every timer disarmed (a re-armable timer waiting for its `arm`, a
+        // timer made for `.distantFuture`): none will fire, so the mode has
+        // no timer deadline, as a mode without timers has none — its passes
+        // neither read the clock for them nor arm the timerfd.
+        if first.fire >= MonotonicInstant.distantFuture.nanoseconds { return .max }
         // The common case, without the walks: the first timer has no
         // tolerance and is not firing. No timer can fire before it, so the
         // latest the loop may wake is its fire date, and it wakes then.
-        let first = timerKeys[Int(ms.timers[0])]
         if !first.firing && first.latest == first.fire {
             interval = first.interval
             return first.fire

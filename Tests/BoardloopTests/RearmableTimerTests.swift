@@ -1,4 +1,5 @@
 import Boardloop
+import BoardloopTestSupport
 import BoardloopXCTestSupport
 import XCTest
 
@@ -129,5 +130,46 @@ final class RearmableTimerTests: XCTestCase {
         try loop.advanceManualClock(by: .seconds(1))
         XCTAssertEqual(fires, 1)
         XCTAssertFalse(t.isValid)
+    }
+    /// A mode whose timers are all disarmed has no timer deadline, as a mode
+    /// without timers: arming one gives it that date, its fire (or a
+    /// disarm) takes it away again. A timer made for `.distantFuture` is
+    /// the same.
+    func testDisarmedTimersGiveTheModeNoDeadline() throws {
+        let loop = try manualLoop()
+        let never = MonotonicInstant(nanoseconds: .max)
+        let t = RunLoopTimer.rearmable { _ in }
+        try loop.add(t, mode: .default)
+        try loop.add(farTimer(), mode: .default)
+        XCTAssertEqual(loop.nextDeadline(mode: .default), never)
+        let at = loop.now + .milliseconds(7)
+        t.arm(at: at)
+        XCTAssertEqual(loop.nextDeadline(mode: .default), at)
+        try loop.advanceManualClock(by: .milliseconds(10))
+        XCTAssertEqual(t.statistics.fires, 1)
+        XCTAssertEqual(loop.nextDeadline(mode: .default), never, "fired: disarmed again")
+        t.arm(after: .seconds(1))
+        XCTAssertEqual(loop.nextDeadline(mode: .default), loop.now + .seconds(1))
+        t.disarm()
+        XCTAssertEqual(loop.nextDeadline(mode: .default), never)
+    }
+
+    /// On the real clock, a loop whose only timers are disarmed sleeps with
+    /// the timerfd left alone (no arm for a date that never comes) until
+    /// something wakes it.
+    func testASleepWithOnlyDisarmedTimersDoesNotArmTheTimerfd() throws {
+        let loop = try makeLoop()
+        try loop.add(RunLoopTimer.rearmable { _ in }, mode: .default)
+        try loop.add(farTimer(), mode: .default)
+        let arms = loop.timerArmCount, waits = loop.waitCount
+        let stopper = JoinableThread {
+            // Stops the loop once it sleeps (or, bounded, if it never does).
+            _ = waitUntil(timeout: testDeadline) { loop.isWaiting }
+            loop.stop()
+        }
+        XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(1_000_000_000)), .stopped)
+        stopper.join()
+        XCTAssertGreaterThanOrEqual(loop.waitCount - waits, 1, "it slept")
+        XCTAssertEqual(loop.timerArmCount - arms, 0)
     }
 }

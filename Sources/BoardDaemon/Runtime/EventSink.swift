@@ -288,7 +288,11 @@ final class EventSink: @unchecked Sendable {
         guard to != 0 else { return }
         let rec = TraceRecord(
             kind: .reaction, line: Int32(truncatingIfNeeded: line), index: Int32(truncatingIfNeeded: r), repeatCount: count, generation: generation, nanoseconds: took, at: trigger)
-        if to & Self.toRing != 0 { ring.push(rec) }
+        if to & Self.toRing != 0 {
+            ring.push(rec)
+            // The common case, at info: the ring only.
+            if to == Self.toRing { return }
+        }
         // Where its actions ended (`took` from its trigger in the args).
         if to & Self.toTracer != 0, let t = tracer { t.record(rec, at: loop.now.nanoseconds) }
         if to & Self.toRecorder != 0, let rc = recorder { rc.push(rec, at: loop.now.nanoseconds) }

@@ -1,5 +1,6 @@
 import Boardloop
 import BoardloopGPIO
+import CDaemon
 import Glibc
 import Logging
 import Synchronization
@@ -155,8 +156,9 @@ final class LoopRuntime: @unchecked Sendable {
     @inline(__always) var reactionEndNanoseconds: UInt64 {
         // (A manual clock through the loop: read here, it would be retained.)
         if onManualClock { return loop.now.nanoseconds }
-        // The engine's clock (CLOCK_MONOTONIC, through the vDSO), inline.
-        return MonotonicClock.nanoseconds
+        // The engine's clock (CLOCK_MONOTONIC, through the vDSO), inline
+        // (the engine's own reader is a call from this module).
+        return UInt64(bd_monotonic_ns())
     }
     private let onManualClock: Bool
     var isMain: Bool { id == .main }
