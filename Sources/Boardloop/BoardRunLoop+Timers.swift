@@ -1,8 +1,20 @@
 extension BoardRunLoop {
     /// After a timer's fire date changed: its key and its place in each heap.
     func timerMoved(_ timer: RunLoopTimer) {
-        let slot = Int(timer.item.slot)
-        timerKeys[slot].move(to: timer.fireNanoseconds, tolerance: timer.toleranceNanoseconds)
+        timerKeys[Int(timer.item.slot)].move(to: timer.fireNanoseconds, tolerance: timer.toleranceNanoseconds)
+        timerKeyChanged(timer)
+    }
+
+    /// After a repeating timer's fire: the next point of its grid, which is
+    /// before `.distantFuture` (`TimerKey.moveOnGrid`).
+    private func timerMovedOnGrid(_ timer: RunLoopTimer) {
+        timerKeys[Int(timer.item.slot)].moveOnGrid(to: timer.fireNanoseconds, tolerance: timer.toleranceNanoseconds)
+        timerKeyChanged(timer)
+    }
+
+    /// The timer's place in each heap, after its key changed.
+    @inline(__always)
+    private func timerKeyChanged(_ timer: RunLoopTimer) {
         var i = 0
         while i < usedModes {
             let ms = modeStates[i]
@@ -55,19 +67,17 @@ extension BoardRunLoop {
 
     @inline(never)  // (the cache's miss: kept out of the passes that inline the hit)
     private func computeNextTimerDeadline(_ ms: ModeState, interval: inout UInt64) -> UInt64 {
-        let first = timerKeys[Int(ms.timers[0])]
-        // Every timer disarmed (a re-armable timer waiting for its `arm`, a
-        // timer made for `.distantFuture`): none will fire, so the mode has
-        // no timer deadline, as a mode without timers has none — its passes
-        // neither read the clock for them nor arm the timerfd.
-        if first.fire >= MonotonicInstant.distantFuture.nanoseconds { return .max }
         // The common case, without the walks: the first timer has no
         // tolerance and is not firing. No timer can fire before it, so the
         // latest the loop may wake is its fire date, and it wakes then.
+        let first = timerKeys[Int(ms.timers[0])]
         if !first.firing && first.latest == first.fire {
             interval = first.interval
             return first.fire
         }
+        // The first disarmed (its `latest` is never: `TimerKey.move`), so
+        // all are: none will fire, and the mode has no timer deadline.
+        if first.fire >= MonotonicInstant.distantFuture.nanoseconds { return .max }
         let count = ms.timers.count
         var latest = UInt64.max
         visitLatest(ms, 0, count, &latest)
@@ -211,6 +221,6 @@ extension BoardRunLoop {
             next &+= extra &* interval
         }
         t.fireNanoseconds = next
-        timerMoved(t)
+        timerMovedOnGrid(t)
     }
 }

@@ -23,7 +23,22 @@ struct TimerKey {
         move(to: fire, tolerance: tolerance)
     }
 
+    /// A timer at `.distantFuture` or later (disarmed: a re-armable timer
+    /// waiting for its `arm`, a timer made for `.distantFuture`) will not
+    /// fire, so its latest is never: a mode whose timers are all disarmed
+    /// has no timer deadline, as a mode without timers has none, and its
+    /// passes neither read the clock for them nor arm the timerfd.
     @inline(__always) mutating func move(to newFire: UInt64, tolerance: UInt64) {
+        fire = newFire
+        let end = newFire &+ tolerance
+        latest = end < newFire || newFire >= MonotonicInstant.distantFuture.nanoseconds ? .max : end
+    }
+
+    /// `move` to a repeating timer's next grid point, without the disarm
+    /// check: a repeat is never a disarm (a point at or past
+    /// `.distantFuture`, after an interval of centuries, keeps its date,
+    /// which no loop reaches).
+    @inline(__always) mutating func moveOnGrid(to newFire: UInt64, tolerance: UInt64) {
         fire = newFire
         let end = newFire &+ tolerance
         latest = end < newFire ? .max : end
