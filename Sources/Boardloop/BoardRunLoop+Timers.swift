@@ -6,7 +6,7 @@ extension BoardRunLoop {
     }
 
     /// After a repeating timer's fire: the next point of its grid, which is
-    /// before `.distantFuture` (`TimerKey.moveOnGrid`).
+    /// never a disarm (`TimerKey.moveOnGrid`).
     private func timerMovedOnGrid(_ timer: RunLoopTimer) {
         timerKeys[Int(timer.item.slot)].moveOnGrid(to: timer.fireNanoseconds, tolerance: timer.toleranceNanoseconds)
         timerKeyChanged(timer)

@@ -131,6 +131,7 @@ final class RearmableTimerTests: XCTestCase {
         XCTAssertEqual(fires, 1)
         XCTAssertFalse(t.isValid)
     }
+
     /// A mode whose timers are all disarmed has no timer deadline, as a mode
     /// without timers: arming one gives it that date, its fire (or a
     /// disarm) takes it away again. A timer made for `.distantFuture` is
