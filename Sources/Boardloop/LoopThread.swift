@@ -265,10 +265,8 @@ public final class LoopThread: @unchecked Sendable {
         }
         // The exit source's perform stops whichever run is innermost; a stop
         // made before the loop ran is kept by the signalled source and the flag.
-        // A run without a deadline (as `run()`'s): one with a deadline reads
-        // the clock twice a pass to check it.
         while !exitRequested.load(ordering: .acquiring) {
-            do { _ = try loop.run(mode: .default, timeout: .seconds(10_000_000_000)) } catch { break }
+            do { _ = try loop.run(mode: .default, timeout: .seconds(86_400)) } catch { break }
         }
         if ready.isValid { finishStart(nil) }
         exitSource.invalidate()
