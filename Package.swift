@@ -109,7 +109,7 @@ let package = Package(
         .target(
             name: "BoardDaemon",
             dependencies: [
-                "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "CDaemon", "BoardControl", "CMosquitto",
+                "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "CDaemon", "CLinux", "BoardControl", "CMosquitto",
                 .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
             ],
             // `boardd --demo`: the demo config and its scripted person,

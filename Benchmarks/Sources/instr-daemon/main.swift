@@ -35,7 +35,9 @@ guard args.count == 4, let events = Int(args[3]), events > 0 else {
     exit(2)
 }
 /// Runs `body` on a new thread and waits for it (this thread blocks in the
-/// join, so the count is as exact as on one thread).
+/// join, so the count is as exact as on one thread). Not the test support's
+/// `JoinableThread`: that library links the allocation counter, whose
+/// `malloc` callgrind would count in every scenario.
 func onThread(_ body: @escaping () throws -> Void) throws {
     final class Box { let body: () throws -> Void; var error: Error?; init(_ b: @escaping () throws -> Void) { body = b } }
     let box = Box(body)

@@ -1,6 +1,6 @@
 import Boardloop
 import BoardloopGPIO
-import CDaemon
+import CLinux
 import Glibc
 import Logging
 import Synchronization
@@ -156,9 +156,10 @@ final class LoopRuntime: @unchecked Sendable {
     @inline(__always) var reactionEndNanoseconds: UInt64 {
         // (A manual clock through the loop: read here, it would be retained.)
         if onManualClock { return loop.now.nanoseconds }
-        // The engine's clock (CLOCK_MONOTONIC, through the vDSO), inline
-        // (the engine's own reader is a call from this module).
-        return UInt64(bd_monotonic_ns())
+        // The engine's clock (CLOCK_MONOTONIC, through the vDSO), read by
+        // the engine's inline C reader (`MonotonicClock` would be a call
+        // from this module).
+        return bl_monotonic_ns()
     }
     private let onManualClock: Bool
     var isMain: Bool { id == .main }

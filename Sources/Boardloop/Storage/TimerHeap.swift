@@ -29,9 +29,8 @@ struct TimerKey {
     /// has no timer deadline, as a mode without timers has none, and its
     /// passes neither read the clock for them nor arm the timerfd.
     @inline(__always) mutating func move(to newFire: UInt64, tolerance: UInt64) {
-        fire = newFire
-        let end = newFire &+ tolerance
-        latest = end < newFire || newFire >= MonotonicInstant.distantFuture.nanoseconds ? .max : end
+        moveOnGrid(to: newFire, tolerance: tolerance)
+        if newFire >= MonotonicInstant.distantFuture.nanoseconds { latest = .max }
     }
 
     /// `move` to a repeating timer's next grid point, without the disarm

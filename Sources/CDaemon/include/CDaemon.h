@@ -2,7 +2,6 @@
 #define BOARDD_CDAEMON_H
 #include <pthread.h>
 #include <sys/types.h>
-#include <time.h>
 
 /// posix_spawn(3)/posix_spawnp with stdin from /dev/null, stdout and stderr
 /// onto the given fds, every signal unblocked and at its default action
@@ -37,13 +36,4 @@ int bd_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 /// pthread_timedjoin_np: joins `thread` if it ends within `ms`
 /// milliseconds. Returns 0 (joined) or an errno (ETIMEDOUT).
 int bd_thread_timedjoin(pthread_t thread, int ms);
-
-/// CLOCK_MONOTONIC in nanoseconds, the engine's clock (through the vDSO,
-/// no system call): inline, for the end time a reaction records on the
-/// event path, where a call would cost more than the read's arithmetic.
-static inline unsigned long long bd_monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
-}
 #endif
