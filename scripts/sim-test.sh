@@ -5,14 +5,17 @@
 # Runs the guest twice: with the programs built against the system's
 # libgpiod 1.6, then against libgpiod 2.x (scripts/libgpiod2.sh; the 2.x
 # library goes into the initramfs by the programs' rpath).
-#   GUEST_PRODUCTS  Swift products to run in the guest (default: gpio-sim-guest)
+#   GUEST_PRODUCTS  Swift products to run in the guest (default: gpio-sim-guest; empty: none)
 #   GUEST_BOARDD    0 leaves boardd and boardctl (release builds) and their scenarios out (default 1)
 #   SIM_LIBGPIOD    which runs: "1 2" (default), "1" or "2"
 #   SIM_LOG         where the serial log goes (default: .build-guest/guest-libgpiodN.log)
+#   GUEST_SCENARIOS which of tests-guest/scenarios/ run (default: all)
+#   SIM_APPEND      more kernel arguments; NAME=VALUE ones reach the scenarios' environment
+#   SIM_TIMEOUT     seconds one guest may run (default 900)
 set -eu
 cd "$(dirname "$0")/.."
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"
-products=${GUEST_PRODUCTS:-gpio-sim-guest}
+products=${GUEST_PRODUCTS-gpio-sim-guest}
 scripts/sim/deps.sh
 kernel=$(scripts/sim/build-kernel.sh)
 mkdir -p .build-guest
@@ -42,11 +45,16 @@ for v in ${SIM_LIBGPIOD:-1 2}; do
         -DREF_LIBGPIOD_MAJOR=$(pkg-config --modversion libgpiod | cut -d. -f1)' sh "$ref"
     log=${SIM_LOG:-.build-guest/guest-libgpiod$v.log}
     BOARDD=$boardd BOARDCTL=$boardctl REACT_REF=$ref scripts/sim/build-initramfs.sh ".build-guest/initramfs-libgpiod$v.gz" $bins
-    scripts/sim/run-guest.sh "$kernel" ".build-guest/initramfs-libgpiod$v.gz" "$log" 900
-    # The guest program says which library it was built against: it must be this one.
-    grep -q "gpio-sim-guest: libgpiod $v\." "$log" || {
+    scripts/sim/run-guest.sh "$kernel" ".build-guest/initramfs-libgpiod$v.gz" "$log" "${SIM_TIMEOUT:-900}"
+    # The guest program (or, without it, react-ref) says which library it was
+    # built against: it must be this one.
+    case " $products " in
+    *" gpio-sim-guest "*) says="gpio-sim-guest: libgpiod" ;;
+    *) says="react-ref (C, libgpiod" ;;
+    esac
+    grep -q "$says $v\." "$log" || {
         echo "sim-test: the guest did not run against libgpiod $v:" >&2
-        grep "gpio-sim-guest: libgpiod" "$log" >&2 || true
+        grep "$says" "$log" >&2 || true
         exit 1
     }
 done

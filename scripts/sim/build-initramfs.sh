@@ -8,6 +8,8 @@
 # BOARDCTL=PATH, that boardctl goes to /usr/bin/boardctl (the boardctl
 # scenario); with REACT_REF=PATH, that program goes to /usr/bin/react-ref
 # and the host's strace to /usr/bin/strace.
+# With GUEST_SCENARIOS="NAME.sh ...", only those of tests-guest/scenarios/
+# (default: all of them).
 # With GUEST_MODE=shell (scripts/sim-shell.sh), the guest runs no tests:
 # its /init is scripts/sim/shell-init, and it holds scripts/sim-host.sh
 # with gpio-sim-up.sh and gpio-sim-down.sh in /scripts, boards/ in /boards,
@@ -27,7 +29,14 @@ copy_setpriv=""
 case ${GUEST_MODE:-test} in
 test)
     cp "$root_dir/tests-guest/init" "$stage/init"
-    cp "$root_dir"/tests-guest/scenarios/*.sh "$stage/tests/scenarios/" 2>/dev/null || true
+    if [ -n "${GUEST_SCENARIOS:-}" ]; then
+        for sc in $GUEST_SCENARIOS; do
+            [ -f "$root_dir/tests-guest/scenarios/$sc" ] || { echo "build-initramfs: no scenario tests-guest/scenarios/$sc" >&2; exit 2; }
+            cp "$root_dir/tests-guest/scenarios/$sc" "$stage/tests/scenarios/"
+        done
+    else
+        cp "$root_dir"/tests-guest/scenarios/*.sh "$stage/tests/scenarios/" 2>/dev/null || true
+    fi
     cp "$root_dir/tests-guest/lib.sh" "$root_dir/tests-guest/reaction-lib.sh" "$stage/tests/"
     cp "$root_dir/scripts/gpio-sim-up.sh" "$stage/tests/gpio-sim-up.sh"
     ;;
@@ -77,6 +86,8 @@ if [ -n "${REACT_REF:-}" ]; then
     copy_with_libs /usr/bin/react-ref "$REACT_REF"
     copy_with_libs /usr/bin/strace "$(command -v strace)"
 fi
+# With GUEST_MARK=PATH, the marker program (scripts/sim/mark.c) as /usr/bin/mark.
+[ -z "${GUEST_MARK:-}" ] || copy_with_libs /usr/bin/mark "$GUEST_MARK"
 for p in "$@"; do copy_with_libs "/tests/bin/$(basename "$p")" "$p"; done
 (cd "$stage" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$out"
 echo "initramfs: $out ($(du -h "$out" | cut -f1))" >&2

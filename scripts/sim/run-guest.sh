@@ -5,6 +5,7 @@
 # usage: [SIM_APPEND=ARGS] run-guest.sh BZIMAGE INITRAMFS LOG [TIMEOUT_SECONDS]
 #   SIM_APPEND  more kernel command-line arguments (clocksource=jiffies tests
 #               that the guest's init refuses to run on the jiffies clock)
+#   SIM_QEMU    more qemu arguments (a TCG plugin: scripts/bench-guest-reaction.sh --profile)
 #
 # The guest's clocksource is the TSC. Under TCG the kernel's own TSC
 # calibration (against the PIT; the guest kernel has no ACPI, so no HPET or
@@ -24,7 +25,7 @@ append="console=ttyS0 panic=-1 quiet tsc=reliable $tsc ${SIM_APPEND:-}"
 echo "run-guest: kernel command line: $append"
 timeout "$limit" qemu-system-x86_64 -accel tcg -m 512 -smp 1 -nic none -nographic -no-reboot \
     -kernel "$kernel" -initrd "$initrd" -serial "file:$log" -monitor none \
-    -append "$append" >/dev/null 2>&1 || echo "run-guest: qemu ended with status $? (124 = timed out after ${limit}s)"
+    -append "$append" ${SIM_QEMU:-} >/dev/null 2>&1 || echo "run-guest: qemu ended with status $? (124 = timed out after ${limit}s)"
 echo "run-guest: guest ran $(( $(date +%s) - start )) s; serial log in $log"
 grep -E '^(PASS|FAIL|GUEST-)' "$log" | tr -d '\r' || true
 grep -q 'GUEST-VERDICT: PASS' "$log"
