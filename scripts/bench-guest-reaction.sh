@@ -20,6 +20,7 @@
 #
 # usage: scripts/bench-guest-reaction.sh [--profile] [ROUNDS [EDGES]]   (default 5 rounds of 200 edges)
 #   SIM_LIBGPIOD  which branches: "1 2" (default), "1" or "2"
+#   GUEST_STATIC  1: boardd built as the .deb builds it (--static-swift-stdlib)
 # Latencies under TCG (software emulation) are indicative: see BENCHMARKS.md.
 set -eu
 cd "$(dirname "$0")/.."

@@ -7,6 +7,8 @@
 # library goes into the initramfs by the programs' rpath).
 #   GUEST_PRODUCTS  Swift products to run in the guest (default: gpio-sim-guest; empty: none)
 #   GUEST_BOARDD    0 leaves boardd and boardctl (release builds) and their scenarios out (default 1)
+#   GUEST_STATIC    1 builds them with the Swift runtime linked in, as the .deb does
+#                   (scratch .build-guest-static, .build-guest-gpiod2-static; default 0)
 #   SIM_LIBGPIOD    which runs: "1 2" (default), "1" or "2"
 #   SIM_LOG         where the serial log goes (default: .build-guest/guest-libgpiodN.log)
 #   GUEST_SCENARIOS which of tests-guest/scenarios/ run (default: all)
@@ -34,7 +36,9 @@ for v in ${SIM_LIBGPIOD:-1 2}; do
     boardd=""
     boardctl=""
     if [ "${GUEST_BOARDD:-1}" = 1 ]; then
-        bin=$(scripts/sim/build-boardd.sh "$scratch" $with)
+        bscratch=$scratch
+        [ "${GUEST_STATIC:-0}" = 1 ] && bscratch=$scratch-static
+        bin=$(scripts/sim/build-boardd.sh "$bscratch" $with)
         boardd=$bin/boardd
         boardctl=$bin/boardctl
     fi
