@@ -21,6 +21,8 @@
 # usage: scripts/bench-guest-reaction.sh [--profile] [ROUNDS [EDGES]]   (default 5 rounds of 200 edges)
 #   SIM_LIBGPIOD  which branches: "1 2" (default), "1" or "2"
 #   GUEST_STATIC  1: boardd built as the .deb builds it (--static-swift-stdlib)
+#   SIM_SMP       2: a guest of two CPUs, the edges driven from the second (not with --profile,
+#                 whose counters assume one)
 # Latencies under TCG (software emulation) are indicative: see BENCHMARKS.md.
 set -eu
 cd "$(dirname "$0")/.."
@@ -29,6 +31,7 @@ profile=0
 rounds=${1:-5}
 edges=${2:-200}
 case "$rounds$edges" in *[!0-9]* | "") echo "usage: $0 [--profile] [ROUNDS [EDGES]]" >&2; exit 2 ;; esac
+[ $profile = 0 ] || [ "${SIM_SMP:-1}" = 1 ] || { echo "$0: --profile counts one CPU: not with SIM_SMP" >&2; exit 2; }
 [ "$rounds" -ge 1 ] && [ "$edges" -ge 1 ] || { echo "usage: $0 [--profile] [ROUNDS [EDGES]]: both at least 1" >&2; exit 2; }
 # About 25 s a round under TCG on a quiet machine (a plugin slows it): room
 # for several times that, and the boot.

@@ -14,6 +14,8 @@
 #   GUEST_SCENARIOS which of tests-guest/scenarios/ run (default: all)
 #   SIM_APPEND      more kernel arguments; NAME=VALUE ones reach the scenarios' environment
 #   SIM_TIMEOUT     seconds one guest may run (default 900)
+#   SIM_SMP         the guest's CPUs (default 1); more boots a kernel built for them
+#                   (cached beside the default one)
 set -eu
 cd "$(dirname "$0")/.."
 [ -d /opt/swift/usr/bin ] && export PATH="/opt/swift/usr/bin:$PATH"

@@ -6,10 +6,11 @@
 #   SIM_APPEND  more kernel command-line arguments (clocksource=jiffies tests
 #               that the guest's init refuses to run on the jiffies clock)
 #   SIM_QEMU    more qemu arguments (a TCG plugin: scripts/bench-guest-reaction.sh --profile)
+#   SIM_SMP     the guest's CPUs (default 1; more needs a kernel built with the same SIM_SMP)
 #
 # The guest's clocksource is the TSC. Under TCG the kernel's own TSC
-# calibration (against the PIT; the guest kernel has no ACPI, so no HPET or
-# ACPI PM timer to calibrate against or to fall back on) fails in some boots,
+# calibration (against the PIT; the default guest kernel has no ACPI, so no
+# HPET or ACPI PM timer to calibrate against or to fall back on) fails in some boots,
 # which leaves the guest on the 4 ms jiffies clock. qemu's guest TSC counts
 # at the host's TSC rate, so its frequency is measured here
 # (host-tsc-khz.c) and given as tsc_early_khz=: the kernel then skips the
@@ -23,7 +24,7 @@ tsc=$("$here/tsc-arg.sh")
 start=$(date +%s)
 append="console=ttyS0 panic=-1 quiet tsc=reliable $tsc ${SIM_APPEND:-}"
 echo "run-guest: kernel command line: $append"
-timeout "$limit" qemu-system-x86_64 -accel tcg -m 512 -smp 1 -nic none -nographic -no-reboot \
+timeout "$limit" qemu-system-x86_64 -accel tcg -m 512 -smp "${SIM_SMP:-1}" -nic none -nographic -no-reboot \
     -kernel "$kernel" -initrd "$initrd" -serial "file:$log" -monitor none \
     -append "$append" ${SIM_QEMU:-} >/dev/null 2>&1 || echo "run-guest: qemu ended with status $? (124 = timed out after ${limit}s)"
 echo "run-guest: guest ran $(( $(date +%s) - start )) s; serial log in $log"
