@@ -10,9 +10,9 @@
 #
 # The guest's clocksource is the TSC. Under TCG the kernel's own TSC
 # calibration (against the PIT; the default guest kernel has no ACPI, so no
-# HPET or ACPI PM timer to calibrate against or to fall back on) fails in some boots,
-# which leaves the guest on the 4 ms jiffies clock. qemu's guest TSC counts
-# at the host's TSC rate, so its frequency is measured here
+# HPET or ACPI PM timer to calibrate against or to fall back on) fails in
+# some boots, which leaves the guest on the 4 ms jiffies clock. qemu's
+# guest TSC counts at the host's TSC rate, so its frequency is measured here
 # (host-tsc-khz.c) and given as tsc_early_khz=: the kernel then skips the
 # calibration. tsc=reliable skips the clocksource watchdog, which has no
 # other clock to check the TSC against.

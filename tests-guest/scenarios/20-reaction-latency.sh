@@ -44,10 +44,12 @@ phase() {
     command -v mark >/dev/null 2>&1 && mark "$1 end"
     return 0
 }
-# on: the CPU the reacting side runs on ("" with one CPU)
+# on: the command prefix that runs the reacting side on the first CPU, and
+# cpus: what the result lines say of it ("" both, with one CPU)
 on=""
-cpus=$(nproc)
-if [ "$cpus" -gt 1 ]; then
+cpus=""
+if [ "$(nproc)" -gt 1 ]; then
+    cpus="; $(nproc) CPUs, the reacting side on the first"
     taskset -p 2 $$ >/dev/null
     on="taskset 1"
 fi
@@ -108,8 +110,7 @@ while [ $round -le "$ROUNDS" ]; do
     fi
     p50=$(ratio "$b50" "$r50") p99=$(ratio "$b99" "$r99")
     echo "$b50 $r50 $p50 $b99 $r99 $p99" >> /tmp/latency-rounds
-    what="$N edges, edge -> output written: boardd (--log-level notice) p50 ${b50}us p99 ${b99}us max ${bmax}us; react-ref (C, $rlib) p50 ${r50}us p99 ${r99}us max ${rmax}us; boardd/C p50 ${p50}x p99 ${p99}x (TCG emulation: indicative)"
-    [ -z "$on" ] || what="$what; $cpus CPUs, the reacting side on the first"
+    what="$N edges, edge -> output written: boardd (--log-level notice) p50 ${b50}us p99 ${b99}us max ${bmax}us; react-ref (C, $rlib) p50 ${r50}us p99 ${r99}us max ${rmax}us; boardd/C p50 ${p50}x p99 ${p99}x (TCG emulation: indicative)$cpus"
     if [ "$ROUNDS" = 1 ]; then ok "$what"; else ok "round $round of $ROUNDS: $what"; fi
     round=$((round + 1))
 done
@@ -121,7 +122,5 @@ if [ "$ROUNDS" -gt 1 ]; then
     set -- $(col 2); rm=$1
     set -- $(col 4); b99m=$1
     set -- $(col 5); r99m=$1
-    where=""
-    [ -z "$on" ] || where=", $cpus CPUs"
-    ok "series: $ROUNDS rounds of $N edges, $rlib$where: boardd/C p50 median ${p50m}x (${p50lo}-${p50hi}), p99 median ${p99m}x (${p99lo}-${p99hi}); medians boardd p50 ${bm}us p99 ${b99m}us, react-ref p50 ${rm}us p99 ${r99m}us"
+    ok "series: $ROUNDS rounds of $N edges, $rlib: boardd/C p50 median ${p50m}x (${p50lo}-${p50hi}), p99 median ${p99m}x (${p99lo}-${p99hi}); medians boardd p50 ${bm}us p99 ${b99m}us, react-ref p50 ${rm}us p99 ${r99m}us$cpus"
 fi
