@@ -70,6 +70,9 @@ final class InputLine: @unchecked Sendable {
     let ringCapacity: Int
     @exclusivity(unchecked) private var ringHead = 0
     @exclusivity(unchecked) private(set) var ringCount = 0
+    /// Held events lost since the ring was last empty: the first of each
+    /// hold's losses is logged, not only the first since the start.
+    @exclusivity(unchecked) private var lostThisHold: UInt64 = 0
 
     // Counters.
     @exclusivity(unchecked) private(set) var eventsSeen: UInt64 = 0
@@ -153,20 +156,38 @@ final class InputLine: @unchecked Sendable {
         /// start again from the believed level, whatever their timing.
         var restart = false
         /// The line is unchanged but its request is made again (it shared
-        /// one with a line that changed): its filters go on, and the level
-        /// is read again at start (edges waiting in the old request's
-        /// kernel buffer went with it).
+        /// one with a line that changed, or only how its held events are
+        /// kept changed): its filters go on, and the level is read again
+        /// at start (edges waiting in the old request's kernel buffer were
+        /// read into the ring first where the line was held).
         var rerequested = false
+        /// The events the line held, oldest first (`(t << 1) | rising`):
+        /// delivered by the new line after its hold, or counted as lost
+        /// where its settings changed.
+        var held: [UInt64] = []
+        /// The line's counts since the start, carried so a reload does not
+        /// reset what `boardctl lines` and the metrics report.
+        var counts = Counts()
+
+        struct Counts {
+            var events: UInt64 = 0, heldInRing: UInt64 = 0, lost: UInt64 = 0, suspectedOverflows: UInt64 = 0, drainReads: UInt64 = 0
+        }
 
         /// Whether the new line goes on with these deadlines (else it
         /// starts its filters again from the believed level).
         func continues(with filters: InputFilters) -> Bool { !restart && self.filters == filters }
     }
 
+    /// The line's state for its successor in a reload (made then: the
+    /// held events are copied out of the ring).
     var filterState: FilterState {
-        FilterState(
+        var s = FilterState(
             filters: config.filters, gestures: config.gestures, level: level, rawLevel: rawLevel, rawTime: rawTime, chain: filters,
             gesture: gesture)
+        s.held = (0..<ringCount).map { ring[(ringHead + $0) % ringCapacity] }
+        s.counts = FilterState.Counts(
+            events: eventsSeen, heldInRing: heldInRing, lost: lost, suspectedOverflows: suspectedOverflows, drainReads: drainReads)
+        return s
     }
 
     /// What `start` does: take the previous config's state over (same
@@ -191,6 +212,29 @@ final class InputLine: @unchecked Sendable {
         }
         if !state.restart && state.gestures == config.gestures, let g = state.gesture { gesture = g }
         cell.value.store(level, ordering: .relaxed)
+        carryHeld(state)
+    }
+
+    /// The counts go on; the held events go into this line's ring, oldest
+    /// first, unless the line's settings changed (they were read through
+    /// another request and filters). What is not kept is counted as lost
+    /// and logged.
+    private func carryHeld(_ state: FilterState) {
+        eventsSeen = state.counts.events
+        heldInRing = state.counts.heldInRing
+        lost = state.counts.lost
+        suspectedOverflows = state.counts.suspectedOverflows
+        drainReads = state.counts.drainReads
+        let keep = state.restart ? 0 : min(state.held.count, ringCapacity)
+        for v in state.held.prefix(keep) {
+            ring[(ringHead + ringCount) % ringCapacity] = v
+            ringCount += 1
+        }
+        let dropped = state.held.count - keep
+        guard dropped > 0 else { return }
+        lost &+= UInt64(dropped)
+        let why = state.restart ? "its settings changed" : "its new ring holds \(ringCapacity)"
+        rt.logger.warning("\(config.name): \(dropped) held events dropped by the reload (\(why)); counted as lost")
     }
 
     /// Once every line of the loop is attached and the automation is set
@@ -221,6 +265,12 @@ final class InputLine: @unchecked Sendable {
             filters.reset(to: false)
             cell.value.store(false, ordering: .relaxed)
             deliver(true, at: now, rt)
+        }
+        // Events carried from before a reload, now admitted: delivered
+        // before anything read from the kernel later.
+        if ringCount > 0 && rt.admits(config.priority) {
+            events.heldDelivered(line: id, count: ringCount)
+            drainRing()
         }
         arm()
     }
@@ -438,7 +488,8 @@ final class InputLine: @unchecked Sendable {
     private func stash(_ rising: Bool, _ t: UInt64) {
         guard ringCount < ringCapacity else {
             lost &+= 1
-            events.ringFull(line: id, capacity: ringCapacity, lost: lost)
+            lostThisHold &+= 1
+            events.ringFull(line: id, capacity: ringCapacity, lost: lost, firstOfHold: lostThisHold == 1)
             return
         }
         ring[(ringHead + ringCount) % ringCapacity] = (t << 1) | (rising ? 1 : 0)
@@ -454,6 +505,7 @@ final class InputLine: @unchecked Sendable {
             ringCount -= 1
             process(v & 1 == 1, at: v >> 1)
         }
+        if ringCount == 0 { lostThisHold = 0 }
     }
 
     /// Called when the loop's mode changed to one that admits the line:

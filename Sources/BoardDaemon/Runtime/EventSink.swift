@@ -254,11 +254,11 @@ final class EventSink: @unchecked Sendable {
         emit(TraceRecord(kind: .lost, step: kind.rawValue, line: Int32(line), generation: generation, nanoseconds: n), shown: level <= .warning)
     }
 
-    /// A held event found the line's ring full (reported at the first and
-    /// every thousandth; a recording counts each as lost).
-    func ringFull(line: Int, capacity: Int, lost: UInt64) {
+    /// A held event found the line's ring full (reported at the first of
+    /// each hold and every thousandth; a recording counts each as lost).
+    func ringFull(line: Int, capacity: Int, lost: UInt64, firstOfHold: Bool) {
         if let rc = recorder { rc.push(TraceRecord(kind: .lost, line: Int32(line), generation: generation, nanoseconds: 1), at: loop.now.nanoseconds) }
-        guard warningOn, lost == 1 || lost % 1000 == 0 else { return }
+        guard warningOn, firstOfHold || lost % 1000 == 0 else { return }
         emit(
             TraceRecord(kind: .ringFull, line: Int32(line), generation: generation, number: Int32(clamping: capacity), nanoseconds: lost),
             shown: level <= .warning)

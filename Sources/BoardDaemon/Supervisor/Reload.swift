@@ -241,6 +241,22 @@ extension LoopRuntime {
         return outputs
     }
 
+    /// Before the requests a reload does not keep are released: where
+    /// every line of one is held, what its kernel buffer holds is read
+    /// into the lines' rings (and carried from there), not released with
+    /// the request.
+    private func readHeldBeforeRelease(keeping requestKept: [ObjectIdentifier: Bool]) {
+        var held: [ObjectIdentifier: (request: GPIOLineRequest, all: Bool)] = [:]
+        for case let i? in inputs where requestKept[ObjectIdentifier(i.request)] != true {
+            let key = ObjectIdentifier(i.request)
+            let isHeld = !admits(i.config.priority)
+            held[key] = (i.request, (held[key]?.all ?? true) && isHeld)
+        }
+        for (_, r) in held where r.all && r.request.eventSource != nil && r.request.hasPendingEvents {
+            r.request.readPendingEvents()
+        }
+    }
+
     /// Swaps in a new program between passes: tasks stop; sequences the new
     /// program runs the same way go on, others were stopped by
     /// `stopAbandonedSequences`; outputs in `makeSafe` and outputs the new
@@ -290,6 +306,7 @@ extension LoopRuntime {
             let keeps = same(i.config) != nil && newGroup[i.config.name] == oldGroup[key]
             requestKept[key] = (requestKept[key] ?? true) && keeps
         }
+        readHeldBeforeRelease(keeping: requestKept)
         for case let i? in inputs {
             i.unschedule()
             var state = i.filterState
@@ -298,8 +315,15 @@ extension LoopRuntime {
                 filters[b.name] = state
             } else {
                 if let n = p.config.line(named: i.config.name), p.config[n].isInput, p.config[n].loop == id {
-                    if same(i.config) != nil { state.rerequested = true } else { state.restart = true }
+                    // Only how its held events are kept changed: the same
+                    // line in a new request, its filters and ring go on.
+                    let b = p.config[n]
+                    let sameLine = b.address == i.config.address && b.settings == i.config.settings
+                    if sameLine { state.rerequested = true } else { state.restart = true }
                     filters[i.config.name] = state
+                } else if !state.held.isEmpty {
+                    logger.warning(
+                        "\(i.config.name): \(state.held.count) held events dropped by the reload (the new config has no such input on this loop); counted as lost")
                 }
                 i.request.release()
                 result.released += 1
