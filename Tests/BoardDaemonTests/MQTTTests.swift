@@ -28,7 +28,7 @@ final class MQTTTests: XCTestCase {
           blink:
             steps:
               - set: { lamp: on }
-              - wait: 300ms
+              - wait: 3s
               - set: { lamp: off }
         tasks:
           tick: { every: 500ms, do: [ log: { level: debug, message: tick } ] }
@@ -185,6 +185,21 @@ final class MQTTTests: XCTestCase {
         XCTAssertNotNil(probe.wait("\(p)/sequence/blink/state", "idle"))
         XCTAssertNotNil(probe.wait("\(p)/line/lamp/state", "ON"), "the sequence's write is published, whoever made it")
 
+        // An empty payload (how a client clears a retained message) is no
+        // command: ignored, with no error. STOP ends a run early, and the
+        // lamp its step turned on goes to its safe value.
+        probe.clear()
+        probe.publish("\(p)/sequence/blink/run", "")
+        XCTAssertTrue(run.daemon.waitFor("mqtt: \(p)/sequence/blink/run: an empty payload is not a command; ignored"), run.daemon.log)
+        probe.publish("\(p)/sequence/blink/run", "START")
+        XCTAssertNotNil(probe.wait("\(p)/line/lamp/state", "ON"), "\(probe.messages)")
+        XCTAssertNotNil(probe.wait { $0.topic == "\(p)/sequence/blink/event" && $0.json?["event"] as? String == "started" })
+        XCTAssertEqual(probe.messages.filter { $0.topic == "\(p)/sequence/blink/event" }.count, 1, "one start: the empty payload started nothing")
+        probe.publish("\(p)/sequence/blink/run", "STOP")
+        XCTAssertNotNil(probe.wait { $0.topic == "\(p)/sequence/blink/event" && $0.json?["event"] as? String == "stopped" }, "\(probe.messages)")
+        XCTAssertNotNil(probe.wait("\(p)/line/lamp/state", "OFF"), "the stopped run's lamp went to its safe value")
+        XCTAssertNil(probe.messages.first { $0.topic == "\(p)/error" }, "an empty payload is not refused either")
+
         // A mode, set remotely: held back, the button's edges wait.
         probe.clear()
         probe.publish("\(p)/loop/main/mode/set", "quiet")
@@ -201,7 +216,7 @@ final class MQTTTests: XCTestCase {
             ("\(p)/line/relay/set", "BANANA", "expected ON, OFF, TOGGLE or PULSE with a duration (PULSE 500ms)"),
             ("\(p)/line/relay/set", "PULSE 5", "PULSE: "),
             ("\(p)/line/rleay/set", "ON", "no line named 'rleay'; did you mean 'relay'?"),
-            ("\(p)/sequence/blink/run", "DANCE", "expected START (or an empty payload, or PRESS) or STOP"),
+            ("\(p)/sequence/blink/run", "DANCE", "expected START (or RUN, or PRESS) or STOP"),
         ] {
             probe.publish(topic, payload)
             let e = try XCTUnwrap(

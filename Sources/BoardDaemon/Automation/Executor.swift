@@ -147,6 +147,13 @@ extension LoopRuntime {
             let writes = program.writes
             let l = Int(writes[Int(first)].line)
             if outputs[l] != nil { setMany(writes[Int(first)..<Int(first + count)]) } else { post(pc, ctx, to: config.lines[l].loop) }
+        case let .setSafe(l):
+            guard let safe = config.lines[Int(l)].safeValue else { break }
+            if let o = outputs[Int(l)] {
+                if o.value != safe { o.set(safe) }
+            } else {
+                post(pc, ctx, to: config.lines[Int(l)].loop)
+            }
         case let .pulse(l, ns):
             if let o = outputRefs[Int(l)] { o._withUnsafeGuaranteedRef { $0.pulse(ns) } } else { post(pc, ctx, to: config.lines[Int(l)].loop) }
         case let .run(site):
@@ -159,7 +166,7 @@ extension LoopRuntime {
         case let .start(s):
             if let r = sequences[Int(s)] { r.start(ctx) } else { post(pc, ctx, to: config.sequences[Int(s)].loop) }
         case let .stop(s):
-            if let r = sequences[Int(s)] { r.stop() } else { post(pc, ctx, to: config.sequences[Int(s)].loop) }
+            if let r = sequences[Int(s)] { r.stop(ctx) } else { post(pc, ctx, to: config.sequences[Int(s)].loop) }
         case .wait, .branch, .jump:
             break
         }

@@ -10,6 +10,9 @@ enum Op: Sendable, Equatable {
     /// consecutive `set`s, each request of them written in one kernel call.
     case setMany(first: Int32, count: Int32)
     case toggle(line: Int32)
+    /// Sets an output to its `safe:` value unless it is there already (a
+    /// stopped run's default: an e-stop that just set it writes it once).
+    case setSafe(line: Int32)
     case pulse(line: Int32, nanoseconds: Int64)
     case wait(nanoseconds: Int64)
     case run(site: Int32)
@@ -77,6 +80,9 @@ final class Program: Sendable {
     let reactions: [OpRange]
     let tasks: [OpRange]
     let sequences: [OpRange]
+    /// What a stopped run of each sequence does: its `on_stop:`, or its
+    /// outputs with a `safe:` value set to it (`DaemonConfig.safeStop`).
+    let sequenceStops: [OpRange]
     let cells: [LineCell]
     /// Lines some `pulse` targets (they get a pulse timer).
     let pulsedLines: Set<Int>
@@ -92,6 +98,9 @@ final class Program: Sendable {
         reactions = config.reactions.map { b.compile($0.actions) }
         tasks = config.tasks.map { b.compile($0.actions) }
         sequences = config.sequences.map { b.compile($0.steps) }
+        sequenceStops = config.sequences.map { s in
+            s.onStop.map { b.compile($0) } ?? b.compileSafe(config.safeStop(of: s))
+        }
         control = b.compileControl(config)
         ops = b.ops
         conditions = b.conditions
@@ -121,6 +130,13 @@ final class Program: Sendable {
         mutating func compile(_ actions: [Action]) -> OpRange {
             let start = Int32(ops.count)
             emit(actions)
+            return OpRange(start: start, end: Int32(ops.count))
+        }
+
+        /// `setSafe` of each line.
+        mutating func compileSafe(_ lines: [LineID]) -> OpRange {
+            let start = Int32(ops.count)
+            for l in lines { ops.append(.setSafe(line: Int32(l.index))) }
             return OpRange(start: start, end: Int32(ops.count))
         }
 

@@ -10,6 +10,8 @@ final class SequenceRunner {
     unowned let rt: LoopRuntime
     let events: EventSink
     let range: OpRange
+    /// What a stopped run does (`Program.sequenceStops`).
+    let stopRange: OpRange
 
     struct Run {
         var pc: Int32 = -1
@@ -31,12 +33,13 @@ final class SequenceRunner {
     @exclusivity(unchecked) private var queue: [Context]
     @exclusivity(unchecked) private var queueHead = 0
 
-    init(index: Int, config: SequenceConfig, runtime: LoopRuntime, range: OpRange) {
+    init(index: Int, config: SequenceConfig, runtime: LoopRuntime, range: OpRange, stopRange: OpRange) {
         self.index = index
         self.config = config
         rt = runtime
         events = runtime.events
         self.range = range
+        self.stopRange = stopRange
         runs = Array(repeating: Run(), count: config.policy.concurrentRuns)
         if case let .queued(max) = config.policy {
             queue = Array(repeating: Context(), count: max)
@@ -90,7 +93,9 @@ final class SequenceRunner {
             events.sequence(index, .refused(.single))
         case .restart:
             restarted &+= 1
-            halt(exiting: false)
+            // The new run takes the outputs over: only an `on_stop:` runs
+            // between (the default's safe values would glitch them).
+            halt(exiting: false, cleanup: config.onStop != nil ? ctx : nil)
             events.sequence(index, .restarted)
             begin(0, ctx)
         case let .queued(max):
@@ -165,22 +170,37 @@ final class SequenceRunner {
         if !isRunning { rt.sequenceExited(self) }
     }
 
-    /// Stops every run and drops queued starts.
-    func stop() {
+    /// Stops every run and drops queued starts; a run that was in
+    /// progress ends with the stop's actions (`on_stop:`, or its outputs
+    /// to their safe values), before the sequence's mode is left. `ctx`:
+    /// the stop's own cause (a reaction, a front end).
+    func stop(_ ctx: Context = Context()) {
         guard isRunning || queued > 0 else { return }
         stopped &+= 1
-        halt(exiting: true)
+        halt(exiting: true, cleanup: ctx)
     }
 
-    private func halt(exiting: Bool) {
+    private func halt(exiting: Bool, cleanup ctx: Context? = nil) {
         let was = isRunning
         for i in runs.indices {
             runs[i].pc = -1
             runs[i].timer?.disarm()
         }
         queued = 0
+        if was, let ctx { runStopActions(ctx) }
         if was && exiting { events.sequence(index, .stopped) }
         if was && exiting { rt.sequenceExited(self) }
+    }
+
+    /// The stop's actions, run at once (they hold no `wait`), as the
+    /// sequence's: written as by the sequence in the event stream.
+    func runStopActions(_ ctx: Context) {
+        guard !stopRange.isEmpty else { return }
+        rt.activity.store(Activity.sequence.code(index), ordering: .relaxed)
+        let was = events.writing(.sequence, index)
+        rt.execute(stopRange, ctx)
+        events.restore(was)
+        rt.activity.store(0, ordering: .relaxed)
     }
 
     func detach() {

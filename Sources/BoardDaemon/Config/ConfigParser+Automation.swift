@@ -10,6 +10,9 @@ extension ConfigParser {
     struct ActionContext {
         var loop: LoopID
         var inSequence: Bool
+        /// In a sequence's `on_stop:`, that sequence's name (its actions run
+        /// at once: no `wait`, and no start of the sequence being stopped).
+        var onStop: String? = nil
     }
 
     // MARK: Line references
@@ -55,7 +58,8 @@ extension ConfigParser {
         for (i, item) in items.enumerated() {
             out += parseAction(item, YAMLReader.index(path, i), ctx)
         }
-        if items.isEmpty { r.error(node, path, "the list of actions is empty") }
+        // `on_stop: []` is a choice: a stopped run leaves its outputs as they are.
+        if items.isEmpty && ctx.onStop == nil { r.error(node, path, "the list of actions is empty") }
         return log.errorCount == before ? out : nil
     }
 
@@ -91,8 +95,12 @@ extension ConfigParser {
             }
             return out
         case "wait":
-            guard ctx.inSequence else {
-                r.error(e.keyNode, e.path, "wait is only allowed in a sequence's steps; move these actions into a sequence")
+            guard ctx.inSequence, ctx.onStop == nil else {
+                r.error(
+                    e.keyNode, e.path,
+                    ctx.onStop != nil
+                        ? "wait is not allowed in on_stop: its actions run at once, when the run is stopped"
+                        : "wait is only allowed in a sequence's steps; move these actions into a sequence")
                 return []
             }
             return r.duration(v, e.path).map { [.wait($0)] } ?? []
@@ -117,6 +125,10 @@ extension ConfigParser {
             return r.string(v, e.path, what: "a message").map { [.log(.info, $0)] } ?? []
         case "mode": return mode(v, e.path).map { [.mode($0)] } ?? []
         case "sequence", "stop":
+            if e.key == "sequence", let own = ctx.onStop, case let .scalar(s) = v, s.string == own {
+                r.error(v, e.path, "on_stop cannot start '\(own)' again: it runs while '\(own)' is being stopped")
+                return []
+            }
             guard let id = sequenceRef(v, e.path) else { return [] }
             return [e.key == "sequence" ? .startSequence(id) : .stopSequence(id)]
         default: return parseIf(v, e.path, ctx).map { [$0] } ?? []
@@ -297,7 +309,7 @@ extension ConfigParser {
 
     func parseSequence(_ se: YAMLReader.Entry) -> SequenceConfig? {
         guard checkName(se.key, se.keyNode, se.path, what: "sequence") else { return nil }
-        guard let entries = r.mapping(se.value, se.path, allowed: ["mode", "policy", "max", "steps", "worker", "description"])
+        guard let entries = r.mapping(se.value, se.path, allowed: ["mode", "policy", "max", "steps", "on_stop", "worker", "description"])
         else { return nil }
         func entry(_ k: String) -> YAMLReader.Entry? { entries.first { $0.key == k } }
         let before = log.errorCount
@@ -331,8 +343,12 @@ extension ConfigParser {
         } else {
             r.error(se.keyNode, se.path, "sequence '\(se.key)' needs steps")
         }
+        var onStop: [Action]?
+        if let x = entry("on_stop") {
+            onStop = parseActions(x.value, x.path, ActionContext(loop: loop, inSequence: true, onStop: se.key))
+        }
         guard log.errorCount == before, let steps else { return nil }
-        return SequenceConfig(name: se.key, mode: modeID, policy: policy, steps: steps, loop: loop)
+        return SequenceConfig(name: se.key, mode: modeID, policy: policy, steps: steps, loop: loop, onStop: onStop)
     }
 }
 

@@ -78,7 +78,10 @@ extension ConfigParser {
         }
         for x in reactions { entered(x.actions, x.loop, "reaction '\(x.name)'") }
         for t in tasks { entered(t.actions, t.loop, "task '\(t.name)'") }
-        for s in sequences { entered(s.steps, s.loop, "sequence '\(s.name)'") }
+        for s in sequences {
+            entered(s.steps, s.loop, "sequence '\(s.name)'")
+            entered(s.onStop ?? [], s.loop, "the on_stop of sequence '\(s.name)'")
+        }
 
         // What a line's plan reads of the holds: per loop and mode, the
         // first open hold and the longest (the first of equals), with their

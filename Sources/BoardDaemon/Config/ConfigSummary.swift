@@ -135,7 +135,8 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
         sequences = c.sequences.map { s in
             Item(
                 name: s.name,
-                detail: "mode \(s.mode.map { c.modes[$0.index].name } ?? "(current)"), policy \(s.policy), on \(c.loops[s.loop.index].name): \(text.list(s.steps))")
+                detail: "mode \(s.mode.map { c.modes[$0.index].name } ?? "(current)"), policy \(s.policy), on \(c.loops[s.loop.index].name): \(text.list(s.steps))"
+                    + (s.onStop.map { $0.isEmpty ? "; on_stop: nothing" : "; on_stop: \(text.list($0))" } ?? ""))
         }
         commands = c.commands.map { cmd in
             var d = cmd.argv.map { "argv \($0)" } ?? "argv from run"

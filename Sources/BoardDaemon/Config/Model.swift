@@ -154,6 +154,10 @@ public struct SequenceConfig: Sendable, Equatable {
     public var policy: SequencePolicy
     public var steps: [Action]
     public var loop: LoopID
+    /// What a stopped run does (`on_stop:`): a stop action, a front end's
+    /// stop, a reload that stops it, or a `restart` start. Nil: a stop
+    /// sets the outputs its steps write that have a `safe:` value to it.
+    public var onStop: [Action]? = nil
 }
 
 /// What happens when a sequence is started while it runs (ESPHome's script modes).

@@ -391,6 +391,12 @@ final class MQTTBridge {
             return
         }
         guard topic.hasPrefix(prefix + "/") else { return }
+        guard raw.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0a && $0 != 0x0d }) else {
+            // An empty publish is how MQTT clears a retained message: it is
+            // never a command, and not an error either.
+            logger.info("mqtt: \(topic): an empty payload is not a command; ignored")
+            return
+        }
         let payload = String(decoding: raw.prefix(Self.maxPayload), as: UTF8.self)
         guard !retained else {
             // A retained command would run again at every connection.
@@ -504,9 +510,9 @@ final class MQTTBridge {
         }
         let ops = daemon.main.program.control
         switch payload.trimmingWhitespace.uppercased() {
-        case "", "START", "RUN", "PRESS": perform(ops.start(sequence: id.index), "sequence start \(name)")
+        case "START", "RUN", "PRESS": perform(ops.start(sequence: id.index), "sequence start \(name)")
         case "STOP": perform(ops.stop(sequence: id.index), "sequence stop \(name)")
-        default: throw Refusal("expected START (or an empty payload, or PRESS) or STOP")
+        default: throw Refusal("expected START (or RUN, or PRESS) or STOP")
         }
     }
 

@@ -184,7 +184,8 @@ final class LoopRuntime: @unchecked Sendable {
     /// The automation of the current program: tasks, sequences, triggers.
     func setUpAutomation() throws {
         for (i, s) in config.sequences.enumerated() where s.loop == id {
-            let r = SequenceRunner(index: i, config: s, runtime: self, range: program.sequences[i])
+            let r = SequenceRunner(
+                index: i, config: s, runtime: self, range: program.sequences[i], stopRange: program.sequenceStops[i])
             try r.makeTimers()
             sequences[i] = r
         }

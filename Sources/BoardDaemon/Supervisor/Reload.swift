@@ -148,7 +148,7 @@ extension DaemonConfig {
     /// A sequence's definition in words, with every reference by name: two
     /// configs run "the same sequence" when these are equal.
     func definition(of s: SequenceConfig) -> String {
-        "mode \(s.mode.map { modes[$0.index].name } ?? "-") policy \(s.policy) loop \(loops[s.loop.index].name) steps \(describe(s.steps))"
+        "mode \(s.mode.map { modes[$0.index].name } ?? "-") policy \(s.policy) loop \(loops[s.loop.index].name) steps \(describe(s.steps)) on_stop \(s.onStop.map(describe) ?? "safe")"
     }
 
     private func describe(_ actions: [Action]) -> String {
@@ -178,6 +178,12 @@ extension DaemonConfig {
         case let .all(cs): "all(\(cs.map(describe).joined(separator: ",")))"
         case let .any(cs): "any(\(cs.map(describe).joined(separator: ",")))"
         }
+    }
+
+    /// What a stopped run sets when the sequence has no `on_stop:`: each
+    /// output its steps write that has a `safe:` value, to it.
+    func safeStop(of s: SequenceConfig) -> [LineID] {
+        outputs(of: s).compactMap { name in line(named: name).flatMap { self[$0].safeValue != nil ? $0 : nil } }
     }
 
     /// The output lines a sequence's steps set, toggle or pulse, by name.
@@ -233,6 +239,12 @@ extension LoopRuntime {
                 why = "the new config has no such sequence"
             }
             s.abandon()
+            if s.config.onStop != nil {
+                // Its own stop actions, from the program it ran under.
+                logger.notice("sequence \(name): stopped by the reload (\(why)); its on_stop runs")
+                s.runStopActions(Context())
+                continue
+            }
             let touched = config.outputs(of: s.config)
             logger.notice(
                 "sequence \(name): stopped by the reload (\(why))\(touched.isEmpty ? "" : "; its outputs \(touched.joined(separator: ", ")) go to their safe values")")

@@ -170,6 +170,7 @@ public enum Replay {
                 case let .startSequence(q) where !seen.contains(q.index):
                     seen.insert(q.index)
                     visit(config[q].steps)
+                    visit(config[q].onStop ?? [])
                 case let .ifThen(_, then, otherwise):
                     visit(then)
                     visit(otherwise)
