@@ -90,10 +90,42 @@ public enum ControlClient {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
             }
         } while r < 0 && errno == EINTR
-        if r == 0 { return fd }
+        if r == 0 {
+            if let peer = peer(fd), !trusts(uid: peer.uid, path: path) {
+                close(fd)
+                throw .untrustedPeer(path: path, uid: peer.uid, pid: peer.pid)
+            }
+            return fd
+        }
         let e = errno
         close(fd)
         throw classify(connectErrno: e, path: path)
+    }
+
+    /// The process at the other end of a connected Unix socket (SO_PEERCRED).
+    static func peer(_ fd: Int32) -> (pid: Int32, uid: UInt32)? {
+        // struct ucred: pid, uid, gid.
+        var cred: (Int32, UInt32, UInt32) = (0, 0, 0)
+        var len = socklen_t(MemoryLayout.size(ofValue: cred))
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 else { return nil }
+        return (cred.0, cred.1)
+    }
+
+    /// Whether a socket's listener may be believed to be boardd: it runs as
+    /// root, as this user, or as the owner of the socket's directory
+    /// (`/run/boardd` belongs to the service's user). A socket another user
+    /// made in `/tmp` (owned by root, writable by all) is not trusted.
+    public static func trusts(uid: UInt32, path: String, me: UInt32 = getuid()) -> Bool {
+        if uid == 0 || uid == me || uid == geteuid() { return true }
+        let dir = path.lastIndex(of: "/").map { path[..<$0].isEmpty ? "/" : String(path[..<$0]) } ?? "."
+        var st = stat()
+        return stat(dir, &st) == 0 && st.st_uid == uid
+    }
+
+    /// `uid 1001 (alice)`.
+    static func userName(_ uid: UInt32) -> String {
+        guard let pw = getpwuid(uid), let name = pw.pointee.pw_name else { return "uid \(uid)" }
+        return "uid \(uid) (\(String(cString: name)))"
     }
 
     /// What a failed connect() means to a person.

@@ -17,6 +17,10 @@ public enum ControlError: Error, Equatable, Sendable {
     case connection(path: String, problem: String)
     /// A file boardctl writes (a trace) cannot be written.
     case file(path: String, problem: String)
+    /// The process answering on the socket runs as a user boardctl does
+    /// not trust to be boardd (not root, not this user, not the owner of
+    /// the socket's directory): nothing was sent to it.
+    case untrustedPeer(path: String, uid: UInt32, pid: Int32)
 
     /// The protocol version this boardctl speaks.
     public static let protocolVersion = 1
@@ -29,6 +33,7 @@ public enum ControlError: Error, Equatable, Sendable {
         case .versionMismatch: return 5
         case .connection: return 6
         case .file: return 1
+        case .untrustedPeer: return 7
         }
     }
 
@@ -62,6 +67,9 @@ public enum ControlError: Error, Equatable, Sendable {
             return "boardd at \(path): \(problem)"
         case let .file(path, problem):
             return "cannot write \(path): \(problem)"
+        case let .untrustedPeer(path, uid, pid):
+            return
+                "the process answering on \(path) (pid \(pid)) runs as \(ControlClient.userName(uid)), which is neither root, you nor the owner of the socket's directory: it is not trusted to be boardd, and nothing was sent (give --socket with the path your boardd listens on)"
         }
     }
 }

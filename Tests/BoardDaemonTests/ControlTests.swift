@@ -427,11 +427,29 @@ final class ControlTests: XCTestCase {
 
     // MARK: Limits
 
+    /// A connection that never sends a request holds its slot 10 s, not
+    /// the 60 s a client that has asked something gets.
+    func testAClientThatSendsNothingAfterConnectingIsClosedSooner() throws {
+        let h = try harness()
+        let c = try ControlClient(socketPath)
+        try h.daemon.settle()
+        try h.daemon.advance(by: .seconds(9), step: .milliseconds(500))
+        XCTAssertEqual(c.lines(), [])
+        try h.daemon.advance(by: .seconds(2), step: .milliseconds(500))
+        let got = c.lines()
+        XCTAssertEqual(got.count, 1)
+        let reply = try Self.object(try XCTUnwrap(got.first))
+        XCTAssertEqual(Self.code(reply), "idle")
+        XCTAssertEqual((reply["error"] as? [String: Any])?["message"] as? String, "no complete request for 10s after connecting; closing the connection")
+        _ = c.lines()
+        XCTAssertTrue(c.sawEOF)
+    }
+
     func testAClientThatSendsNothingIsClosedAtTheIdleTimeout() throws {
         let h = try harness()
         let c = try ControlClient(socketPath)
         try h.daemon.settle()
-        try h.daemon.advance(by: .seconds(59), step: .milliseconds(500))
+        try h.daemon.advance(by: .seconds(5), step: .milliseconds(500))
         XCTAssertEqual(c.lines(), [])
         XCTAssertFalse(c.sawEOF)
         // A complete request resets the clock.
@@ -448,10 +466,14 @@ final class ControlTests: XCTestCase {
         XCTAssertEqual(h.daemon.control?.clients.count, 0)
     }
 
+    /// Past `max_clients`, root and boardd's own user (this test is both)
+    /// still get the two kept slots; past those, `busy`.
     func testMaxClientsPlusOneIsTurnedAwayBusy() throws {
         let h = try harness(Self.yaml + "\ncontrol: { max_clients: 2 }\n")
         let a = try ControlClient(socketPath), b = try ControlClient(socketPath)
+        let kept = [try ControlClient(socketPath), try ControlClient(socketPath)]
         try h.daemon.settle()
+        for k in kept { XCTAssertEqual(try k.request(#"{"v":1,"cmd":"ping"}"#, h)["pong"] as? Bool, true, "a kept slot") }
         let third = try ControlClient(socketPath)
         try h.daemon.settle()
         let got = third.lines()
@@ -536,6 +558,30 @@ final class ControlTests: XCTestCase {
         XCTAssertTrue((r.stdout + r.stderr).contains("the control socket \(socketPath) is in use: another boardd (pid \(getpid()))"), r.stderr)
         let c = try ControlClient(socketPath)
         XCTAssertEqual(try c.request(#"{"v":1,"cmd":"ping"}"#, h)["pong"] as? Bool, true)
+    }
+
+    /// A socket file another user made where boardd would listen (in /tmp
+    /// anyone may): neither asked nor replaced, and the start names its owner.
+    func testASocketFileOfAnotherUserIsNeitherUsedNorReplaced() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to give the socket file to another user") }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var a = sockaddr_un()
+        a.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &a.sun_path) { b in
+            for (i, c) in socketPath.utf8.enumerated() { b[i] = c }
+        }
+        let bound = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        XCTAssertEqual(bound, 0)
+        Glibc.close(fd)  // a stale file: nothing listens
+        XCTAssertEqual(chown(socketPath, 65534, 65534), 0)
+        XCTAssertThrowsError(try harness()) { e in
+            XCTAssertEqual(
+                "\(e)",
+                "the control socket path \(self.socketPath) is a socket of another user (uid 65534 (nobody)); boardd will not use or replace it: give this one another path (--socket PATH or control: { path: ... }), or set XDG_RUNTIME_DIR")
+        }
+        var st = stat()
+        XCTAssertEqual(lstat(socketPath, &st), 0, "left where it was")
+        XCTAssertEqual(st.st_uid, 65534)
     }
 
     func testEnabledFalseListensNowhere() throws {

@@ -13,6 +13,8 @@ public struct ControlConfig: Sendable, Equatable {
     public var group: String?
     /// Clients connected at once; the next is told "busy" and closed.
     public var maxClients = 16
+    /// Slots beyond `maxClients` kept for root and boardd's own user.
+    public static let keptClients = 2
 
     public init() {}
 }

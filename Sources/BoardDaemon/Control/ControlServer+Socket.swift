@@ -30,12 +30,25 @@ extension ControlServer {
         let path = resolvePath(flag: options.path, config: config.path, name: options.defaultName)
         var st = stat()
         guard lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFSOCK else { return }
+        try refuseForeign(path, st)
         let probe = bd_unix_connect(path)
         guard probe >= 0 else { return }
         var p: pid_t = 0, u: uid_t = 0, g: gid_t = 0
         _ = bd_peer_credentials(probe, &p, &u, &g)
         Glibc.close(probe)
-        throw StartError.live(path: path, pid: p)
+        throw StartError.live(path: path, pid: p, uid: u)
+    }
+
+    /// A socket file another user made (in `/tmp`, anyone may): neither
+    /// asked whether it is live nor replaced.
+    static func refuseForeign(_ path: String, _ st: stat) throws {
+        if st.st_uid != getuid() && st.st_uid != geteuid() && st.st_uid != 0 { throw StartError.foreign(path: path, uid: st.st_uid) }
+    }
+
+    /// `uid 1001 (alice)`.
+    static func userName(_ uid: UInt32) -> String {
+        guard let pw = getpwuid(uid), let name = pw.pointee.pw_name else { return "uid \(uid)" }
+        return "uid \(uid) (\(String(cString: name)))"
     }
 
     /// Binds `path`: a stale socket file (nothing answers) is replaced; a
@@ -47,12 +60,13 @@ extension ControlServer {
         var st = stat()
         if lstat(path, &st) == 0 {
             guard st.st_mode & S_IFMT == S_IFSOCK else { throw StartError.notSocket(path) }
+            try refuseForeign(path, st)
             let probe = bd_unix_connect(path)
             if probe >= 0 {
                 var p: pid_t = 0, u: uid_t = 0, g: gid_t = 0
                 _ = bd_peer_credentials(probe, &p, &u, &g)
                 Glibc.close(probe)
-                throw StartError.live(path: path, pid: p)
+                throw StartError.live(path: path, pid: p, uid: u)
             }
             guard -probe == ECONNREFUSED else { throw StartError.system(path: path, what: "cannot tell whether it is in use", errno: -probe) }
             // Stale: left by a daemon that did not remove it.

@@ -18,10 +18,12 @@ extension ControlServer {
         let now = loop.now.nanoseconds
         for c in clients where c.idleAt <= now {
             counters.idle += 1
+            let limit = c.heardFrom ? options.idleTimeout : min(options.idleTimeout, options.firstRequestTimeout)
             reply(
                 error(
                     id: .null, "idle",
-                    "no complete request for \(DurationText.format(options.idleTimeout)); closing the connection"), to: c)
+                    "no complete request for \(DurationText.format(limit))\(c.heardFrom ? "" : " after connecting"); closing the connection"),
+                to: c)
             close(c)
         }
         armIdle()

@@ -22,6 +22,9 @@ public final class ControlServer {
         /// `boardd-demo.sock`, so the demo never takes a daemon's socket).
         public var defaultName = "boardd.sock"
         public var idleTimeout: Duration = .seconds(60)
+        /// How long a client may stay connected without sending a byte (at
+        /// most `idleTimeout`): connections that only hold a slot go sooner.
+        public var firstRequestTimeout: Duration = .seconds(10)
         /// The longest request line, in bytes (without its newline).
         public var maxLine = 64 * 1024
         /// The most bytes of replies that may wait for a client to read them.
@@ -89,6 +92,8 @@ public final class ControlServer {
         var idleAt: UInt64
         let pid: Int32, uid: UInt32, gid: UInt32
         var closed = false
+        /// Whether it has sent anything (before: the first-request timeout).
+        var heardFrom = false
         /// Following the events (`events` with follow), and closed once its replies are written.
         var follow: Follow?
         var closeWhenFlushed = false
@@ -125,14 +130,21 @@ public final class ControlServer {
     }
 
     public enum StartError: Error, CustomStringConvertible {
-        case live(path: String, pid: Int32)
+        case live(path: String, pid: Int32, uid: UInt32 = getuid())
+        /// The socket file belongs to another user (not root, not this
+        /// one): a squatter's, or another person's boardd.
+        case foreign(path: String, uid: UInt32)
         case notSocket(String)
         case system(path: String, what: String, errno: Int32)
 
         public var description: String {
             switch self {
-            case let .live(path, pid):
+            case let .live(path, pid, uid) where uid == getuid():
                 "the control socket \(path) is in use: another boardd (pid \(pid)) answers on it; stop it, or give this one another path (--socket PATH or control: { path: ... })"
+            case let .live(path, pid, uid):
+                "the control socket \(path) is in use: a process of another user (pid \(pid), \(ControlServer.userName(uid))) answers on it; boardd will not share it: give this one another path (--socket PATH or control: { path: ... })"
+            case let .foreign(path, uid):
+                "the control socket path \(path) is a socket of another user (\(ControlServer.userName(uid))); boardd will not use or replace it: give this one another path (--socket PATH or control: { path: ... }), or set XDG_RUNTIME_DIR"
             case let .notSocket(path): "the control socket path \(path) exists and is not a socket; remove it or choose another path"
             case let .system(path, what, e): "the control socket \(path): \(what): \(String(cString: strerror(e)))"
             }
@@ -204,7 +216,8 @@ public final class ControlServer {
             let fd = bd_unix_accept(listenFD)
             guard fd >= 0 else { return }
             counters.accepted += 1
-            guard clients.count < config.maxClients else {
+            let c = Client(fd: fd, idleAt: deadline(first: true))
+            guard clients.count < config.maxClients || (Self.keepsSlot(for: c.uid) && clients.count < config.maxClients + ControlConfig.keptClients) else {
                 counters.busy += 1
                 counters.errors["busy", default: 0] += 1  // an error reply, counted by its code as the others are
                 var out: [UInt8] = []
@@ -212,10 +225,10 @@ public final class ControlServer {
                     error(id: .null, "busy", "boardd serves at most \(config.maxClients) control clients at once (control: { max_clients }); try again later"),
                     to: &out)
                 _ = out.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                c.closed = true
                 Glibc.close(fd)
                 continue
             }
-            let c = Client(fd: fd, idleAt: deadline())
             let s = PortSource(fd: fd, interest: .readable) { [unowned self, unowned c] src, events in self.dispatch(c, src, events) }
             do { try loop.add(s, mode: .common) } catch {
                 logger.error("control: cannot watch a new client: \(error)")
@@ -228,7 +241,17 @@ public final class ControlServer {
         }
     }
 
-    func deadline() -> UInt64 { loop.now.nanoseconds &+ UInt64(max(options.idleTimeout.nanosecondsClamped, 0)) }
+    /// When a client is closed unless a complete request comes: the idle
+    /// timeout, or before its first request the shorter first-request one.
+    func deadline(first: Bool = false) -> UInt64 {
+        let limit = first ? min(options.idleTimeout, options.firstRequestTimeout) : options.idleTimeout
+        return loop.now.nanoseconds &+ UInt64(max(limit.nanosecondsClamped, 0))
+    }
+
+    /// Root and boardd's own user keep `ControlConfig.keptClients` slots
+    /// beyond `max_clients`: connections of others that fill it cannot lock
+    /// the operator out.
+    static func keepsSlot(for uid: UInt32) -> Bool { uid == 0 || uid == getuid() || uid == geteuid() }
 
     private func dispatch(_ c: Client, _ src: PortSource, _ events: PortSource.Events) {
         guard !c.closed else { return }
@@ -261,6 +284,12 @@ public final class ControlServer {
 
     /// Bytes read from a client: each complete line is a request.
     private func take(_ bytes: ArraySlice<UInt8>, from c: Client) {
+        if !c.heardFrom && !bytes.isEmpty {
+            // Sending: no longer a connection that only holds a slot.
+            c.heardFrom = true
+            c.idleAt = deadline()
+            armIdle()
+        }
         var rest = bytes
         while !rest.isEmpty, !c.closed {
             if let nl = Self.newline(in: rest) {

@@ -258,7 +258,7 @@ extension ControlServer {
 
     /// Its clients, made as they connect: a source per client it may have
     /// at once (`max_clients`).
-    static func clientBudget(_ c: ControlConfig) -> LoopBudget { LoopBudget(sources: c.maxClients) }
+    static func clientBudget(_ c: ControlConfig) -> LoopBudget { LoopBudget(sources: c.maxClients + ControlConfig.keptClients) }
 }
 
 extension Demo.Script {
