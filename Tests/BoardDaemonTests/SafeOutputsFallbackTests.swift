@@ -134,6 +134,33 @@ final class SafeOutputsFallbackTests: XCTestCase {
         XCTAssertTrue(p.log.contains("board: and lines: have errors of their own"), p.log)
     }
 
+    // MARK: Writing the table
+
+    /// A running daemon writes its safe table at the start, rewrites it
+    /// after a reload that changes a safe value, and leaves it as it was
+    /// after a refused reload.
+    func testARunningDaemonWritesTheTableAtStartAndAfterAnAppliedReload() throws {
+        let dir = try RuntimeDirectory()
+        let file = try ConfigFile(Self.good)
+        let h = try Harness(path: file.path, safeTable: dir.table)
+        let led = "line\tled\tlabel:boardloop-mock0\t27\tactive-high\tpush-pull\tas-is\t"
+        let first = try String(contentsOfFile: dir.table, encoding: .utf8)
+        XCTAssertTrue(first.hasPrefix("boardd-safe-outputs\t1\nboard\tdemo\nbackend\tmock\n"), first)
+        XCTAssertTrue(first.contains(led + "on\n"), first)
+        XCTAssertTrue(first.contains("line\tvalve\tlabel:boardloop-mock0\t5\tactive-high\tpush-pull\tas-is\toff\n"), first)
+        XCTAssertFalse(first.contains("\tfan\t"), "no safe value, not in the table:\n\(first)")
+        try file.write(Self.good.replacingOccurrences(of: "safe: on", with: "safe: off"))
+        h.daemon.reload()
+        XCTAssertEqual(h.daemon.reloads.applied, 1, h.log)
+        let second = try String(contentsOfFile: dir.table, encoding: .utf8)
+        XCTAssertTrue(second.contains(led + "off\n"), second)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.table + ".new"), "no temporary file is left")
+        try file.write(Self.good + "frobnicate: 3\n")
+        h.daemon.reload()
+        XCTAssertEqual(h.daemon.reloads.refused, 1, h.log)
+        XCTAssertEqual(try String(contentsOfFile: dir.table, encoding: .utf8), second, "a refused reload leaves the table")
+    }
+
     // MARK: As another user
 
     /// Runs boardd with `args` on `config` (and `secrets`, owned by root
