@@ -56,7 +56,9 @@ extension ConfigParser {
         root = substitute(root)
         guard log.errorCount == before else { return nil }
         resolveSecrets(root, "")
-        return log.errorCount == before ? root : nil
+        // A secret that cannot be read is reported at its `!secret`; the
+        // lenient read (`ConfigLoader.safeLines`) goes on without it.
+        return log.errorCount == before || secretsOptional ? root : nil
     }
 
     // MARK: !include
