@@ -211,7 +211,9 @@ struct SafeTable: Equatable {
     /// the directory flushed, so a reader sees the old table or the new,
     /// never a part. Throws why it could not.
     func write(to path: String) throws(Problem) {
-        let tmp = path + ".new"
+        // Named for this process: two daemons that share a directory never
+        // write into one temporary file.
+        let tmp = "\(path).\(getpid()).new"
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard fd >= 0 else { throw Problem("cannot create \(tmp): \(Self.errnoText())") }
         var bytes = Array(text.utf8)[...]
