@@ -51,8 +51,16 @@ struct RunCommand: ParsableCommand {
     var boardDirectories: [String] = []
     @Flag(help: "Accept a config that users other than boardd's own and root may change (refused under systemd, else a warning).")
     var allowInsecureConfig = false
-    @Flag(help: "Set every output of the config that has a safe: value to it, then exit (for systemd's ExecStopPost=).")
+    @Flag(
+        help:
+            "Set every output that has a safe: value to it, then exit (for systemd's ExecStopPost=): from the config, else (it has errors) the last applied safe table, else board: and lines: read leniently."
+    )
     var safeOutputs = false
+    @Option(
+        help:
+            "The last applied safe table: written by the daemon, read by --safe-outputs when the config has errors (default: boardd-safe-outputs beside the control socket)."
+    )
+    var safeTable: String?
     @Option(help: "How long a stop may take in all (default 10s; keep it below systemd's TimeoutStopSec=).")
     var stopTimeout: String?
     @Option(help: "The control socket's path (default: the config's control: { path }, else as docs/control.md says).")
@@ -100,7 +108,7 @@ struct RunCommand: ParsableCommand {
         } ?? .info
         if safeOutputs {
             guard let config else { throw ValidationError("--safe-outputs needs --config FILE") }
-            let status = Launcher.safeOutputs(configPath: config, logLevel: level, loadOptions: options)
+            let status = Launcher.safeOutputs(configPath: config, logLevel: level, loadOptions: options, safeTable: safeTable)
             if status != 0 { throw ExitCode(status) }
             return
         }
@@ -113,6 +121,7 @@ struct RunCommand: ParsableCommand {
         var settings = Launcher.Settings(
             configPath: config, demo: demo, runFor: duration, logLevel: level, loadOptions: options, summaryInterval: nil)
         settings.socket = socket
+        settings.safeTable = safeTable
         if let t = stopTimeout { settings.stopTimeout = try Self.duration(t, option: "--stop-timeout", atLeast: .milliseconds(100)) }
         let status = Launcher.run(settings)
         if status != 0 { throw ExitCode(status) }

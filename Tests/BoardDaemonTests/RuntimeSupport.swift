@@ -36,17 +36,19 @@ final class Harness {
     }
 
     /// A daemon on a config file (a reload reads it again).
+    /// `safeTable`: where the daemon writes its safe table (nil: nowhere).
     convenience init(
-        path: String, level: Logger.Level = .notice, levels: [String: Bool] = [:], file: StaticString = #filePath, line: UInt = #line
+        path: String, level: Logger.Level = .notice, levels: [String: Bool] = [:], safeTable: String? = nil,
+        file: StaticString = #filePath, line: UInt = #line
     ) throws {
         try self.init(
             result: ConfigLoader.load(path: path), level: level, eventModel: .v2, logger: nil, stopTimeout: .seconds(10),
-            levels: levels, file: file, line: line)
+            levels: levels, safeTable: safeTable, file: file, line: line)
     }
 
     init(
         result: LoadResult, level: Logger.Level, eventModel: MockChip.EventModel, logger given: Logger?, stopTimeout: Duration,
-        levels: [String: Bool] = [:], control: ControlServer.Options? = nil, file: StaticString, line: UInt
+        levels: [String: Bool] = [:], control: ControlServer.Options? = nil, safeTable: String? = nil, file: StaticString, line: UInt
     ) throws {
         guard let config = result.config else {
             XCTFail("config errors: \(result.errors.map(\.description))", file: file, line: line)
@@ -63,6 +65,7 @@ final class Harness {
         options.stopTimeout = stopTimeout
         // No control socket unless the test asks for one (then in the path it gives).
         options.control = control
+        options.safeTable = safeTable
         daemon = try Daemon(config: config, options: options)
         // Every test's config: each loop holds what its plan counts.
         try daemon.checkLoopBudgets("test.yaml", file: file, line: line)

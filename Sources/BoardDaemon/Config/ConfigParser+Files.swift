@@ -56,7 +56,9 @@ extension ConfigParser {
         root = substitute(root)
         guard log.errorCount == before else { return nil }
         resolveSecrets(root, "")
-        return log.errorCount == before ? root : nil
+        // A secret that cannot be read is reported at its `!secret`; the
+        // lenient read (`ConfigLoader.safeLines`) goes on without it.
+        return log.errorCount == before || secretsOptional ? root : nil
     }
 
     // MARK: !include
@@ -420,7 +422,7 @@ extension ConfigParser {
         switch FileSystem.readConfigText(path, what: "a secrets file") {
         case let .success(t): text = t
         case let .failure(why):
-            secretsProblem = "\(why)"
+            secretsProblem = Self.unreadableSecrets(why)
             return nil
         }
         let source = log.addSource(file: path)
@@ -431,6 +433,7 @@ extension ConfigParser {
                 "users other than its owner may read it (mode 0\(String(st.st_mode & 0o777, radix: 8))); make it readable by its owner only: chmod 600 \(path)"
             )
         }
+        warnIfTheServiceCannotRead(path, source: source)
         let own = DiagnosticLog(file: path)
         var values: [String: String?] = [:]
         if let root = YAMLReader(log: own).compose(text) {

@@ -88,6 +88,9 @@ final class ConfigParser {
     /// The secrets file, once read; or why it could not be.
     var secretsRead: [String: String?]?
     var secretsProblem: String?
+    /// The sections are read even when a secret could not be (the lenient
+    /// read of `boardd --safe-outputs`, which needs only `board:` and `lines:`).
+    var secretsOptional = false
     /// Whether the config is checked on the machine it is for (computed once).
     lazy var checkedHere: Bool = forThisMachine
 

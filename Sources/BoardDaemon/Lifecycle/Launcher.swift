@@ -20,6 +20,9 @@ public enum Launcher {
         public var stopTimeout: Duration = .seconds(10)
         /// `--socket PATH`: the control socket's path (docs/control.md).
         public var socket: String?
+        /// `--safe-table FILE`: where the running config's safe table is
+        /// written (default: `SafeTable.path`, beside the control socket).
+        public var safeTable: String?
 
         public init(
             configPath: String?, demo: Bool, runFor: Duration?, logLevel: Logger.Level, loadOptions: LoadOptions,
@@ -80,6 +83,8 @@ public enum Launcher {
             var control = ControlServer.Options(path: s.socket)
             if s.demo { control.defaultName = "boardd-demo.sock" }
             o.control = control
+            // The demo's table would take the place of a daemon's.
+            o.safeTable = s.demo ? nil : SafeTable.path(override: s.safeTable)
             try ControlServer.refuseLive(control, config.control)
             let daemon = try Daemon(config: config, options: o)
             if config.board.mock, let mock = daemon.mock {
@@ -102,34 +107,6 @@ public enum Launcher {
             logger.critical("boardd: cannot start: \(error)")
             return 1
         }
-    }
-
-    /// `boardd --safe-outputs --config FILE`: sets every output that has a
-    /// `safe:` value to it and exits (0: all set, 1: the config has errors
-    /// or a line could not be set). For systemd's `ExecStopPost=`, which
-    /// runs after the daemon ended however it ended (a crash included).
-    /// With `--mock` the values are set on mock chips: nothing on this
-    /// machine changes, and every output is shown to be settable.
-    public static func safeOutputs(configPath: String, logLevel: Logger.Level, loadOptions: LoadOptions) -> Int32 {
-        var logger = Logger(label: "boardd") { label in BoarddLogHandler(label: label, level: logLevel) }
-        logger.logLevel = logLevel
-        let result = ConfigLoader.load(path: configPath, options: loadOptions)
-        guard let config = result.config else {
-            for e in result.errors { writeError("\(e.description)\n") }
-            writeError("boardd: \(result.errors.count) error(s); no output set\n")
-            return 1
-        }
-        let gpio: any GPIOBackend
-        do {
-            gpio = try MockBoard.backend(for: config).gpio
-        } catch {
-            logger.critical("boardd: cannot make the mock chips: \(error)")
-            return 1
-        }
-        let (set, failed) = Daemon.setSafeOutputs(config, gpio: gpio, logger: logger)
-        logger.notice(
-            "safe outputs: \(set) set, \(failed) failed (\(config.file) on \(config.board.name)\(config.board.mock ? ", mock chips, --mock: no GPIO of this machine changed" : ""))")
-        return failed == 0 ? 0 : 1
     }
 
     /// Parses a duration as the config does (`10s`, `500ms`, `2min`, `1.5s`,

@@ -78,6 +78,9 @@ public final class Daemon: @unchecked Sendable {
         public var mqtt = true
         /// Set: `run` actions are handed to it instead of started.
         public var commandRecorder: (@Sendable (CommandRun) -> Void)?
+        /// Where the safe table of the running config is written, at the
+        /// start and after every applied reload (`SafeTable`; nil: nowhere).
+        public var safeTable: String?
 
         public init(
             logger: Logger, clock: RunLoopClock = .monotonic, modeDriver: ModeDriver = .nestedRuns,
@@ -177,6 +180,8 @@ public final class Daemon: @unchecked Sendable {
             }
             mqtt = b
         }
+        // Once the daemon runs: what `boardd --safe-outputs` falls back to.
+        writeSafeTable()
         // Inline, the records are logged on this thread only (`flushEvents`
         // after each settle), so a run's log is the same every time.
         if !options.inlineWorkers { traceLog.writer.attach(traceLog) }

@@ -77,6 +77,7 @@ extension Daemon {
         }
         let (totals, failures) = swapAll(to: program, timeout: .seconds(5))
         config = new
+        writeSafeTable()
         if let m = new.mqtt { mqtt?.reload(m, new) }
         reloads.applied += 1
         logger.notice(
