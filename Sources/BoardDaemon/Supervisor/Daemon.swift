@@ -202,7 +202,7 @@ public final class Daemon: @unchecked Sendable {
         main.startInputs()
         try startWorkers(main.program, memoryLockRefused: memoryLockRefused)
         if options.handleSignals {
-            let s = try SignalSource(signals: Self.handledSignals) { [unowned self] info in
+            let s = try SignalSource(signals: Self.takenSignals(logger)) { [unowned self] info in
                 self.signal(info)
             }
             try s.add(to: loop, mode: .common)
@@ -386,6 +386,20 @@ public final class Daemon: @unchecked Sendable {
     /// Every signal the daemon takes through its signal source (the launcher
     /// blocks them before any thread starts).
     public static var handledSignals: [Int32] { [SIGHUP] + stopSignals + ignoredSignals }
+
+    /// The handled signals the signal source takes: all of them, less the
+    /// ignored ones this platform would not let the launcher block
+    /// (qemu-user keeps the top real-time signals for itself), which are
+    /// named once in a warning. SIGHUP and the stop signals are never left
+    /// out: a signal source without them fails to start, naming the signal.
+    static func takenSignals(_ logger: Logger) -> [Int32] {
+        let refused = ignoredSignals.filter { !SignalMask.isBlocked($0) }
+        if !refused.isEmpty {
+            logger.warning(
+                "signals \(refused.map(SignalMask.name).joined(separator: ", ")) could not be blocked here (an emulator such as qemu-user keeps them for itself): boardd does not take them, and each would end it with its default action")
+        }
+        return handledSignals.filter { !refused.contains($0) }
+    }
 
     // MARK: For tests and the demo
 
