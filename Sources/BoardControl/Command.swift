@@ -1,3 +1,4 @@
+import Glibc
 /// One boardctl command: the request it sends and how its reply reads.
 public enum Command: Equatable, Sendable {
     case status
@@ -90,6 +91,16 @@ public enum Boardctl {
     /// prints and how it exits. `json`: the reply's result as one JSON line.
     /// `alternative`: a socket to name when none answers at `socket` (the
     /// system socket, when boardctl chose `socket` by itself).
+    /// A press with `--hold` or a click returns when boardd has made its
+    /// last change (the reply says how long that is): a script's next step
+    /// then sees the line released.
+    static func waitForTheDrive(_ result: JSON) {
+        guard case let .number(text)? = result["ends_in_ns"], let ns = Int(text), ns > 0 else { return }
+        var t = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
+        var rest = timespec()
+        while nanosleep(&t, &rest) != 0 && errno == EINTR { t = rest }
+    }
+
     public static func execute(
         _ command: Command, socket: String, json: Bool, timeoutSeconds: Int = ControlClient.defaultTimeoutSeconds, alternative: String? = nil
     ) -> Outcome {
@@ -100,6 +111,7 @@ public enum Boardctl {
                 let refused = ControlError.reloadRefused(errors: errors)
                 return Outcome(stdout: json ? result.serialized + "\n" : "", stderr: refused.message + "\n", status: refused.exitStatus)
             }
+            waitForTheDrive(result)
             return Outcome(stdout: (json ? result.serialized : command.human(result)) + "\n", stderr: "", status: 0)
         } catch {
             if case .noDaemon = error, let alternative {

@@ -319,18 +319,55 @@ final class ControlTests: XCTestCase {
     /// of the 1024; the sixth is refused `busy` (the connection stays
     /// usable), and once they ran out the room is back.
     func testPulsesAndClicksInFlightAreBounded() throws {
-        let h = try harness()
+        // Six contacts: one click in flight per line at a time.
+        let contacts = (0..<6).map { "  c\($0): { pin: MOCK0_\($0 + 7), input: { edge: both } }" }.joined(separator: "\n")
+        let h = try harness(Self.yaml.replacingOccurrences(of: "lines:\n", with: "lines:\n\(contacts)\n"))
         let c = try ControlClient(socketPath)
-        let click = #"{"v":1,"cmd":"click","line":"button","count":100,"hold":"1s"}"#
-        for _ in 0..<5 { XCTAssertEqual(try c.request(click, h)["ok"] as? Bool, true) }
-        let refused = try c.request(click, h)
+        func click(_ i: Int) -> String { #"{"v":1,"cmd":"click","line":"c\#(i)","count":100,"hold":"1s"}"# }
+        for i in 0..<5 { XCTAssertEqual(try c.request(click(i), h)["ok"] as? Bool, true) }
+        let refused = try c.request(click(5), h)
         XCTAssertEqual(Self.code(refused), "busy", "\(refused)")
         XCTAssertEqual(try c.request(#"{"v":1,"cmd":"pulse","line":"led","duration":"1ms"}"#, h)["ok"] as? Bool, true, "29 left")
         XCTAssertEqual(try c.request(#"{"v":1,"cmd":"ping"}"#, h)["pong"] as? Bool, true, "still usable")
         try h.daemon.advance(by: .seconds(201), step: .milliseconds(100))
         // (The first client went idle meanwhile and was closed.)
         let again = try ControlClient(socketPath)
-        XCTAssertEqual(try again.request(click, h)["ok"] as? Bool, true, "room again once the clicks ran out")
+        XCTAssertEqual(try again.request(click(5), h)["ok"] as? Bool, true, "room again once the clicks ran out")
+    }
+
+    /// A press with a hold or a click owns its line until it ends: another
+    /// press, click or input is refused `busy` (it would cut the hold short
+    /// unseen); a release ends it on purpose. The reply says how long the
+    /// drive lasts, which boardctl waits for.
+    func testAHoldInFlightIsNotCutShortByAnotherDrive() throws {
+        let h = try harness()
+        let c = try ControlClient(socketPath)
+        let button = Harness.offset("BUTTON")
+        let held = try c.request(#"{"v":1,"cmd":"press","line":"button","hold":"4500ms"}"#, h)
+        XCTAssertEqual(held["ends_in_ns"] as? Int, 4_500_000_000)
+        try h.advance(1000)
+        let second = try c.request(#"{"v":1,"cmd":"press","line":"button"}"#, h)
+        XCTAssertEqual(Self.code(second), "busy")
+        XCTAssertEqual(
+            (second["error"] as? [String: Any])?["message"] as? String,
+            "line 'button' is being driven by an earlier press or click, for 3.5s more; wait for it, or release it first")
+        XCTAssertEqual(Self.code(try c.request(#"{"v":1,"cmd":"click","line":"button"}"#, h)), "busy")
+        XCTAssertEqual(Self.code(try c.request(#"{"v":1,"cmd":"input","line":"button","value":false}"#, h)), "busy")
+        try h.advance(3499)
+        XCTAssertEqual(try h.chip.level(.offset(button)), false, "still held: nothing cut it short")
+        try h.advance(2)
+        XCTAssertEqual(try h.chip.level(.offset(button)), true, "released at 4.5 s")
+        XCTAssertEqual(try c.request(#"{"v":1,"cmd":"press","line":"button"}"#, h)["ok"] as? Bool, true, "free again")
+        _ = try c.request(#"{"v":1,"cmd":"release","line":"button"}"#, h)
+
+        // A release ends a click in flight: its later presses never come.
+        let clicks = try c.request(#"{"v":1,"cmd":"click","line":"button","count":3,"hold":"100ms"}"#, h)
+        XCTAssertEqual(clicks["ends_in_ns"] as? Int, 500_000_000)
+        let fires = h.fires("press lights")
+        _ = try c.request(#"{"v":1,"cmd":"release","line":"button"}"#, h)
+        try h.advance(600)
+        XCTAssertEqual(h.fires("press lights"), fires, "no press after the release")
+        XCTAssertEqual(try h.chip.level(.offset(button)), true)
     }
 
     /// A control set and a reaction's set write through the same executor

@@ -76,12 +76,13 @@ import Testing
         // led's pulse, 2 tasks, pour, 2 child timeouts, the replay and
         // summary timers, the watchdog, the run-time limit; the control
         // requests and the drain's work item. The control socket: its
-        // listening socket and 16 clients, its idle and drive timers, and a
-        // recording's drain timer.
+        // listening socket and 16 clients (and the 2 kept for root and
+        // boardd's own user), its idle and drive timers, and a recording's
+        // drain timer.
         #expect(
             c.loops[0].capacities
                 == BoardRunLoop.Capacities(
-                    sources: 26, timers: 15, observers: 1, modes: 2, pendingPerforms: 33, eventsPerWait: 26, nestingDepth: 4))
+                    sources: 28, timers: 15, observers: 1, modes: 2, pendingPerforms: 33, eventsPerWait: 28, nestingDepth: 4))
         // io: 2 input sources (valve, an output, has none), the port, the
         // thread's exit source; button's debounce, hold and vanish check,
         // estop's vanish check, the replay and summary timers.

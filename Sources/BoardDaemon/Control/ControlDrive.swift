@@ -56,15 +56,29 @@ extension ControlServer {
         guard l.isInput else { throw Failure("not-input", "line '\(l.name)' is an output; \(cmd) drives inputs as a person would") }
         let active = !l.settings.activeLow
         let now = loop.now.nanoseconds
+        // A hold or a click in flight owns the line until it ends: another
+        // drive would cut it short unseen (a release ends it on purpose).
+        if cmd != "release", let end = driveEnd(of: l.name) {
+            throw Failure(
+                "busy",
+                "line '\(l.name)' is being driven by an earlier press or click, for \(DurationText.format(.nanoseconds(Int64(clamping: end &- min(end, now))))) more; wait for it, or release it first")
+        }
+        var endsIn: UInt64?
         switch cmd {
         case "press":
             let hold = try duration(r, "hold", required: false)
             if hold != nil { try roomToSchedule(1) }
             mutation(c, "press \(l.name)\(hold.map { " for \(DurationText.format($0))" } ?? "")")
             try level(l.name, active)
-            if let hold { schedule(.level(line: l.name, high: !active), at: now &+ UInt64(hold.nanosecondsClamped)) }
+            if let hold {
+                endsIn = UInt64(hold.nanosecondsClamped)
+                schedule(.level(line: l.name, high: !active), at: now &+ endsIn!)
+            }
         case "release":
             mutation(c, "release \(l.name)")
+            // Ends a hold or a click in flight: its later drives are dropped.
+            scheduled.removeAll { if case let .level(line, _) = $0.action { line == l.name } else { false } }
+            armDrive()
             try level(l.name, !active)
         case "click":
             var count = 1
@@ -82,12 +96,20 @@ extension ControlServer {
                 if k > 0 { schedule(.level(line: l.name, high: active), at: now &+ 2 * k * h) }
                 schedule(.level(line: l.name, high: !active), at: now &+ (2 * k + 1) * h)
             }
+            endsIn = (2 * UInt64(count) - 1) * h
         default:  // input
             let v = try bool(r, "value")
             mutation(c, "input \(l.name) \(v ? "active" : "inactive")")
             try level(l.name, v ? active : !active)
         }
-        return [("line", .string(l.name))]
+        // How long until the drive's last change (boardctl waits for it).
+        return [("line", .string(l.name))] + (endsIn.map { [("ends_in_ns", .int(Int64(clamping: $0)))] } ?? [])
+    }
+
+    /// When the last timed drive of input `name` (a hold's release, a
+    /// click's last change) happens, if one is in flight.
+    func driveEnd(of name: String) -> UInt64? {
+        scheduled.last { if case let .level(line, _) = $0.action { line == name } else { false } }?.at
     }
 
     /// Where line `l`'s level is driven: its mock pin, or its gpio-sim

@@ -150,9 +150,15 @@ final class EventSink: @unchecked Sendable {
     }
 
     /// A record for the ring when `shown` (the log level shows it), and
-    /// for the tracer while a trace runs, at the loop's time now.
+    /// for the tracer while a trace runs, at the loop's time now. A ring
+    /// record is stamped where it happens (`boardctl events` shows that
+    /// time, not when the log writer read it).
     @inline(__always) private func emit(_ r: TraceRecord, shown: Bool) {
-        if shown { ring.push(r) }
+        if shown {
+            var stamped = r
+            if stamped.at == 0 { stamped.at = loop.now.nanoseconds }
+            ring.push(stamped)
+        }
         if let t = tracer { t.record(r, at: loop.now.nanoseconds) }
         if let rc = recorder { rc.push(r, at: loop.now.nanoseconds) }
     }
@@ -181,7 +187,10 @@ final class EventSink: @unchecked Sendable {
     /// `output` where a record is made (debug, a trace, a recording): out
     /// of line, off the write's inline path.
     @inline(never) private func output(line: Int, value: Bool, to m: UInt8) {
-        let r = TraceRecord(kind: .output, flag: value, step: writer.by, line: Int32(truncatingIfNeeded: line), index: writer.index, generation: generation)
+        // Stamped at the write (`boardctl events` shows when it happened).
+        let r = TraceRecord(
+            kind: .output, flag: value, step: writer.by, line: Int32(truncatingIfNeeded: line), index: writer.index, generation: generation,
+            at: loop.now.nanoseconds)
         if m & Self.toRing != 0 { ring.push(debug: r) }
         if m & Self.toTracer != 0, let tr = tracer { tr.record(r, at: loop.now.nanoseconds) }
         if m & Self.toRecorder != 0, let rc = recorder { rc.push(r, at: loop.now.nanoseconds) }

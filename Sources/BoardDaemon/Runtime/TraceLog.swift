@@ -64,9 +64,9 @@ struct TraceRecord: BitwiseCopyable {
     var number: Int32 = 0
     var other: Int32 = 0
     var nanoseconds: UInt64 = 0
-    /// When it happened on the monotonic clock, for the kinds that know
-    /// without a clock read: an edge's kernel timestamp, a reaction's
-    /// trigger (0: not known; the writer stamps the record when it reads it).
+    /// When it happened on the monotonic clock: an edge's kernel timestamp,
+    /// a reaction's trigger, a write's and the other ring records' loop
+    /// time when made (0: not known; the writer stamps it when it reads it).
     var at: UInt64 = 0
 }
 
