@@ -1,5 +1,6 @@
 import BoardSupport
 import Foundation
+import Glibc
 import Testing
 import Yams
 
@@ -134,14 +135,80 @@ let fleetGoodConfigs: [(String, [String])] = [
         #expect(messages.first?.contains("(included from f15.yaml:1:1, from f14.yaml:1:1,") == true)
     }
 
-    /// An absolute path is read as it is.
-    @Test func anAbsolutePathIsIncludedAsWritten() throws {
+    /// An absolute path is read as it is when it is below the config's
+    /// directory; one elsewhere (`/etc/shadow`, another tree) is refused at
+    /// the `!include`, before it is read: an included file is read as
+    /// config text, and messages quote it.
+    @Test func anAbsolutePathIsIncludedOnlyBelowTheConfigsDirectory() throws {
         let dir = try TemporaryDirectory()
-        let lines = Self.directory + "/include-kinds/lines.yaml"
-        try dir.write("config.yaml", "board: gpio-sim\nlines: !include \(lines)\n")
+        let mine = try String(contentsOfFile: Self.directory + "/include-kinds/lines.yaml", encoding: .utf8)
+        try dir.write("lines.yaml", mine)
+        try dir.write("config.yaml", "board: gpio-sim\nlines: !include \(dir.path)/lines.yaml\n")
         let result = ConfigLoader.load(path: dir.path + "/config.yaml", options: Fixtures.options())
         #expect(result.diagnostics.map(\.description) == [])
         #expect(result.config?.lines.map(\.name) == ["button", "led"])
+
+        let elsewhere = Self.directory + "/include-kinds/lines.yaml"
+        let real = realPathForTest(elsewhere)
+        try dir.write("config.yaml", "board: gpio-sim\nlines: !include \(elsewhere)\n")
+        let refused = ConfigLoader.load(path: dir.path + "/config.yaml", options: Fixtures.options())
+        let dirReal = realPathForTest(dir.path)
+        #expect(
+            refused.diagnostics.map(\.description) == [
+                "\(dir.path)/config.yaml:2:8: error: lines: cannot include '\(elsewhere)': \(real) is outside the config's directory (\(dirReal)) and /etc/boardd; an included file must be below one of them"
+            ])
+        try dir.write("config.yaml", "board: gpio-sim\nlines: !include /etc/shadow\n")
+        let shadow = ConfigLoader.load(path: dir.path + "/config.yaml", options: Fixtures.options())
+        #expect(shadow.diagnostics.count == 1)
+        #expect(shadow.diagnostics.first?.description.contains("/etc/shadow is outside the config's directory") == true, "\(shadow.diagnostics)")
+    }
+
+    /// A 60 KB substitution used 2,000 times would make 120 MB of text:
+    /// refused at the value that goes past the cap, cheaply (the rest is
+    /// left as written, not expanded).
+    @Test func substitutionsThatBlowUpTheConfigAreRefusedAtTheCulprit() throws {
+        let big = String(repeating: "x", count: 60_000)
+        var yaml = "substitutions:\n  big: \(big)\nboard: demo\nlines:\n  led: { pin: LED, output: {} }\ntasks:\n"
+        for i in 0..<2000 { yaml += "  t\(i): { every: 1s, do: [ log: \"$big\" ] }\n" }
+        let result = ConfigLoader.load(text: yaml, file: "c.yaml", options: Fixtures.options())
+        #expect(result.config == nil)
+        let errors = result.errors.map(\.description)
+        #expect(errors.count == 1, "\(errors.count) errors")
+        // 4 MiB / 60 KB: the 70th use goes past.
+        #expect(
+            errors == [
+                "c.yaml:76:32: error: tasks.t69.do[0].log: with this value, substitutions make the config more than 4 MiB larger than written; use a substitution fewer times, or a shorter one"
+            ])
+    }
+
+    /// Six small files that each include the next ten times: 10^5 includes
+    /// (no cycle). Refused at the 1,001st, having read 1,000.
+    @Test func anIncludeFanOutIsCappedAtTheCulprit() throws {
+        let dir = try TemporaryDirectory()
+        for level in 0..<5 {
+            let body = (0..<10).map { _ in "  - !include f\(level + 1).yaml" }.joined(separator: "\n")
+            try dir.write("f\(level).yaml", "\(body)\n")
+        }
+        try dir.write("f5.yaml", "x\n")
+        try dir.write("config.yaml", "board: demo\nlines: {}\nfan: !include f0.yaml\n")
+        let result = ConfigLoader.load(path: dir.path + "/config.yaml", options: Fixtures.options())
+        let errors = result.errors.map(\.description).filter { $0.contains("!include in all") }
+        #expect(errors.count == 1, "\(result.errors.map(\.description).prefix(3))")
+        #expect(errors.first?.contains("more than 1000 !include in all (this one: \(dir.path)/config.yaml → \(dir.path)/f0.yaml →") == true, "\(errors)")
+    }
+
+    /// A hard link to the secrets file under another name is the secrets
+    /// file: it cannot be included (its values would be quoted).
+    @Test func aHardLinkToTheSecretsFileCannotBeIncluded() throws {
+        let dir = try TemporaryDirectory()
+        try dir.write("secrets.yaml", "token: hunter2\n")
+        #expect(chmod(dir.path + "/secrets.yaml", 0o600) == 0)
+        #expect(link(dir.path + "/secrets.yaml", dir.path + "/innocent.yaml") == 0)
+        try dir.write("config.yaml", "board: gpio-sim\nlines: !include innocent.yaml\n")
+        let result = ConfigLoader.load(path: dir.path + "/config.yaml", options: Fixtures.options())
+        let text = result.diagnostics.map(\.description).joined(separator: "\n")
+        #expect(text.contains("cannot include 'innocent.yaml': it is the secrets file"), "\(text)")
+        #expect(!text.contains("hunter2"))
     }
 
     /// A single-file config's errors are as they were: no chain, its own file.
@@ -297,4 +364,11 @@ final class TemporaryDirectory {
     func write(_ name: String, _ text: String) throws {
         try text.write(toFile: path + "/" + name, atomically: false, encoding: .utf8)
     }
+}
+
+/// The real path of `path` (symbolic links resolved), as messages show it.
+func realPathForTest(_ path: String) -> String {
+    guard let p = realpath(path, nil) else { return path }
+    defer { free(p) }
+    return String(cString: p)
 }

@@ -29,6 +29,16 @@ extension ConfigParser {
     static let definedTags = [includeTag, YAMLReader.secretTag]
     /// How deep includes may nest (a file that includes a file that …).
     static let maximumIncludeDepth = 16
+    /// How many `!include`s a config may resolve in all, and how many
+    /// bytes the included files may hold in all (a fan-out of small files
+    /// that include each other many times is as costly as one huge file).
+    static let maximumIncludes = 1000
+    static let maximumIncludedBytes = 16 << 20
+    /// How much substitutions may grow a config's text in all.
+    static let maximumSubstitutedBytes = 4 << 20
+    /// Where included files may be, besides below the config's own
+    /// directory: the system config directory.
+    static let systemConfigDirectory = "/etc/boardd"
     /// The secrets file's name; it is read beside the config.
     static let secretsFileName = "secrets.yaml"
 
@@ -105,7 +115,8 @@ extension ConfigParser {
         }
         // Its values would be read as config text, and a message about
         // one (an unknown key, a value of the wrong kind) would show it.
-        if real == Self.realPath(secretsPath) {
+        // (By inode: a hard link to it under another name is the same file.)
+        if Self.sameFile(real, secretsPath) {
             r.error(
                 node, path,
                 "cannot include '\(name)': it is the secrets file; refer to its values with !secret NAME (they are never shown)")
@@ -115,11 +126,30 @@ extension ConfigParser {
             r.error(node, path, "includes are nested more than \(Self.maximumIncludeDepth) deep: \(chain)")
             return nil
         }
+        if let why = Self.outsideIncludeRoots(real, config: stack[0].real) {
+            r.error(node, path, "cannot include '\(name)': \(why)")
+            return nil
+        }
+        includes += 1
+        guard includes <= Self.maximumIncludes else {
+            if includes == Self.maximumIncludes + 1 {
+                r.error(node, path, "more than \(Self.maximumIncludes) !include in all (this one: \(chain)); the config's files include each other too many times")
+            }
+            return nil
+        }
         let text: String
         switch FileSystem.readConfigText(shown, what: "an included file") {
         case let .success(t): text = t
         case let .failure(why):
             r.error(node, path, "cannot include '\(name)': \(shown): \(why)")
+            return nil
+        }
+        includedBytes += text.utf8.count
+        guard includedBytes <= Self.maximumIncludedBytes else {
+            r.error(
+                node, path,
+                "the included files hold more than \(Self.maximumIncludedBytes >> 20) MiB in all (this one: \(chain)); the config's files include each other too many times")
+            includes = Self.maximumIncludes + 1  // nothing more is read
             return nil
         }
         let at = r.position(node)
@@ -140,6 +170,27 @@ extension ConfigParser {
         r.files.assign(document, source: source)
         includedFiles.append(shown)
         return resolveIncludes(document, path, in: stack + [Inclusion(file: shown, real: real, places: places)])
+    }
+
+    /// Why the file at real path `real` may not be included in the config
+    /// whose real path is `config`; nil when it may. An included file is
+    /// read as config text and quoted in messages, so it must be below the
+    /// config's own directory or the system config directory (symbolic
+    /// links are followed first).
+    static func outsideIncludeRoots(_ real: String, config: String) -> String? {
+        let dir = directory(of: config)
+        let own = realPath(dir.isEmpty ? "." : dir) ?? dir
+        for root in [own, realPath(systemConfigDirectory) ?? systemConfigDirectory] {
+            let r = root.hasSuffix("/") ? root : root + "/"
+            if real.hasPrefix(r) { return nil }
+        }
+        return "\(real) is outside the config's directory (\(own)) and \(systemConfigDirectory); an included file must be below one of them"
+    }
+
+    /// Whether two paths name one file (device and inode).
+    static func sameFile(_ a: String, _ b: String) -> Bool {
+        var x = stat(), y = stat()
+        return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino
     }
 
     /// The directory part of a path as written ("" for none).
@@ -327,9 +378,17 @@ extension ConfigParser {
     func substituted(_ node: Node, _ path: String, _ table: Substitutions) -> Node {
         switch node {
         case let .scalar(s):
-            guard s.string.unicodeScalars.contains("$") else { return node }
+            guard s.string.unicodeScalars.contains("$"), substitutedBytes <= Self.maximumSubstitutedBytes else { return node }
             let (text, problems) = table.expand(s.string)
             for p in problems { log.error(position(of: s, node, offset: p.offset), path, p.message) }
+            substitutedBytes += max(0, text.utf8.count - s.string.utf8.count)
+            if substitutedBytes > Self.maximumSubstitutedBytes {
+                // Reported once, at the value that went past; the rest is left as written.
+                r.error(
+                    node, path,
+                    "with this value, substitutions make the config more than \(Self.maximumSubstitutedBytes >> 20) MiB larger than written; use a substitution fewer times, or a shorter one")
+                return node
+            }
             return .scalar(Node.Scalar(text, s.tag, s.style, s.mark))
         case let .mapping(m):
             var pairs: [(Node, Node)] = []

@@ -82,6 +82,11 @@ final class ConfigParser {
     /// The files the config includes, as messages name them, in the order
     /// read (a file included twice is listed twice).
     var includedFiles: [String] = []
+    /// `!include`s resolved and bytes included so far, and how much the
+    /// substitutions grew the text (each capped: `maximumIncludes`, …).
+    var includes = 0
+    var includedBytes = 0
+    var substitutedBytes = 0
     /// The values of the secrets the config refers to, by name: only
     /// `secret(_:_:)` reads them.
     var secretValues: [String: String] = [:]
