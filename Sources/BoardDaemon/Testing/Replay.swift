@@ -28,6 +28,12 @@ public enum Replay {
 
     /// The newest recording format this boardd reads.
     public static let version: Int64 = 1
+    /// The largest recording read (a regular file only: a device such as
+    /// `/dev/zero` is refused before a byte is read).
+    static let maximumSize = 1 << 30
+    /// The longest recording a header may say it lasts (one lasts an hour
+    /// at most): a replay runs its config's timers until then.
+    static let maximumSeconds: Int64 = 86_400
 
     struct Recording {
         var config: String
@@ -239,7 +245,7 @@ public enum Replay {
     /// Reads a recording: its header, its records and its footer.
     static func read(_ file: String) -> Result<Recording, Problem> {
         let bytes: [UInt8]
-        switch FileSystem.readBytes(file, limit: 1 << 30, what: "a recording") {
+        switch FileSystem.readBytes(file, limit: maximumSize, what: "a recording", regularOnly: true) {
         case let .success(b): bytes = b
         case let .failure(e): return .failure(Problem(message: "\(file): cannot read the recording: \(e)"))
         }
@@ -254,22 +260,10 @@ public enum Replay {
             }
             func fail(_ m: String) -> Result<Recording, Problem> { .failure(Problem(message: "\(file):\(number): \(m)")) }
             guard var r = rec else {
-                guard case let .int(v)? = json["boardd_recording"] else {
-                    return fail("not a boardd recording (its first line has no \"boardd_recording\" version)")
+                switch header(json, raw) {
+                case let .success(h): rec = h
+                case let .failure(why): return fail(why.message)
                 }
-                guard v <= version else {
-                    return fail("a recording of format version \(v); this boardd reads version \(version) and older: update boardd")
-                }
-                guard case let .string(config)? = json["config"] else { return fail("the header has no config") }
-                var levels: [String: Bool] = [:]
-                if case let .object(fields)? = json["levels"] {
-                    for (k, v) in fields { if case let .int(x) = v { levels[k] = x != 0 } }
-                }
-                var sha: String?
-                if case let .string(s)? = json["config_sha256"] { sha = s }
-                var board = "?"
-                if case let .string(b)? = json["board"] { board = b }
-                rec = Recording(config: config, sha256: sha, board: board, seconds: seconds(json["seconds"]), levels: levels)
                 continue
             }
             if case .bool(true)? = json["end"] {
@@ -278,8 +272,12 @@ public enum Replay {
                 rec = r
                 continue
             }
-            guard case let .string(kind)? = json["kind"], case let .int(t)? = json["t"] else {
-                return fail("a record needs \"kind\" and \"t\" (nanoseconds since the start)")
+            guard case let .string(kind)? = json["kind"] else { return fail("a record needs \"kind\"") }
+            let t: Int64
+            switch json["t"] {
+            case let .int(n)?: t = n
+            case nil: return fail("a record needs \"t\" (nanoseconds since the start)")
+            case let found?: return fail("\"t\" must be a whole number of nanoseconds, found \(shown(found, "t", in: raw))")
             }
             // An edge the kernel stamped before the start (read after it)
             // is in the levels the header gives already.
@@ -314,11 +312,64 @@ public enum Replay {
         return .success(r)
     }
 
-    static func seconds(_ v: JSON?) -> Duration {
-        switch v {
-        case let .int(s)?: .seconds(s)
-        case let .double(s)?: .nanoseconds(Int64(s * 1e9))
-        default: .zero
+    /// A recording's first line: its version, its config, its length, its
+    /// inputs' levels at the start.
+    static func header(_ json: JSON, _ raw: ArraySlice<UInt8>) -> Result<Recording, Problem> {
+        func fail(_ m: String) -> Result<Recording, Problem> { .failure(Problem(message: m)) }
+        let v: Int64
+        switch json["boardd_recording"] {
+        case nil: return fail("not a boardd recording (its first line has no \"boardd_recording\" version)")
+        case let .int(n)? where n >= 1: v = n
+        case let found?: return fail("version \(shown(found, "boardd_recording", in: raw)) is out of range; this boardd reads version \(version)")
         }
+        guard v <= version else {
+            return fail("a recording of format version \(v); this boardd reads version \(version) and older: update boardd")
+        }
+        guard case let .string(config)? = json["config"] else { return fail("the header has no config") }
+        guard let length = seconds(json["seconds"]) else {
+            return fail("\"seconds\" must be from 0 to \(maximumSeconds), found \(shown(json["seconds"] ?? .null, "seconds", in: raw))")
+        }
+        var levels: [String: Bool] = [:]
+        if case let .object(fields)? = json["levels"] {
+            for (k, v) in fields { if case let .int(x) = v { levels[k] = x != 0 } }
+        }
+        var sha: String?
+        if case let .string(s)? = json["config_sha256"] { sha = s }
+        var board = "?"
+        if case let .string(b)? = json["board"] { board = b }
+        return .success(Recording(config: config, sha256: sha, board: board, seconds: length, levels: levels))
+    }
+
+    /// The header's length: none is zero; nil when it is not a number from
+    /// 0 to `maximumSeconds`.
+    static func seconds(_ v: JSON?) -> Duration? {
+        switch v {
+        case nil: .zero
+        case let .int(s)? where (0...maximumSeconds).contains(s): .seconds(s)
+        case let .double(s)? where s >= 0 && s <= Double(maximumSeconds): .nanoseconds(Int64(s * 1e9))
+        default: nil
+        }
+    }
+
+    /// A value a message names: a number as the line wrote it (JSON keeps
+    /// a large or fractional one as a double, which would print otherwise),
+    /// anything else by its kind.
+    static func shown(_ v: JSON, _ key: String, in line: ArraySlice<UInt8>) -> String {
+        switch v {
+        case .int, .double:
+            return rawNumber(after: key, in: line) ?? Echo(v.text).bare
+        default: return v.kind
+        }
+    }
+
+    /// The number's text after `"key":` in a line, when it is there.
+    static func rawNumber(after key: String, in line: ArraySlice<UInt8>) -> String? {
+        let quoted = Array("\"\(key)\"".utf8)
+        guard let at = line.indices.first(where: { line[$0...].starts(with: quoted) }) else { return nil }
+        var i = at + quoted.count
+        while i < line.endIndex, line[i] == 0x20 || line[i] == 0x09 || line[i] == UInt8(ascii: ":") { i += 1 }
+        let start = i
+        while i < line.endIndex, i - start < 40, "0123456789+-.eE".utf8.contains(line[i]) { i += 1 }
+        return i > start ? String(decoding: line[start..<i], as: UTF8.self) : nil
     }
 }
