@@ -34,6 +34,8 @@ public enum Replay {
     /// The longest recording a header may say it lasts (one lasts an hour
     /// at most): a replay runs its config's timers until then.
     static let maximumSeconds: Int64 = 86_400
+    /// The most cells the table that aligns one output's writes may have.
+    static let maximumTable = 1 << 22
 
     struct Recording {
         var config: String
@@ -184,45 +186,6 @@ public enum Replay {
             }
         }
         for t in config.tasks { visit(t.actions) }
-        return out
-    }
-
-    /// One output's writes, the board's against the replay's: the longest
-    /// common run of values aligned (an edit script), then each aligned
-    /// pair further apart than `tolerance`.
-    static func compare(
-        _ line: String, board: [(Duration, Bool)], replay: [(Duration, Bool)], tolerance: Duration
-    ) -> [String] {
-        let n = board.count
-        let m = replay.count
-        // Values only, then times: an LCS table (recordings of a few
-        // thousand writes per line are fine).
-        var table = Array(repeating: Array(repeating: 0, count: m + 1), count: n + 1)
-        for i in stride(from: n - 1, through: 0, by: -1) {
-            for j in stride(from: m - 1, through: 0, by: -1) {
-                table[i][j] = board[i].1 == replay[j].1 ? table[i + 1][j + 1] + 1 : max(table[i + 1][j], table[i][j + 1])
-            }
-        }
-        var out: [String] = []
-        var i = 0
-        var j = 0
-        func v(_ b: Bool) -> String { b ? "on" : "off" }
-        while i < n || j < m {
-            if i < n && j < m && board[i].1 == replay[j].1 {
-                let gap = board[i].0 > replay[j].0 ? board[i].0 - replay[j].0 : replay[j].0 - board[i].0
-                if gap > tolerance {
-                    out.append("\(line) -> \(v(replay[j].1)) at \(ms(replay[j].0)); the board at \(ms(board[i].0))")
-                }
-                i += 1
-                j += 1
-            } else if j < m && (i == n || table[i][j + 1] >= table[i + 1][j]) {
-                out.append("\(line) -> \(v(replay[j].1)) at \(ms(replay[j].0)); the board did not")
-                j += 1
-            } else {
-                out.append("\(line) -> \(v(board[i].1)) at \(ms(board[i].0)) on the board; the config did not")
-                i += 1
-            }
-        }
         return out
     }
 
