@@ -53,4 +53,37 @@ import Testing
         #expect(!d.isEmpty)
         #expect(cells <= Replay.maximumTable)
     }
+
+    /// A recording of `edges` presses and releases, each with its write.
+    static func recording(edges: Int) -> String {
+        var s = #"{"boardd_recording":1,"config":"c.yaml","board":"demo","seconds":60,"levels":{"button":1}}"# + "\n"
+        for i in 0..<edges {
+            let t = (i + 1) * 2_000_000
+            s += #"{"t":\#(t),"loop":"main","kind":"edge","line":"button","edge":"\#(i % 2 == 0 ? "falling" : "rising")"}"# + "\n"
+            s += #"{"t":\#(t + 50_000),"loop":"main","kind":"write","line":"led","value":\#(i % 2 == 0 ? 1 : 0),"by":"reaction:follow"}"# + "\n"
+        }
+        return s + #"{"end":true,"dropped":0}"# + "\n"
+    }
+
+    /// Reading a recording 4 times as long takes about 4 times as long,
+    /// not 16 (each record copied the records read before it). The
+    /// fastest of three reads of each, so a busy machine cannot flip it.
+    @Test func readingARecordingFourTimesAsLongTakesAboutFourTimesAsLong() throws {
+        let dir = try TempDir("replay-scaling")
+        func fastest(_ edges: Int) throws -> Double {
+            let file = dir.path + "/r\(edges).jsonl"
+            try Self.recording(edges: edges).write(toFile: file, atomically: true, encoding: .utf8)
+            var best = Double.infinity
+            for _ in 0..<3 {
+                let start = Date()
+                guard case let .success(r) = Replay.read(file) else { Issue.record("\(file) was not read"); return best }
+                best = min(best, Date().timeIntervalSince(start))
+                #expect(r.edges.count == edges && r.writes.count == edges)
+            }
+            return best
+        }
+        let small = try fastest(4_000)
+        let large = try fastest(16_000)
+        #expect(large / small < 8, "4,000 edges: \(small) s; 16,000 edges: \(large) s")
+    }
 }

@@ -222,50 +222,15 @@ public enum Replay {
                 return .failure(Problem(message: "\(file):\(number): not JSON: \(error.message)"))
             }
             func fail(_ m: String) -> Result<Recording, Problem> { .failure(Problem(message: "\(file):\(number): \(m)")) }
-            guard var r = rec else {
+            guard rec != nil else {
                 switch header(json, raw) {
                 case let .success(h): rec = h
                 case let .failure(why): return fail(why.message)
                 }
                 continue
             }
-            if case .bool(true)? = json["end"] {
-                r.complete = true
-                if case let .int(d)? = json["dropped"] { r.dropped = d }
-                rec = r
-                continue
-            }
-            guard case let .string(kind)? = json["kind"] else { return fail("a record needs \"kind\"") }
-            let t: Int64
-            switch json["t"] {
-            case let .int(n)?: t = n
-            case nil: return fail("a record needs \"t\" (nanoseconds since the start)")
-            case let found?: return fail("\"t\" must be a whole number of nanoseconds, found \(shown(found, "t", in: raw))")
-            }
-            // An edge the kernel stamped before the start (read after it)
-            // is in the levels the header gives already.
-            if t < 0 && kind == "edge" { continue }
-            let at = Duration.nanoseconds(max(t, 0))
-            var line = ""
-            if case let .string(l)? = json["line"] { line = l }
-            switch kind {
-            case "edge":
-                guard case let .string(e)? = json["edge"], e == "rising" || e == "falling" else {
-                    return fail("an edge needs \"edge\": \"rising\" or \"falling\"")
-                }
-                r.edges.append((at, line, e == "rising"))
-            case "write":
-                guard case let .int(v)? = json["value"] else { return fail("a write needs \"value\": 0 or 1") }
-                r.writes.append((at, line, v != 0))
-            case "reaction":
-                if case let .string(n)? = json["name"] { r.reactions[n, default: 0] += 1 }
-            case "command":
-                if case let .string(n)? = json["name"], case .string("start")? = json["event"] { r.commands.append((at, n)) }
-            case "lost":
-                if case let .int(c)? = json["count"] { r.lost[line, default: 0] += c }
-            default: break  // newer kinds and the ones replay does not compare
-            }
-            rec = r
+            // In place: a copy of the recording would copy its records.
+            if let why = add(json, raw, to: &rec!) { return fail(why) }
         }
         guard var r = rec else { return .failure(Problem(message: "\(file): empty: not a boardd recording")) }
         // Records of different loops are merged by time; equal times keep the file's order.
@@ -273,6 +238,46 @@ public enum Replay {
         r.writes = r.writes.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.map(\.element)
         if r.seconds == .zero, let last = r.edges.last { r.seconds = last.at }
         return .success(r)
+    }
+
+    /// Adds a record (or the footer) to the recording; what is wrong with it, or nil.
+    static func add(_ json: JSON, _ raw: ArraySlice<UInt8>, to r: inout Recording) -> String? {
+        if case .bool(true)? = json["end"] {
+            r.complete = true
+            if case let .int(d)? = json["dropped"] { r.dropped = d }
+            return nil
+        }
+        guard case let .string(kind)? = json["kind"] else { return "a record needs \"kind\"" }
+        let t: Int64
+        switch json["t"] {
+        case let .int(n)?: t = n
+        case nil: return "a record needs \"t\" (nanoseconds since the start)"
+        case let found?: return "\"t\" must be a whole number of nanoseconds, found \(shown(found, "t", in: raw))"
+        }
+        // An edge the kernel stamped before the start (read after it)
+        // is in the levels the header gives already.
+        if t < 0 && kind == "edge" { return nil }
+        let at = Duration.nanoseconds(max(t, 0))
+        var line = ""
+        if case let .string(l)? = json["line"] { line = l }
+        switch kind {
+        case "edge":
+            guard case let .string(e)? = json["edge"], e == "rising" || e == "falling" else {
+                return "an edge needs \"edge\": \"rising\" or \"falling\""
+            }
+            r.edges.append((at, line, e == "rising"))
+        case "write":
+            guard case let .int(v)? = json["value"] else { return "a write needs \"value\": 0 or 1" }
+            r.writes.append((at, line, v != 0))
+        case "reaction":
+            if case let .string(n)? = json["name"] { r.reactions[n, default: 0] += 1 }
+        case "command":
+            if case let .string(n)? = json["name"], case .string("start")? = json["event"] { r.commands.append((at, n)) }
+        case "lost":
+            if case let .int(c)? = json["count"] { r.lost[line, default: 0] += c }
+        default: break  // newer kinds and the ones replay does not compare
+        }
+        return nil
     }
 
     /// A recording's first line: its version, its config, its length, its
