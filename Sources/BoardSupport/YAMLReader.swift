@@ -606,10 +606,11 @@ public enum DurationText {
         /// line's messages are the same); `suggest` is the unit a bare
         /// number is told to take.
         public func message(_ text: String, suggest: String = "ms") -> String {
-            switch self {
+            let text = Echo(text).bare
+            return switch self {
             case .noUnit: "'\(text)' has no unit; write \(text)\(suggest) (units: us, ms, s, min, h)"
             case let .unknownUnit(u):
-                "unknown unit '\(u)' in '\(text)'; units are us, ms, s, min, h" + DidYouMean.hint(u, in: DurationText.units.map(\.0))
+                "unknown unit '\(Echo(u).bare)' in '\(text)'; units are us, ms, s, min, h" + DidYouMean.hint(u, in: DurationText.units.map(\.0))
             case .negative: "'\(text)' is negative; a duration is zero or more"
             case .notANumber: "expected a duration such as 20ms, found '\(text)'"
             case .tooPrecise: "'\(text)' is finer than a nanosecond"

@@ -65,18 +65,24 @@ package final class LockedValue<T>: @unchecked Sendable {
 /// A mutex with a condition variable on CLOCK_MONOTONIC, for the places a
 /// thread must sleep until another changes shared state (a sender waiting for
 /// a free message slot, a requester waiting for its reply, a worker's start).
+///
+/// It declares no initializer: it inherits `Lock`'s (`Monitor()` is a
+/// non-recursive one), its condition made as its property's initial value.
+/// An initializer of its own would make the compiler add a trapping stub
+/// for the inherited one, which the compiler's recursion check then
+/// reports, wrongly, as infinite recursion.
 final class Monitor: Lock, @unchecked Sendable {
-    private let cond: UnsafeMutablePointer<pthread_cond_t>
+    private let cond: UnsafeMutablePointer<pthread_cond_t> = Monitor.makeCondition()
 
-    init() {
-        cond = .allocate(capacity: 1)
+    private static func makeCondition() -> UnsafeMutablePointer<pthread_cond_t> {
+        let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
         cond.initialize(to: pthread_cond_t())
         var attr = pthread_condattr_t()
         pthread_condattr_init(&attr)
         pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
         pthread_cond_init(cond, &attr)
         pthread_condattr_destroy(&attr)
-        super.init(recursive: false)
+        return cond
     }
 
     deinit {

@@ -88,6 +88,13 @@ public final class MockChip: @unchecked Sendable {
     @exclusivity(unchecked) var historyCount = 0
     /// Output changes dropped because the history ring was full.
     @exclusivity(unchecked) public private(set) var historyDropped: UInt64 = 0
+    /// Changes recorded since the chip was made, the dropped and the
+    /// forgotten included: the number the next change gets.
+    @exclusivity(unchecked) var changesRecorded: UInt64 = 0
+    /// Per line: 1 + the number of its last change, 0 for none.
+    @exclusivity(unchecked) var lastChange: [UInt64]
+    /// Entries copied out of the ring so far (`historyEntriesCopied`).
+    @exclusivity(unchecked) var entriesCopied: UInt64 = 0
 
     /// The kernel calls requests on this chip have made, by kind: what a
     /// test of a grouped request counts (one set-values call for k lines).
@@ -161,6 +168,7 @@ public final class MockChip: @unchecked Sendable {
         holders = Array(repeating: nil, count: lineCount)
         owner = Array(repeating: nil, count: lineCount)
         ownerIndex = Array(repeating: -1, count: lineCount)
+        lastChange = Array(repeating: 0, count: lineCount)
         self.historyCapacity = max(historyCapacity, 1)
         history = .allocate(capacity: self.historyCapacity)
         history.initialize(
@@ -312,28 +320,8 @@ public final class MockChip: @unchecked Sendable {
         history[(historyStart + historyCount) % historyCapacity] = OutputChange(
             offset: UInt32(o), value: value, level: level, timestamp: timestamp)
         historyCount += 1
-    }
-
-    /// Every recorded output change of one line, oldest first (the value a
-    /// request set it to when made, then each change).
-    public func outputHistory(_ line: GPIOLineSelector) throws(GPIOError) -> [OutputChange] {
-        let o = try offset(line)
-        return allOutputChanges().filter { $0.offset == o }
-    }
-
-    /// Every recorded output change, oldest first.
-    public func allOutputChanges() -> [OutputChange] {
-        lock.locked {
-            (0..<historyCount).map { history[(historyStart + $0) % historyCapacity] }
-        }
-    }
-
-    /// Forgets the recorded output changes.
-    public func clearOutputHistory() {
-        lock.locked {
-            historyStart = 0
-            historyCount = 0
-        }
+        changesRecorded &+= 1
+        lastChange[o] = changesRecorded
     }
 
     /// Wires an output of this chip to an input (of this chip or `target`):

@@ -39,7 +39,7 @@ extension ControlServer {
         default: return error(id: .null, "bad-argument", "id: expected a whole number, found \(id.kind)")
         }
         guard req["v"] == .int(Self.version) else {
-            let found = req["v"].map { "\"v\":\($0.text)" } ?? "no \"v\""
+            let found = req["v"].map { "\"v\":\(Echo($0.text).bare)" } ?? "no \"v\""
             return error(id: id, "version", "this boardd speaks control protocol version 1 (\"v\":1); the request has \(found)")
         }
         guard case let .string(cmd)? = req["cmd"] else {
@@ -92,12 +92,12 @@ extension ControlServer {
             return [("line", .string(l.name))]
         case "sequence":
             let action = try string(r, "action")
-            guard action == "start" || action == "stop" else { throw Failure("bad-argument", "action: expected \"start\" or \"stop\", found \"\(action)\"") }
+            guard action == "start" || action == "stop" else { throw Failure("bad-argument", "action: expected \"start\" or \"stop\", found \(Echo(action))") }
             let name = try string(r, "name")
             guard let s = config.sequence(named: name) else {
                 throw Failure(
                     "unknown-sequence",
-                    "no sequence named '\(name)'\(DidYouMean.hint(name, in: config.sequences.map(\.name))) (sequences: \(list(config.sequences.map(\.name))))")
+                    "no sequence named \(Echo(name))\(DidYouMean.hint(name, in: config.sequences.map(\.name))) (sequences: \(list(config.sequences.map(\.name))))")
             }
             mutation(c, "sequence \(action) \(name)")
             let p = daemon.main.program.control
@@ -114,7 +114,7 @@ extension ControlServer {
         case "trace": return try startTrace(r, from: c)
         case "record": return try startRecording(r, from: c)
         default:
-            throw Failure("unknown-command", "no command '\(cmd)'\(DidYouMean.hint(cmd, in: Self.commands)) (commands: \(list(Self.commands)))")
+            throw Failure("unknown-command", "no command \(Echo(cmd))\(DidYouMean.hint(cmd, in: Self.commands)) (commands: \(list(Self.commands)))")
         }
     }
 
@@ -171,7 +171,7 @@ extension ControlServer {
         let config = daemon.config
         guard let id = config.line(named: name) else {
             let names = config.lines.map(\.name)
-            throw Failure("unknown-line", "no line named '\(name)'\(DidYouMean.hint(name, in: names)) (lines: \(list(names)))")
+            throw Failure("unknown-line", "no line named \(Echo(name))\(DidYouMean.hint(name, in: names)) (lines: \(list(names)))")
         }
         return (id.index, config[id])
     }
@@ -189,7 +189,7 @@ extension ControlServer {
         let name = try string(r, "loop")
         guard let i = config.loops.firstIndex(where: { $0.name == name }) else {
             let names = config.loops.map(\.name)
-            throw Failure("unknown-loop", "no loop named '\(name)'\(DidYouMean.hint(name, in: names)) (loops: \(list(names)))")
+            throw Failure("unknown-loop", "no loop named \(Echo(name))\(DidYouMean.hint(name, in: names)) (loops: \(list(names)))")
         }
         guard r["mode"] != nil else {
             guard let m = loopMode(i) else { throw Failure("internal", "loop '\(name)' did not answer within a second") }
@@ -198,7 +198,7 @@ extension ControlServer {
         let modeName = try string(r, "mode")
         guard let m = config.mode(named: modeName) else {
             let names = config.modes.map(\.name)
-            throw Failure("unknown-mode", "no mode named '\(modeName)'\(DidYouMean.hint(modeName, in: names)) (modes: \(list(names)))")
+            throw Failure("unknown-mode", "no mode named \(Echo(modeName))\(DidYouMean.hint(modeName, in: names)) (modes: \(list(names)))")
         }
         mutation(c, "mode \(name) \(modeName)")
         let program = daemon.main.program

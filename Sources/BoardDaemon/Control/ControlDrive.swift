@@ -151,7 +151,7 @@ extension ControlServer {
 
     /// Sets an input's physical level (the line by name, in the config running then).
     func level(_ name: String, _ high: Bool) throws {
-        guard let id = daemon.config.line(named: name) else { throw Failure("unknown-line", "no line named '\(name)'") }
+        guard let id = daemon.config.line(named: name) else { throw Failure("unknown-line", "no line named \(Echo(name))") }
         try set(target(daemon.config[id], "a timed press or release"), name, high)
     }
 

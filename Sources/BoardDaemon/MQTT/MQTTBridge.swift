@@ -428,10 +428,14 @@ final class MQTTBridge {
         init(_ m: String) { message = m }
     }
 
+    /// Logged and answered on the error topic. The topic and the payload
+    /// come from the wire: the log line shows them bounded and escaped
+    /// (`Echo`), the answer the topic bounded (a topic may be 64 KiB).
     private func refuse(_ topic: String, _ payload: String, _ why: String) {
         stats.refused &+= 1
-        logger.warning("mqtt: refused \(topic) \(JSON.string(payload).text): \(why)")
-        let o: JSON = .object([("topic", .string(topic)), ("payload", .string(payload)), ("error", .string(why))])
+        let shown = Echo(topic).bare
+        logger.warning("mqtt: refused \(shown) \"\(Echo(payload).bare)\": \(why)")
+        let o: JSON = .object([("topic", .string(shown)), ("payload", .string(payload)), ("error", .string(why))])
         publish(errorTopic, Array(o.text.utf8), qos: config.qos.commands, retain: false)
     }
 
@@ -444,7 +448,7 @@ final class MQTTBridge {
 
     private func setLine(_ name: String, _ payload: String) throws {
         guard let id = names.line(named: name) else {
-            throw Refusal("no line named '\(name)'\(DidYouMean.hint(name, in: names.lines.map(\.name)))")
+            throw Refusal("no line named \(Echo(name))\(DidYouMean.hint(name, in: names.lines.map(\.name)))")
         }
         guard names[id].isOutput else { throw Refusal("line '\(name)' is an input; only outputs can be set") }
         guard config.writableOutputs.contains(id) else {
@@ -502,7 +506,7 @@ final class MQTTBridge {
 
     private func runSequence(_ name: String, _ payload: String) throws {
         guard let id = names.sequence(named: name) else {
-            throw Refusal("no sequence named '\(name)'\(DidYouMean.hint(name, in: names.sequences.map(\.name)))")
+            throw Refusal("no sequence named \(Echo(name))\(DidYouMean.hint(name, in: names.sequences.map(\.name)))")
         }
         guard config.writableSequences.contains(id) else {
             throw Refusal(
@@ -518,11 +522,11 @@ final class MQTTBridge {
 
     private func setMode(_ loopName: String, _ payload: String) throws {
         guard let li = names.loops.firstIndex(where: { $0.name == loopName }) else {
-            throw Refusal("no loop named '\(loopName)'\(DidYouMean.hint(loopName, in: names.loops.map(\.name)))")
+            throw Refusal("no loop named \(Echo(loopName))\(DidYouMean.hint(loopName, in: names.loops.map(\.name)))")
         }
         let modeName = payload.trimmingWhitespace
         guard let m = names.mode(named: modeName) else {
-            throw Refusal("no mode named '\(modeName)'\(DidYouMean.hint(modeName, in: names.modes.map(\.name)))")
+            throw Refusal("no mode named \(Echo(modeName))\(DidYouMean.hint(modeName, in: names.modes.map(\.name)))")
         }
         guard config.writableModes.contains(m) else {
             throw Refusal("mode '\(modeName)' may not be set over MQTT (mqtt.commands.modes: \(list(config.writableModes.map { names[$0].name })))")

@@ -28,6 +28,14 @@ public enum Replay {
 
     /// The newest recording format this boardd reads.
     public static let version: Int64 = 1
+    /// The largest recording read (a regular file only: a device such as
+    /// `/dev/zero` is refused before a byte is read).
+    static let maximumSize = 1 << 30
+    /// The longest recording a header may say it lasts (one lasts an hour
+    /// at most): a replay runs its config's timers until then.
+    static let maximumSeconds: Int64 = 86_400
+    /// The most cells the table that aligns one output's writes may have.
+    static let maximumTable = 1 << 22
 
     struct Recording {
         var config: String
@@ -182,45 +190,6 @@ public enum Replay {
         return out
     }
 
-    /// One output's writes, the board's against the replay's: the longest
-    /// common run of values aligned (an edit script), then each aligned
-    /// pair further apart than `tolerance`.
-    static func compare(
-        _ line: String, board: [(Duration, Bool)], replay: [(Duration, Bool)], tolerance: Duration
-    ) -> [String] {
-        let n = board.count
-        let m = replay.count
-        // Values only, then times: an LCS table (recordings of a few
-        // thousand writes per line are fine).
-        var table = Array(repeating: Array(repeating: 0, count: m + 1), count: n + 1)
-        for i in stride(from: n - 1, through: 0, by: -1) {
-            for j in stride(from: m - 1, through: 0, by: -1) {
-                table[i][j] = board[i].1 == replay[j].1 ? table[i + 1][j + 1] + 1 : max(table[i + 1][j], table[i][j + 1])
-            }
-        }
-        var out: [String] = []
-        var i = 0
-        var j = 0
-        func v(_ b: Bool) -> String { b ? "on" : "off" }
-        while i < n || j < m {
-            if i < n && j < m && board[i].1 == replay[j].1 {
-                let gap = board[i].0 > replay[j].0 ? board[i].0 - replay[j].0 : replay[j].0 - board[i].0
-                if gap > tolerance {
-                    out.append("\(line) -> \(v(replay[j].1)) at \(ms(replay[j].0)); the board at \(ms(board[i].0))")
-                }
-                i += 1
-                j += 1
-            } else if j < m && (i == n || table[i][j + 1] >= table[i + 1][j]) {
-                out.append("\(line) -> \(v(replay[j].1)) at \(ms(replay[j].0)); the board did not")
-                j += 1
-            } else {
-                out.append("\(line) -> \(v(board[i].1)) at \(ms(board[i].0)) on the board; the config did not")
-                i += 1
-            }
-        }
-        return out
-    }
-
     /// Waits until `at / speed` of wall time has passed since `wall`.
     static func pace(_ wall: MonotonicInstant, _ at: Duration, _ speed: Double) {
         let due = wall.nanoseconds &+ UInt64(Double(at.nanosecondsClamped) / speed)
@@ -240,7 +209,7 @@ public enum Replay {
     /// Reads a recording: its header, its records and its footer.
     static func read(_ file: String) -> Result<Recording, Problem> {
         let bytes: [UInt8]
-        switch FileSystem.readBytes(file, limit: 1 << 30, what: "a recording") {
+        switch FileSystem.readBytes(file, limit: maximumSize, what: "a recording", regularOnly: true) {
         case let .success(b): bytes = b
         case let .failure(e): return .failure(Problem(message: "\(file): cannot read the recording: \(e)"))
         }
@@ -254,58 +223,15 @@ public enum Replay {
                 return .failure(Problem(message: "\(file):\(number): not JSON: \(error.message)"))
             }
             func fail(_ m: String) -> Result<Recording, Problem> { .failure(Problem(message: "\(file):\(number): \(m)")) }
-            guard var r = rec else {
-                guard case let .int(v)? = json["boardd_recording"] else {
-                    return fail("not a boardd recording (its first line has no \"boardd_recording\" version)")
+            guard rec != nil else {
+                switch header(json, raw) {
+                case let .success(h): rec = h
+                case let .failure(why): return fail(why.message)
                 }
-                guard v <= version else {
-                    return fail("a recording of format version \(v); this boardd reads version \(version) and older: update boardd")
-                }
-                guard case let .string(config)? = json["config"] else { return fail("the header has no config") }
-                var levels: [String: Bool] = [:]
-                if case let .object(fields)? = json["levels"] {
-                    for (k, v) in fields { if case let .int(x) = v { levels[k] = x != 0 } }
-                }
-                var sha: String?
-                if case let .string(s)? = json["config_sha256"] { sha = s }
-                var board = "?"
-                if case let .string(b)? = json["board"] { board = b }
-                rec = Recording(config: config, sha256: sha, board: board, seconds: seconds(json["seconds"]), levels: levels)
                 continue
             }
-            if case .bool(true)? = json["end"] {
-                r.complete = true
-                if case let .int(d)? = json["dropped"] { r.dropped = d }
-                rec = r
-                continue
-            }
-            guard case let .string(kind)? = json["kind"], case let .int(t)? = json["t"] else {
-                return fail("a record needs \"kind\" and \"t\" (nanoseconds since the start)")
-            }
-            // An edge the kernel stamped before the start (read after it)
-            // is in the levels the header gives already.
-            if t < 0 && kind == "edge" { continue }
-            let at = Duration.nanoseconds(max(t, 0))
-            var line = ""
-            if case let .string(l)? = json["line"] { line = l }
-            switch kind {
-            case "edge":
-                guard case let .string(e)? = json["edge"], e == "rising" || e == "falling" else {
-                    return fail("an edge needs \"edge\": \"rising\" or \"falling\"")
-                }
-                r.edges.append((at, line, e == "rising"))
-            case "write":
-                guard case let .int(v)? = json["value"] else { return fail("a write needs \"value\": 0 or 1") }
-                r.writes.append((at, line, v != 0))
-            case "reaction":
-                if case let .string(n)? = json["name"] { r.reactions[n, default: 0] += 1 }
-            case "command":
-                if case let .string(n)? = json["name"], case .string("start")? = json["event"] { r.commands.append((at, n)) }
-            case "lost":
-                if case let .int(c)? = json["count"] { r.lost[line, default: 0] += c }
-            default: break  // newer kinds and the ones replay does not compare
-            }
-            rec = r
+            // In place: a copy of the recording would copy its records.
+            if let why = add(json, raw, to: &rec!) { return fail(why) }
         }
         guard var r = rec else { return .failure(Problem(message: "\(file): empty: not a boardd recording")) }
         // Records of different loops are merged by time; equal times keep the file's order.
@@ -315,11 +241,104 @@ public enum Replay {
         return .success(r)
     }
 
-    static func seconds(_ v: JSON?) -> Duration {
-        switch v {
-        case let .int(s)?: .seconds(s)
-        case let .double(s)?: .nanoseconds(Int64(s * 1e9))
-        default: .zero
+    /// Adds a record (or the footer) to the recording; what is wrong with it, or nil.
+    static func add(_ json: JSON, _ raw: ArraySlice<UInt8>, to r: inout Recording) -> String? {
+        if case .bool(true)? = json["end"] {
+            r.complete = true
+            if case let .int(d)? = json["dropped"] { r.dropped = d }
+            return nil
         }
+        guard case let .string(kind)? = json["kind"] else { return "a record needs \"kind\"" }
+        let t: Int64
+        switch json["t"] {
+        case let .int(n)?: t = n
+        case nil: return "a record needs \"t\" (nanoseconds since the start)"
+        case let found?: return "\"t\" must be a whole number of nanoseconds, found \(shown(found, "t", in: raw))"
+        }
+        // An edge the kernel stamped before the start (read after it)
+        // is in the levels the header gives already.
+        if t < 0 && kind == "edge" { return nil }
+        let at = Duration.nanoseconds(max(t, 0))
+        var line = ""
+        if case let .string(l)? = json["line"] { line = l }
+        switch kind {
+        case "edge":
+            guard case let .string(e)? = json["edge"], e == "rising" || e == "falling" else {
+                return "an edge needs \"edge\": \"rising\" or \"falling\""
+            }
+            r.edges.append((at, line, e == "rising"))
+        case "write":
+            guard case let .int(v)? = json["value"] else { return "a write needs \"value\": 0 or 1" }
+            r.writes.append((at, line, v != 0))
+        case "reaction":
+            if case let .string(n)? = json["name"] { r.reactions[n, default: 0] += 1 }
+        case "command":
+            if case let .string(n)? = json["name"], case .string("start")? = json["event"] { r.commands.append((at, n)) }
+        case "lost":
+            if case let .int(c)? = json["count"] { r.lost[line, default: 0] += c }
+        default: break  // newer kinds and the ones replay does not compare
+        }
+        return nil
+    }
+
+    /// A recording's first line: its version, its config, its length, its
+    /// inputs' levels at the start.
+    static func header(_ json: JSON, _ raw: ArraySlice<UInt8>) -> Result<Recording, Problem> {
+        func fail(_ m: String) -> Result<Recording, Problem> { .failure(Problem(message: m)) }
+        let v: Int64
+        switch json["boardd_recording"] {
+        case nil: return fail("not a boardd recording (its first line has no \"boardd_recording\" version)")
+        case let .int(n)? where n >= 1: v = n
+        case let found?: return fail("version \(shown(found, "boardd_recording", in: raw)) is out of range; this boardd reads version \(version)")
+        }
+        guard v <= version else {
+            return fail("a recording of format version \(v); this boardd reads version \(version) and older: update boardd")
+        }
+        guard case let .string(config)? = json["config"] else { return fail("the header has no config") }
+        guard let length = seconds(json["seconds"]) else {
+            return fail("\"seconds\" must be from 0 to \(maximumSeconds), found \(shown(json["seconds"] ?? .null, "seconds", in: raw))")
+        }
+        var levels: [String: Bool] = [:]
+        if case let .object(fields)? = json["levels"] {
+            for (k, v) in fields { if case let .int(x) = v { levels[k] = x != 0 } }
+        }
+        var sha: String?
+        if case let .string(s)? = json["config_sha256"] { sha = s }
+        var board = "?"
+        if case let .string(b)? = json["board"] { board = b }
+        return .success(Recording(config: config, sha256: sha, board: board, seconds: length, levels: levels))
+    }
+
+    /// The header's length: none is zero; nil when it is not a number from
+    /// 0 to `maximumSeconds`.
+    static func seconds(_ v: JSON?) -> Duration? {
+        switch v {
+        case nil: .zero
+        case let .int(s)? where (0...maximumSeconds).contains(s): .seconds(s)
+        case let .double(s)? where s >= 0 && s <= Double(maximumSeconds): .nanoseconds(Int64(s * 1e9))
+        default: nil
+        }
+    }
+
+    /// A value a message names: a number as the line wrote it (JSON keeps
+    /// a large or fractional one as a double, which would print otherwise),
+    /// anything else by its kind.
+    static func shown(_ v: JSON, _ key: String, in line: ArraySlice<UInt8>) -> String {
+        switch v {
+        case .int, .double:
+            return rawNumber(after: key, in: line) ?? Echo(v.text).bare
+        default: return v.kind
+        }
+    }
+
+    /// The number's text after `"key":` in a line, when it is there.
+    static func rawNumber(after key: String, in line: ArraySlice<UInt8>) -> String? {
+        let quoted = Array("\"\(key)\"".utf8)
+        guard let at = line.indices.first(where: { line[$0...].starts(with: quoted) }) else { return nil }
+        var i = at + quoted.count
+        while i < line.endIndex, line[i] == 0x20 || line[i] == 0x09 || line[i] == UInt8(ascii: ":") { i += 1 }
+        let start = i
+        while i < line.endIndex, i - start < 40, "0123456789+-.eE".utf8.contains(line[i]) { i += 1 }
+        return i > start ? String(decoding: line[start..<i], as: UTF8.self) : nil
     }
 }

@@ -30,6 +30,16 @@ public final class Simulation {
     public let mock: MockGPIO
     private let logged: LockedValue<[LogLine]>
     private let runsRecorded: LockedValue<[CommandRun]>
+    /// Each chip's output changes read so far, by line, and how many the
+    /// chip had recorded then: each look reads only the changes since the
+    /// last (`sync`), not the chip's whole history again.
+    private var seen: [ObjectIdentifier: (count: UInt64, lines: [UInt32: Writes])] = [:]
+
+    /// One output's changes as read: its initial value, its writes after it.
+    private struct Writes {
+        var initial: Bool?
+        var writes: [Write] = []
+    }
 
     /// Every input starts driven to the level it rests at (inactive: a
     /// button not pressed; high where the board file says the line rests
@@ -145,16 +155,52 @@ public final class Simulation {
     /// A line's logical value now: an output's last write, an input's level.
     public func value(_ name: String) throws -> Bool {
         let (chip, selector, l) = try pin(name)
-        if l.isOutput, let last = try chip.outputHistory(selector).last { return last.value }
+        if l.isOutput, let last = try chip.lastOutputChange(selector) { return last.value }
         return try chip.level(selector) != l.settings.activeLow
     }
 
-    /// An output's initial value and its writes after it, in order.
+    /// An output's initial value and its writes after it, in order. (The
+    /// writes a chip's history dropped between two looks are not there.)
     public func writes(_ name: String) throws -> (initial: Bool?, writes: [Write]) {
         let (chip, selector, _) = try pin(name)
-        let h = try chip.outputHistory(selector)
-        let w = h.dropFirst().map { Write(at: .nanoseconds(Int64($0.timestamp.nanoseconds &- start.nanoseconds)), value: $0.value) }
-        return (h.first?.value, w)
+        let w = try sync(chip)[chip.offset(selector)] ?? Writes()
+        return (w.initial, w.writes)
+    }
+
+    /// An output's writes from `from` to `to` (both included): found by a
+    /// binary search, so a window costs its own writes, not the line's all.
+    public func writes(_ name: String, from: Duration, to: Duration) throws -> ArraySlice<Write> {
+        let all = try writes(name).writes
+        func first(_ after: (Duration) -> Bool) -> Int {
+            var lo = all.startIndex
+            var hi = all.endIndex
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if after(all[mid].at) { hi = mid } else { lo = mid + 1 }
+            }
+            return lo
+        }
+        let lo = first { $0 >= from }
+        return all[lo..<max(lo, first { $0 > to })]
+    }
+
+    /// Reads the chip's changes since the last look into `seen`; its lines' writes.
+    private func sync(_ chip: MockChip) -> [UInt32: Writes] {
+        let id = ObjectIdentifier(chip)
+        // Taken out while it grows, so its arrays are not shared (and copied).
+        var s = seen.removeValue(forKey: id) ?? (0, [:])
+        let (changes, count) = chip.outputChanges(since: s.count)
+        s.count = count
+        for c in changes {
+            let at = Duration.nanoseconds(Int64(c.timestamp.nanoseconds &- start.nanoseconds))
+            if s.lines[c.offset] == nil {
+                s.lines[c.offset] = Writes(initial: c.value)
+            } else {
+                s.lines[c.offset]!.writes.append(Write(at: at, value: c.value))
+            }
+        }
+        seen[id] = s
+        return s.lines
     }
 
     // MARK: Loops

@@ -258,8 +258,8 @@ public enum ConfigTestRunner {
             switch e {
             case let .state(n, v):
                 if let window {
+                    if try sim.writes(n.name, from: from, to: to).contains(where: { $0.value == v }) { return nil }
                     let (initial, writes) = try sim.writes(n.name)
-                    if writes.contains(where: { $0.value == v && inWindow($0.at) }) { return nil }
                     let changes = changesTo(v, initial: initial, writes)
                     if let before = changes.last(where: { $0 < window.from }) {
                         return "\(n.name) became \(onOff(v)) at \(ms(before)), before the window"
@@ -277,13 +277,13 @@ public enum ConfigTestRunner {
                 }
                 return "\(n.name) is \(onOff(now))"
             case let .writes(n, values):
-                let (initial, all) = try sim.writes(n.name)
-                let writes = all.filter { inWindow($0.at) }
+                let writes = try sim.writes(n.name, from: from, to: to)
                 if writes.map(\.value) == values { return nil }
-                return writes.isEmpty ? "\(n.name) was not written (\(history(initial, all)))" : "\(n.name) was written \(list(writes))"
+                let (initial, all) = try sim.writes(n.name)
+                return writes.isEmpty ? "\(n.name) was not written (\(history(initial, all)))" : "\(n.name) was written \(list(Array(writes)))"
             case let .noWrites(n):
-                let writes = try sim.writes(n.name).writes.filter { inWindow($0.at) }
-                return writes.isEmpty ? nil : "\(n.name) was written \(list(writes))"
+                let writes = try sim.writes(n.name, from: from, to: to)
+                return writes.isEmpty ? nil : "\(n.name) was written \(list(Array(writes)))"
             case let .run(n, env):
                 let runs = sim.runs.filter { $0.name == n.name }
                 let timed = runs.filter { inWindow(sim.since($0.at)) }
