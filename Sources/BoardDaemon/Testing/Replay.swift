@@ -18,6 +18,9 @@ public enum Replay {
         public var tolerance: Duration = .milliseconds(5)
         public var runCommands = false
         public var loadOptions: LoadOptions
+        /// Output changes each mock chip keeps between two looks (a test
+        /// makes it small to show none is lost past it).
+        var historyCapacity = 1 << 16
 
         public init(file: String, config: String? = nil, loadOptions: LoadOptions) {
             self.file = file
@@ -79,7 +82,8 @@ public enum Replay {
         for (k, v) in rec.levels where known.contains(k) { levels[k] = v }
         let sim: Simulation
         do {
-            sim = try Simulation(config: config, loadOptions: options, runCommands: s.runCommands, levels: levels)
+            sim = try Simulation(
+                config: config, loadOptions: options, runCommands: s.runCommands, levels: levels, historyCapacity: s.historyCapacity)
         } catch {
             return CommandOutput(stdout: "", stderr: "\(configPath): the config did not start: \(error)\n", status: 2)
         }
@@ -102,6 +106,7 @@ public enum Replay {
                 let (chip, selector, _) = try sim.pin(e.line)
                 try chip.injectEdge(selector, e.rising ? .rising : .falling, at: sim.instant(e.at))
                 try sim.daemon.settle()
+                sim.keepUp()
             }
             if let speed = s.speed { pace(wall, rec.seconds, speed) }
             try sim.advance(to: max(rec.seconds, sim.now))

@@ -184,6 +184,15 @@ public final class Simulation {
         return all[lo..<max(lo, first { $0 > to })]
     }
 
+    /// Reads what each chip recorded since the last look once that is
+    /// `slack` changes or more: a long replay looks only at its end, and a
+    /// chip's ring keeps its last changes only (tens of thousands).
+    public func keepUp(slack: UInt64 = 1024) {
+        for chip in mock.chips where chip.outputChangeCount &- (seen[ObjectIdentifier(chip)]?.count ?? 0) >= slack {
+            _ = sync(chip)
+        }
+    }
+
     /// Reads the chip's changes since the last look into `seen`; its lines' writes.
     private func sync(_ chip: MockChip) -> [UInt32: Writes] {
         let id = ObjectIdentifier(chip)
