@@ -90,8 +90,16 @@ final class MQTTTests: XCTestCase {
         XCTAssertNotNil(probe.wait("\(p)/status", "online"), "\(probe.messages)\n\(run.daemon.log)")
         let stale = try XCTUnwrap(probe.wait { $0.topic == "\(p)/error" && ($0.json?["error"] as? String ?? "").contains("retained") })
         XCTAssertEqual(stale.json?["topic"] as? String, "\(p)/line/relay/set")
-        XCTAssertEqual(stale.json?["error"] as? String, "a retained command is ignored (publish commands without the retain flag)")
-        probe.publish("\(p)/line/relay/set", "", retain: true)  // clears it on the broker
+        XCTAssertEqual(
+            stale.json?["error"] as? String, "a retained command is ignored and cleared from the broker (publish commands without the retain flag)")
+        XCTAssertTrue(run.daemon.waitFor("mqtt: \(p)/line/relay/set: an empty payload is not a command; ignored"), run.daemon.log)
+        // A new subscriber gets no retained command: boardd cleared it (a
+        // retained marker published after shows the retained ones came).
+        probe.publish("\(p)/marker", "here", retain: true)
+        let newcomer = try Probe(port: broker.port, subscribe: "\(p)/#")
+        XCTAssertNotNil(newcomer.wait("\(p)/marker", "here"), "\(newcomer.messages)")
+        XCTAssertNil(newcomer.messages.first { $0.topic == "\(p)/line/relay/set" }, "cleared from the broker: \(newcomer.messages)")
+        probe.publish("\(p)/marker", "", retain: true)
 
         // Discovery: device-based, with Home Assistant's required keys.
         let disc = try XCTUnwrap(probe.wait("homeassistant/device/bench-1/config"), "\(probe.messages)")

@@ -399,8 +399,11 @@ final class MQTTBridge {
         }
         let payload = String(decoding: raw.prefix(Self.maxPayload), as: UTF8.self)
         guard !retained else {
-            // A retained command would run again at every connection.
-            refuse(topic, payload, "a retained command is ignored (publish commands without the retain flag)")
+            // A retained command would run again at every connection: it
+            // is refused, and cleared from the broker (an empty retained
+            // message), so it is not there the next time either.
+            refuse(topic, payload, "a retained command is ignored and cleared from the broker (publish commands without the retain flag)")
+            _ = publish(topic, [], qos: config.qos.commands, retain: true)
             return
         }
         guard raw.count <= Self.maxPayload else {
