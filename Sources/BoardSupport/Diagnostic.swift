@@ -80,7 +80,7 @@ public final class DiagnosticLog {
     }
 
     /// The file a position is in, and what its messages end with.
-    func place(_ at: Position) -> (file: String, via: String) {
+    public func place(_ at: Position) -> (file: String, via: String) {
         guard at.source > 0, at.source <= sources.count else { return (file, "") }
         let s = sources[at.source - 1]
         return (s.file, s.via)

@@ -197,6 +197,24 @@ let fleetGoodConfigs: [(String, [String])] = [
         #expect(errors.first?.contains("more than 1000 !include in all (this one: \(dir.path)/config.yaml → \(dir.path)/f0.yaml →") == true, "\(errors)")
     }
 
+    /// A package listed twice adds its reactions twice: refused at the
+    /// second's name, which says where the first is.
+    @Test func aReactionNameGivenTwiceIsAnError() throws {
+        let dir = try TemporaryDirectory()
+        try dir.write("bell.yaml", "reactions:\n  - { name: ring, on: { line: button, press: true }, do: [ toggle: led ] }\n")
+        try dir.write(
+            "config.yaml",
+            "board: demo\nlines:\n  button: { pin: BUTTON, input: { edge: both } }\n  led: { pin: LED, output: {} }\npackages:\n  a: !include bell.yaml\n  b: !include bell.yaml\n")
+        let result = ConfigLoader.load(path: dir.path + "/config.yaml", options: Fixtures.options())
+        #expect(result.config == nil)
+        let errors = result.errors.map(\.description)
+        #expect(errors.count == 1, "\(errors)")
+        #expect(
+            errors.first?.contains(
+                "error: reactions[1].name: reaction name 'ring' is given twice (first at \(dir.path)/bell.yaml:2:13); each reaction's name must be its own") == true,
+            "\(errors)")
+    }
+
     /// A hard link to the secrets file under another name is the secrets
     /// file: it cannot be included (its values would be quoted).
     @Test func aHardLinkToTheSecretsFileCannotBeIncluded() throws {

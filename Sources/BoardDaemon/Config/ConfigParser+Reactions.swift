@@ -9,13 +9,24 @@ extension ConfigParser {
 
     func parseReactions(_ e: YAMLReader.Entry) {
         guard let items = r.list(e.value, e.path, what: "a list of reactions (- on: …  do: […])") else { return }
+        var named: [String: Position] = [:]
         for (i, item) in items.enumerated() {
             let path = YAMLReader.index(e.path, i)
             guard let entries = r.mapping(item, path, allowed: ["on", "when", "do", "name", "description"]) else { continue }
             func entry(_ k: String) -> YAMLReader.Entry? { entries.first { $0.key == k } }
             let before = log.errorCount
             var name = path
-            if let x = entry("name"), let n = r.string(x.value, x.path) { name = n }
+            if let x = entry("name"), let n = r.string(x.value, x.path) {
+                name = n
+                // Counters, traces, records and MQTT name reactions by it.
+                if let first = named[n] {
+                    r.error(
+                        x.value, x.path,
+                        "reaction name '\(n)' is given twice (first at \(log.place(first).file):\(first)); each reaction's name must be its own (a package listed twice under packages: adds its reactions twice)")
+                } else {
+                    named[n] = r.position(x.value)
+                }
+            }
             var trigger: (LineID, Trigger)?
             if let x = entry("on") { trigger = parseTrigger(x.value, x.path) } else {
                 r.error(item, path, "a reaction needs on (its trigger, e.g. on: { line: button, press: true })")
