@@ -39,6 +39,29 @@ extension ControlServer {
         throw StartError.live(path: path, pid: p, uid: u)
     }
 
+    /// A second boardd on mock chips at the default path (two `--mock` runs
+    /// in two terminals): where a boardd of this user answers on the
+    /// default socket, the first free `boardd-N.sock` (N = 2…9) in the same
+    /// directory instead. Nil when the options stand as they are (a path
+    /// given, the socket free, or another user's: refused at start).
+    public static func besideAnother(_ options: Options, _ config: ControlConfig) -> (options: Options, taken: String)? {
+        guard config.enabled, options.path == nil, config.path == nil else { return nil }
+        guard case let .live(taken, _, uid)? = liveProblem(options, config), uid == getuid() else { return nil }
+        let base = options.defaultName.hasSuffix(".sock") ? String(options.defaultName.dropLast(5)) : options.defaultName
+        for n in 2...9 {
+            var o = options
+            o.defaultName = "\(base)-\(n).sock"
+            if liveProblem(o, config) == nil { return (o, taken) }
+        }
+        return nil
+    }
+
+    /// What `refuseLive` would throw.
+    static func liveProblem(_ options: Options, _ config: ControlConfig) -> StartError? {
+        do { try refuseLive(options, config) } catch let e as StartError { return e } catch { return nil }
+        return nil
+    }
+
     /// A socket file another user made (in `/tmp`, anyone may): neither
     /// asked whether it is live nor replaced.
     static func refuseForeign(_ path: String, _ st: stat) throws {

@@ -82,9 +82,18 @@ public enum Launcher {
             o.stopTimeout = s.stopTimeout
             var control = ControlServer.Options(path: s.socket)
             if s.demo { control.defaultName = "boardd-demo.sock" }
-            o.control = control
             // The demo's table would take the place of a daemon's.
             o.safeTable = s.demo ? nil : SafeTable.path(override: s.safeTable)
+            if config.board.mock, let beside = ControlServer.besideAnother(control, config.control) {
+                // A second run on mock chips: its own socket, and no safe
+                // table (it would take the first's place).
+                control = beside.options
+                o.safeTable = nil
+                let path = ControlServer.resolvePath(flag: nil, config: nil, name: control.defaultName)
+                logger.notice(
+                    "control socket: another boardd of yours answers on \(beside.taken): this one listens on \(path) (boardctl --socket \(path))")
+            }
+            o.control = control
             try ControlServer.refuseLive(control, config.control)
             let daemon = try Daemon(config: config, options: o)
             if config.board.mock, let mock = daemon.mock {
