@@ -29,10 +29,14 @@ public struct Diagnostic: Sendable, Equatable, Hashable, CustomStringConvertible
         self.message = message
     }
 
+    /// One line, always: what a config's text brought into the path or the
+    /// message (a newline or an ESC inside a key, a bidi override) is
+    /// written as `\u{…}` (`Echo`), so a diagnostic can neither be split
+    /// into a forged second one nor move a terminal's cursor.
     public var description: String {
         let place = line > 0 ? "\(file):\(line):\(column)" : file
         let what = path.isEmpty ? message : "\(path): \(message)"
-        return "\(place): \(severity.rawValue): \(what)"
+        return Echo.escaped("\(place): \(severity.rawValue): \(what)")
     }
 }
 

@@ -44,6 +44,20 @@ public struct Echo: CustomStringConvertible, Sendable {
         return "\(shown)… (\(cut) characters)"
     }
 
+    /// `text` whole, with every scalar `isEscaped` names written as `\u{…}`.
+    public static func escaped(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isEscaped) else { return text }
+        var out = String.UnicodeScalarView()
+        for u in text.unicodeScalars {
+            if isEscaped(u) {
+                out.append(contentsOf: "\\u{\(String(u.value, radix: 16, uppercase: true))}".unicodeScalars)
+            } else {
+                out.append(u)
+            }
+        }
+        return String(out)
+    }
+
     /// The scalars written as escapes.
     public static func isEscaped(_ u: Unicode.Scalar) -> Bool {
         switch u.value {

@@ -128,12 +128,17 @@ public enum Launcher {
 /// Writes `text` to stderr (fd 2) unbuffered.
 /// Under systemd (`JOURNAL_STREAM` set) each line gets the error priority
 /// (`<3>`), as the daemon's log lines carry theirs, and its control
-/// characters are escaped.
+/// characters are escaped. On a terminal, what a config's text may bring
+/// into a message (an ESC, a newline inside a key, a bidi override) is
+/// written as `\u{…}`, so it can neither move the cursor nor reorder the
+/// line; the line breaks between messages stay.
 public func writeError(_ text: String) {
     var t = text
     if getenv("JOURNAL_STREAM") != nil {
         t = text.split(separator: "\n", omittingEmptySubsequences: false).dropLast(text.hasSuffix("\n") ? 1 : 0)
             .map { "<3>" + BoarddLogHandler.escapingControls(String($0)) + "\n" }.joined()
+    } else if text.unicodeScalars.contains(where: { $0 != "\n" && Echo.isEscaped($0) }) {
+        t = text.split(separator: "\n", omittingEmptySubsequences: false).map { Echo.escaped(String($0)) }.joined(separator: "\n")
     }
     t.withUTF8 { p in _ = write(2, p.baseAddress, p.count) }
 }
