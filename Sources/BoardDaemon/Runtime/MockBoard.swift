@@ -17,12 +17,35 @@ public enum MockBoard {
     {
         let board = config.board
         if board.mock {
-            let mock = try given ?? chips(layout(config), clock: clock)
+            if let given { return (given, given) }
+            let mock = try chips(layout(config), clock: clock)
+            try rest(config, mock)
             return (mock, mock)
         }
         guard board.backend == .mock else { return (LibgpiodBackend.shared, nil) }
-        let mock = try given ?? chips(board.chips, clock: clock)
+        if let given { return (given, given) }
+        let mock = try chips(board.chips, clock: clock)
+        try rest(config, mock)
         return (mock, mock)
+    }
+
+    /// Where an input of `config` rests on mock chips, one rule for
+    /// `--mock`, a `backend: mock` board and `boardd test`: at its inactive
+    /// level (high for an `active_low` line: a pulled-up button at rest;
+    /// low for any other), or high where the board file says the line
+    /// rests high (`idle_high`). The level is driven, so a `bias:` does
+    /// not move it (a mock pin has no wire to pull): nothing fires at start.
+    public static func restLevel(_ l: LineConfig, _ chip: MockChip, _ selector: GPIOLineSelector) throws -> Bool {
+        try chip.level(selector) || l.settings.activeLow
+    }
+
+    /// Drives every input of `config` to where it rests (`restLevel`), on
+    /// chips made just now (before any line is requested).
+    static func rest(_ config: DaemonConfig, _ mock: MockGPIO) throws {
+        for l in config.lines where l.isInput {
+            guard let (chip, selector) = pin(l, in: mock) else { continue }
+            try chip.setLevel(selector, try restLevel(l, chip, selector))
+        }
     }
 
     /// The mock chip and line that serve a config's line (nil: none does).

@@ -65,10 +65,9 @@ public final class Simulation {
         mock = chips
         for l in config.lines where l.isInput {
             let (chip, selector) = try Self.pin(l, chips)
-            // Driven, so a bias does not decide it: the level the chips
-            // were made with (inactive, or high where the board says the
-            // line rests high) unless the caller says otherwise.
-            let rest = try chip.level(selector)
+            // Driven, so a bias does not decide it: where it rests
+            // (`MockBoard.restLevel`) unless the caller says otherwise.
+            let rest = try MockBoard.restLevel(l, chip, selector)
             try chip.setLevel(selector, levels[l.name] ?? initial[l.name].map { $0 != l.settings.activeLow } ?? rest)
         }
         let logged = LockedValue<[LogLine]>([])
