@@ -208,7 +208,9 @@ fi
 # up: restarts boardd, waits for active, asks boardctl status; says why not.
 up() {
     step "restart boardd and wait for it (systemctl is-active for ${timeout}s, then boardctl status)"
-    remote "${S}systemctl restart boardd" || { why="systemctl restart boardd failed"; return 1; }
+    # reset-failed first: a boardd that failed again and again (the unit's
+    # start limit) would refuse the restart, the rollback's too.
+    remote "${S}systemctl reset-failed boardd; ${S}systemctl restart boardd" || { why="systemctl restart boardd failed"; return 1; }
     echo "+ ssh $target: ${S}systemctl is-active --quiet boardd (every second, at most ${timeout}s)"
     if [ $dry = 0 ]; then
         local waited=0

@@ -147,9 +147,8 @@ depends=${depends#shlibs:Depends=}
 [ -n "$depends" ] || { note "dpkg-shlibdeps found no dependencies"; exit 1; }
 # boardd loads libmosquitto (dlopen) for a config's mqtt: block: not a
 # link dpkg-shlibdeps sees, so named here (Debian 12's is 2.0.11; boardd
-# uses nothing newer than 1.6 has). The unit's ExecReload= runs /bin/kill
-# (procps; not in a minimal system).
-depends="$depends, libmosquitto1 (>= 1.6), procps"
+# uses nothing newer than 1.6 has).
+depends="$depends, libmosquitto1 (>= 1.6)"
 
 # Control files.
 mkdir -p "$root/DEBIAN"
