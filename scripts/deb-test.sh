@@ -21,7 +21,8 @@
 # /proc/PID/status, read-only paths, an AF_INET socket refused); reload
 # applied and refused; the watchdog (boardd SIGSTOPped: killed,
 # ExecStopPost= run, restarted); stop with safe values then ExecStopPost=;
-# a broken config stopped after a few tries; an mqtt: config naming the
+# a broken config stopped after a few tries (and, found by boardd itself,
+# exit 78 and no restart); an mqtt: config naming the
 # network drop-in, and running with it; two upgrades keeping an edited
 # config (a running boardd restarted); a remove stopping it and keeping the
 # config; a purge removing it with the user and groups (but a gpio group
@@ -135,6 +136,9 @@ wait_for() {
     return 1
 }
 # mark, then journal: the journal of boardd.service since the mark.
+# tries: the checks ExecStartPre= ran since the mark (each ends with
+# "FILE: N error(s)"; systemd's "Starting" line is not logged for every try).
+tries() { jgrep -c '^/etc/boardd/boardd.yaml: [0-9]* errors\{0,1\}$' || true; }
 mark() { cursor=$(inroot journalctl -n 1 -o cat --show-cursor | sed -n 's/^-- cursor: //p'); }
 journal() { inroot journalctl -u boardd.service --after-cursor="$cursor" --no-pager -o cat "$@"; }
 # jgrep ARGS...: grep in that journal (kept in a file: a grep that stops
@@ -177,7 +181,8 @@ if wait_for 30 settled; then
 else
     fail "the broken config restarts still after 30 s ($(prop ActiveState)/$(prop SubState), $(prop NRestarts) restarts)"
 fi
-check "at most 3 tries (StartLimitBurst=3): $(jgrep -c 'Starting boardd') starts" test "$(jgrep -c 'Starting boardd')" -le 3
+n=$(tries)
+check "at most 3 tries (StartLimitBurst=3): $n checks failed" test "$n" -ge 1 -a "$n" -le 3
 check "the journal says why each try failed (the config's error) and that systemd gave up" \
     test "$(jgrep -c 'error')" -ge 1 -a "$(jgrep -c 'Start request repeated too quickly')" = 1
 jgrep -m 2 -e 'error' | sed 's/^/    (journal) /' || true
@@ -348,11 +353,28 @@ if wait_for 30 settled; then
 else
     fail "a broken config still restarts after 30 s"
 fi
-starts=$(jgrep -c 'Starting boardd' || true)
-check "at most 3 tries ($starts), the error each time, systemd's 'Start request repeated too quickly' once" \
-    test "$starts" -le 3 -a "$(jgrep -c 'lines.led.output.initial')" -ge 1 -a "$(jgrep -c 'Start request repeated too quickly')" = 1
+n=$(tries)
+check "at most 3 tries ($n), the error each time, systemd's 'Start request repeated too quickly' once" \
+    test "$n" -ge 1 -a "$n" -le 3 -a "$(jgrep -c 'lines.led.output.initial' || true)" -ge "$n" -a "$(jgrep -c 'Start request repeated too quickly' || true)" = 1
 sleep 3
-check "and none after ($(jgrep -c 'Starting boardd') starts, 3 s later)" test "$(jgrep -c 'Starting boardd')" = "$starts"
+check "and none after ($(tries) tries, 3 s later)" test "$(tries)" = "$n"
+
+echo "== a broken config found by boardd itself (ExecStartPre= emptied by a drop-in): exit 78, no restart"
+inroot mkdir -p /etc/systemd/system/boardd.service.d
+printf '%s\n' "[Service]" "ExecStartPre=" | inroot sh -c 'cat > /etc/systemd/system/boardd.service.d/no-check.conf'
+inroot systemctl daemon-reload
+mark
+start_config bad.yaml || true
+wait_for 15 settled || true
+check "boardd exited 78 (systemd: $(prop ExecMainStatus)/$(prop Result))" test "$(prop ExecMainStatus)" = 78
+sleep 3
+n=$(jgrep -c 'not started (exit status 78)' || true)
+check "RestartPreventExitStatus=78: no restart ($(prop NRestarts) restarts, $n run, 3 s later)" \
+    test "$(prop NRestarts)" = 0 -a "$n" = 1
+check "its journal line says so: $(jgrep -m 1 'not started' || true)" journal_has 'error(s); not started (exit status 78)'
+inroot rm -f /etc/systemd/system/boardd.service.d/no-check.conf
+inroot rmdir /etc/systemd/system/boardd.service.d
+inroot systemctl daemon-reload
 
 echo "== an mqtt: config under the packaged unit (no network)"
 mark
