@@ -26,13 +26,17 @@ boot_start() {
     local name=$1 limit=${2:-60} h cg state p i
     command -v systemd-nspawn > /dev/null || { echo "boot: no systemd-nspawn (apt-get install systemd-container)" >&2; return 1; }
     boot_cgroups=
-    for h in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified; do
+    # A hybrid host (this kind: v1 controllers, name=systemd and the
+    # unified v2 tree) or a pure cgroup v2 one (not tried here).
+    local trees="/sys/fs/cgroup/systemd /sys/fs/cgroup/unified"
+    [ "$(stat -fc %T /sys/fs/cgroup 2> /dev/null)" = cgroup2fs ] && trees=/sys/fs/cgroup
+    for h in $trees; do
         [ -f "$h/cgroup.procs" ] || continue
         cg=$h/boardloop-$name.$$
-        mkdir -p "$cg" && boot_cgroups="$boot_cgroups $cg"
+        if mkdir -p "$cg" 2> /dev/null; then boot_cgroups="$boot_cgroups $cg"; fi
     done
     (
-        for cg in $boot_cgroups; do echo "$BASHPID" > "$cg/cgroup.procs"; done
+        for cg in $boot_cgroups; do echo "$BASHPID" > "$cg/cgroup.procs" || true; done
         exec systemd-nspawn --keep-unit --register=no --private-network --console=passive --quiet \
             --directory="$root" --machine="$name" --boot
     ) > "$work/nspawn.log" 2>&1 < /dev/null &
