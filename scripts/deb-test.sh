@@ -130,9 +130,9 @@ is_active() { inroot systemctl is-active --quiet boardd.service; }
 settled() { case "$(prop ActiveState)/$(prop SubState)" in failed/failed | inactive/dead) return 0 ;; esac; return 1; }
 # wait_for SECONDS COMMAND...: until the command succeeds, at most SECONDS.
 wait_for() {
-    local limit=$(( $1 * 5 )) i
+    local limit=$(( $1 * 5 ))
     shift
-    for i in $(seq "$limit"); do "$@" && return 0; sleep 0.2; done
+    for _ in $(seq "$limit"); do "$@" && return 0; sleep 0.2; done
     return 1
 }
 # mark, then journal: the journal of boardd.service since the mark.
@@ -140,7 +140,7 @@ wait_for() {
 # "FILE: N error(s)"; systemd's "Starting" line is not logged for every try).
 tries() { jgrep -c '^/etc/boardd/boardd.yaml: [0-9]* errors\{0,1\}$' || true; }
 mark() { cursor=$(inroot journalctl -n 1 -o cat --show-cursor | sed -n 's/^-- cursor: //p'); }
-journal() { inroot journalctl -u boardd.service --after-cursor="$cursor" --no-pager -o cat "$@"; }
+journal() { inroot journalctl -u boardd.service --after-cursor="$cursor" --no-pager -o cat; }
 # jgrep ARGS...: grep in that journal (kept in a file: a grep that stops
 # early must not end journalctl with SIGPIPE, which pipefail would count).
 jgrep() { journal > "$work/journal.txt"; grep "$@" "$work/journal.txt"; }

@@ -23,7 +23,7 @@ boot_cgroups=
 # Returns 1, with the end of nspawn's log, when it is not up within
 # SECONDS (default 60).
 boot_start() {
-    local name=$1 limit=${2:-60} h cg state p i
+    local name=$1 limit=${2:-60} h cg state p
     command -v systemd-nspawn > /dev/null || { echo "boot: no systemd-nspawn (apt-get install systemd-container)" >&2; return 1; }
     boot_cgroups=
     # A hybrid host (this kind: v1 controllers, name=systemd and the
@@ -42,7 +42,7 @@ boot_start() {
     ) > "$work/nspawn.log" 2>&1 < /dev/null &
     boot_pid=$!
     leader=
-    for i in $(seq $((limit * 10))); do
+    for _ in $(seq $((limit * 10))); do
         for p in $(pgrep -P "$boot_pid" 2> /dev/null); do
             # The child of nspawn that is PID 1 of its own PID namespace.
             grep -q '^NSpid:.*[[:space:]]1$' "/proc/$p/status" 2> /dev/null && leader=$p
@@ -102,10 +102,10 @@ host_pid() {
 
 # boot_stop: kills the container and waits (bounded) for nspawn to exit.
 boot_stop() {
-    local i cg
+    local cg
     if [ -n "$boot_pid" ]; then
         [ -z "$leader" ] || kill -KILL "$leader" 2> /dev/null || true
-        for i in $(seq 100); do
+        for _ in $(seq 100); do
             kill -0 "$boot_pid" 2> /dev/null || break
             sleep 0.1
         done
