@@ -4,9 +4,10 @@
 # `debootstrap --variant=minbase bookworm` with what installing the boardd
 # package needs already in it (systemd, for systemd-analyze verify and
 # deb-systemd-helper; libgpiod2 and libmosquitto1, which boardd links; procps), so that
-# `apt-get install ./boardd_….deb` resolves its Depends offline, and
+# `apt-get install ./boardd_….deb` resolves its Depends offline,
 # openssh-server and sudo (the "board" deploy-test.sh deploys to over ssh,
-# as root and as a user with sudo).
+# as root and as a user with sudo), and dbus, so that the root boots under
+# systemd-nspawn with systemd as PID 1 as a board does (scripts/lib/boot.sh).
 # Cached in ${BOARDLOOP_CACHE:-~/.cache/boardloop}/debootstrap/KEY.tar.zst,
 # KEY = the suite, the packages included and the root's version below; made
 # again only when the key changes.
@@ -14,9 +15,9 @@
 set -eu
 # Raise when the root should be made again (a package added, a mirror
 # change, a point release worth having).
-root_version=2
+root_version=3
 suite=bookworm
-include=systemd,libgpiod2,libmosquitto1,procps,openssh-server,sudo
+include=systemd,dbus,libgpiod2,libmosquitto1,procps,openssh-server,sudo
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 key="$suite-minbase-$(echo "$include" | tr , +)-v$root_version"
 cache="${BOARDLOOP_CACHE:-$HOME/.cache/boardloop}/debootstrap"

@@ -3,26 +3,22 @@
 # root of scripts/deb-root.sh (docs/deploy.md, "Deploy over ssh").
 #   scripts/deploy-test.sh [--bin-dir DIR] [--package FILE]
 #
-# Unpacks the root fresh into a temporary directory, mounts /proc, /dev and
-# /dev/pts in it, and runs the root's own sshd there by chroot, on 127.0.0.1
-# and a free port, with an ed25519 key made for the run (root may log in by
-# key only). sshd and every process of the root are killed, and the mounts
-# undone, on every exit.
-#
-# systemd cannot run here (no systemd as PID 1 in a container, no
-# systemd-nspawn), so the root gets a TEST DOUBLE of systemctl, installed by
-# this test only, in /usr/local/sbin (first on the ssh session's PATH): it
-# reads ExecStartPre=, ExecStart= and ExecStopPost= from boardd.service where
-# systemd would find it, starts boardd in the background (as root, not as the
-# user boardd; no sandbox, no watchdog), its pid in /run/boardd.pid, and
-# calls it active once boardd has logged its READY line ("ready: every loop
-# is running") and the process lives. The systemd paths of deploy.sh are
-# exercised through this double here, not through systemd.
+# Unpacks the root fresh into a temporary directory and boots it with
+# systemd 252 as PID 1 (scripts/lib/boot.sh: systemd-nspawn, a private
+# network namespace), as a board runs: the root's own ssh.service serves
+# 127.0.0.1:22 there, with an ed25519 host key and client key made for the
+# run (root may log in by key only), and deploy.sh runs on the host inside
+# that network namespace only (nsenter --net). Every systemctl of deploy.sh
+# is the real one: boardd.service as the package installs it, sandbox,
+# Type=notify, watchdog and start limit included. The container is killed
+# on every exit.
 #
 # The config is examples/demo.yaml (board: demo, mock chips: no GPIO).
 # Scenarios, each check printing PASS or FAIL (exit 1 on any FAIL):
-#  a. a first deploy with --package and a good config: active, boardctl
-#     status shows the config;
+#  a. a first deploy with --package and a good config: postinst's own start
+#     fails on the packaged config (board: auto, no board to detect here)
+#     and says why; deploy.sh's restart (reset-failed first: the start limit)
+#     makes it active, boardctl status shows the config;
 #  b. a broken config: refused with its FILE:LINE:COLUMN errors, the running
 #     boardd untouched (same pid, the old config in place);
 #  c. a package whose boardd passes --check but exits 1 when run: rolled
@@ -37,7 +33,7 @@
 #     OS): a config deployed, its privileged steps by sudo -n.
 # --bin-dir DIR: the release boardd and boardctl to use (else .build-static's,
 # built by package-deb.sh); --package FILE: a .deb of them already built.
-# Needs root (chroot, mount).
+# Needs root and systemd-nspawn (systemd-container).
 set -euo pipefail
 package=$(cd "$(dirname "$0")/.." && pwd)
 bin_dir=
@@ -46,12 +42,12 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --bin-dir) bin_dir=$(cd "${2:?--bin-dir needs a directory}" && pwd); shift ;;
         --package) deb1=$(realpath "${2:?--package needs a .deb}"); shift ;;
-        -h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "deploy-test.sh: unknown option $1" >&2; exit 64 ;;
     esac
     shift
 done
-[ "$(id -u)" = 0 ] || { echo "deploy-test.sh: needs root (chroot, mount)" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "deploy-test.sh: needs root (systemd-nspawn)" >&2; exit 1; }
 started=$(date +%s)
 note() { echo "deploy-test.sh: $*"; }
 # shellcheck source=lib/checks.sh
@@ -59,27 +55,12 @@ note() { echo "deploy-test.sh: $*"; }
 # shellcheck source=lib/root.sh
 . "$package/scripts/lib/root.sh"
 
+# shellcheck source=lib/boot.sh
+. "$package/scripts/lib/boot.sh"
+
 work=$(mktemp -d /tmp/boardloop-deploytest.XXXXXX)
 root=$work/root
-# Processes whose root directory is the test's root (sshd, its sessions,
-# boardd started by the double): found by their /proc/PID/root.
-root_pids() {
-    local p
-    for p in /proc/[0-9]*; do
-        [ "$(readlink "$p/root" 2> /dev/null)" = "$root" ] && echo "${p#/proc/}"
-    done
-    return 0
-}
-cleanup() {
-    local pids
-    pids=$(root_pids)
-    [ -z "$pids" ] || kill $pids 2> /dev/null || true
-    sleep 0.5
-    pids=$(root_pids)
-    [ -z "$pids" ] || kill -KILL $pids 2> /dev/null || true
-    root_remove deploy-test.sh "$work"
-}
-trap cleanup EXIT
+trap 'boot_stop; root_remove deploy-test.sh "$work"' EXIT
 trap 'exit 130' INT TERM
 
 # The packages: this tree's (0.0.1-1), and 0.0.2-1 whose boardd is a stub
@@ -130,112 +111,52 @@ sed 's/initial: off, safe: off/initial: offf, safe: off/' "$good" > "$bad"
 t=$(date +%s)
 root_unpack
 [ -x "$root/usr/sbin/sshd" ] || { echo "deploy-test.sh: no sshd in $tarball (scripts/deb-root.sh too old?)" >&2; exit 1; }
-# The systemctl test double (see the top of this file).
-mkdir -p "$root/usr/local/sbin"
-cat > "$root/usr/local/sbin/systemctl" << 'EOF'
-#!/bin/sh
-# TEST DOUBLE of systemctl for boardd.service, installed by
-# scripts/deploy-test.sh only: systemd does not run in the test's root.
-# Starts the unit's ExecStart= in the background (as root; no sandbox, no
-# watchdog), pid in /run/boardd.pid, log in /run/boardd.log; active once
-# boardd logged "ready: every loop is running" and its process lives.
-pidf=/run/boardd.pid
-log=/run/boardd.log
-verb=
-quiet=0
-lines=10
-for a in "$@"; do
-    case "$a" in
-        --quiet | -q) quiet=1 ;;
-        -n*) lines=${a#-n} ;;
-        -*) ;;
-        *) [ -n "$verb" ] || verb=$a ;;
-    esac
-done
-unitfile() {
-    for d in /etc/systemd/system /run/systemd/system /usr/local/lib/systemd/system /lib/systemd/system; do
-        [ -f "$d/boardd.service" ] && { echo "$d/boardd.service"; return 0; }
-    done
-    return 1
-}
-execline() { sed -n "s/^$1=//p" "$(unitfile)" | head -n 1; }
-alive() {
-    pid=$(cat "$pidf" 2> /dev/null) || return 1
-    [ -r "/proc/$pid/stat" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$pid/stat"
-}
-active() { alive && grep -q 'ready: every loop is running' "$log" 2> /dev/null; }
-stop() {
-    if alive; then
-        kill -TERM "$pid"
-        i=0
-        while alive && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
-        alive && kill -KILL "$pid"
-    fi
-    rm -f "$pidf"
-    post=$(execline ExecStopPost)
-    [ -z "$post" ] || $post >> "$log" 2>&1 || true
-}
-start() {
-    unitfile > /dev/null || { echo "Unit boardd.service not found." >&2; exit 5; }
-    pre=$(execline ExecStartPre)
-    if [ -n "$pre" ] && ! $pre > /run/boardd.pre.log 2>&1; then
-        cat /run/boardd.pre.log > "$log"
-        echo "Job for boardd.service failed because the control process exited with error code." >&2
-        exit 1
-    fi
-    mkdir -p /run/boardd
-    RUNTIME_DIRECTORY=/run/boardd setsid $(execline ExecStart) > "$log" 2>&1 < /dev/null &
-    echo $! > "$pidf"
-}
-case "$verb" in
-    start) alive || start ;;
-    stop) stop ;;
-    restart) stop; start ;;
-    try-restart) if alive; then stop; start; fi ;;
-    is-active)
-        if active; then s=active; elif [ -f "$pidf" ]; then s=failed; else s=inactive; fi
-        [ $quiet = 1 ] || echo $s
-        [ $s = active ] ;;
-    status)
-        if active; then echo "boardd.service (systemctl test double): active, pid $pid"
-        else echo "boardd.service (systemctl test double): not active"; fi
-        tail -n "$lines" "$log" 2> /dev/null
-        active ;;
-    daemon-reload | enable | disable | reload) ;;
-    *) echo "systemctl (test double): $verb not supported" >&2; exit 1 ;;
-esac
-EOF
-chmod 755 "$root/usr/local/sbin/systemctl"
-# sshd: a host key and a client key of this run, root by key only.
+# sshd: a host key and a client key of this run, root by key only; the
+# root's ssh.service reads the drop-in at boot.
 rm -f "$root"/etc/ssh/ssh_host_*
 ssh-keygen -q -t ed25519 -N '' -C deploy-test-host -f "$root/etc/ssh/ssh_host_ed25519_key"
 ssh-keygen -q -t ed25519 -N '' -C deploy-test -f "$work/id_ed25519"
 mkdir -p "$root/root/.ssh" && chmod 700 "$root/root/.ssh"
 cp "$work/id_ed25519.pub" "$root/root/.ssh/authorized_keys"
+cat > "$root/etc/ssh/sshd_config.d/deploy-test.conf" << 'EOF'
+# scripts/deploy-test.sh: keys only, this run's host key.
+ListenAddress 127.0.0.1
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+HostKey /etc/ssh/ssh_host_ed25519_key
+EOF
+port=22
+echo "127.0.0.1 $(cut -d' ' -f1,2 "$root/etc/ssh/ssh_host_ed25519_key.pub")" > "$work/known_hosts"
+if boot_start boardd-deploy-test 60 2> "$work/boot.log"; then
+    pass "the board booted: $(inbox systemctl --version | head -n 1) as PID 1, in $(( $(date +%s) - t )) s"
+else
+    fail "the board did not boot"
+    sed 's/^/    /' "$work/boot.log"
+    exit 1
+fi
 # The user pi: a key login (no password: '*', not a locked '!', which sshd
 # refuses without PAM), sudo without a password.
-inroot_setup() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"; }
-inroot_setup useradd --create-home --shell /bin/bash pi
-inroot_setup usermod -p '*' pi
+inbox useradd --create-home --shell /bin/bash pi
+inbox usermod -p '*' pi
 echo 'pi ALL=(ALL) NOPASSWD: ALL' > "$root/etc/sudoers.d/pi"
 chmod 440 "$root/etc/sudoers.d/pi"
 mkdir -p "$root/home/pi/.ssh"
 cp "$work/id_ed25519.pub" "$root/home/pi/.ssh/authorized_keys"
-inroot_setup chown -R pi:pi /home/pi/.ssh
+inbox chown -R pi:pi /home/pi/.ssh
 chmod 700 "$root/home/pi/.ssh"
-mkdir -p "$root/run/sshd"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-echo "[127.0.0.1]:$port $(cut -d' ' -f1,2 "$root/etc/ssh/ssh_host_ed25519_key.pub")" > "$work/known_hosts"
-chroot "$root" /usr/sbin/sshd -D -e -p "$port" -o ListenAddress=127.0.0.1 -o PermitRootLogin=prohibit-password \
-    -o PasswordAuthentication=no -o KbdInteractiveAuthentication=no -o UsePAM=no \
-    -o HostKey=/etc/ssh/ssh_host_ed25519_key -o PidFile=/run/sshd.pid 2> "$work/sshd.log" &
+# in_net COMMAND...: runs it on the host, in the board's network namespace.
+in_net() { timeout --kill-after=5 300 nsenter --target "$leader" --net "$@"; }
 ssh_test=(ssh -o BatchMode=yes -o UserKnownHostsFile="$work/known_hosts" -i "$work/id_ed25519" -p "$port" root@127.0.0.1)
-for _ in $(seq 50); do "${ssh_test[@]}" true 2> /dev/null && break; sleep 0.2; done
-if "${ssh_test[@]}" 'command -v systemctl' > "$work/which.txt" 2>&1 && grep -qx /usr/local/sbin/systemctl "$work/which.txt"; then
-    pass "sshd in the root on 127.0.0.1:$port; the ssh session finds the systemctl double first"
+for _ in $(seq 50); do in_net "${ssh_test[@]}" true 2> /dev/null && break; sleep 0.2; done
+if in_net "${ssh_test[@]}" 'systemctl is-system-running; readlink /proc/1/exe' > "$work/which.txt" 2>&1 &&
+    grep -qx -e running -e degraded "$work/which.txt" && grep -q '/lib/systemd/systemd$' "$work/which.txt"; then
+    pass "ssh.service of the board on 127.0.0.1:$port (its network namespace); the session's systemctl talks to systemd, PID 1 ($(head -n 1 "$work/which.txt"))"
 else
-    fail "sshd in the root on 127.0.0.1:$port"
-    sed 's/^/    /' "$work/which.txt" "$work/sshd.log"
+    fail "sshd of the board on 127.0.0.1:$port"
+    sed 's/^/    /' "$work/which.txt"
+    inbox journalctl -u ssh.service -n 20 --no-pager | sed 's/^/    /'
     exit 1
 fi
 note "board ready in $(( $(date +%s) - t )) s"
@@ -243,28 +164,30 @@ note "board ready in $(( $(date +%s) - t )) s"
 deploy_as() {
     local who=$1
     shift
-    "$package/scripts/deploy.sh" --port "$port" --identity "$work/id_ed25519" --timeout 10 \
+    in_net "$package/scripts/deploy.sh" --port "$port" --identity "$work/id_ed25519" --timeout 10 \
         --ssh-option UserKnownHostsFile="$work/known_hosts" "$@" "$who@127.0.0.1"
 }
 deploy() { deploy_as root "$@"; }
-inroot() { chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 HOME=/root "$@"; }
-boardd_pid() { cat "$root/run/boardd.pid" 2> /dev/null; }
+inroot() { inbox "$@"; }
+# boardd_pid: boardd.service's main process (in the board), empty when none.
+boardd_pid() { local p; p=$(inroot systemctl show --property=MainPID --value boardd.service 2> /dev/null); [ "${p:-0}" = 0 ] || echo "$p"; }
 is_active() { inroot systemctl is-active --quiet boardd; }
 version_of() { inroot dpkg-query -W -f='${Version}' boardd 2> /dev/null; }
-# runs PID EXE: the process PID lives and runs EXE (a path in the root).
-runs() { [ -n "$1" ] && [ "$(readlink "/proc/$1/exe" 2> /dev/null)" = "$root$2" ]; }
+# runs PID EXE: the process PID (of the board) lives and runs EXE.
+runs() { [ -n "$1" ] && [ "$(inroot readlink "/proc/$1/exe" 2> /dev/null)" = "$2" ]; }
 show() { sed 's/^/    /' "$1"; }
 
 echo "== a. first deploy: --package $(basename "$deb1") --config (the demo)"
 t=$(date +%s)
-logins() { grep -c 'Accepted publickey' "$work/sshd.log" || true; }
+logins() { inroot journalctl -u ssh.service -o cat --no-pager | grep -c 'Accepted publickey' || true; }
 logins_before=$(logins)
 if deploy --package "$deb1" --config "$good" > "$work/a.log" 2>&1; then pass "deploy.sh exits 0 ($(( $(date +%s) - t )) s)"; else fail "deploy.sh exit status"; show "$work/a.log"; fi
 check "package $v1 installed" test "$(version_of)" = "$v1"
+check "postinst's start on the packaged config failed, and it said why" grep -q 'boardd: boardd.service did not start' "$work/a.log"
 check "one ssh login for all of its $(grep -c '^+ \(ssh\|copy\) ' "$work/a.log") remote commands and copies (the ControlMaster)" \
     test "$(( $(logins) - logins_before ))" = 1
 check "the config installed as /etc/boardd/boardd.yaml" cmp -s "$good" "$root/etc/boardd/boardd.yaml"
-check "boardd active (systemctl double: READY logged, process alive)" is_active
+check "boardd active (Type=notify: READY=1 came)" is_active
 pid_a=$(boardd_pid)
 check "the running boardd is /usr/bin/boardd (pid $pid_a)" runs "$pid_a" /usr/bin/boardd
 check "deploy.sh printed boardctl status, with the config" grep -q '^config: *.*/etc/boardd/boardd.yaml' "$work/a.log"
@@ -278,7 +201,8 @@ check "refused: exit 2 (it was $rc)" test "$rc" = 2
 check "its error printed as FILE:LINE:COLUMN of the file given" grep -q "^$bad:[0-9]*:[0-9]*: error: lines.led.output.initial" "$work/b.log"
 check "it said nothing was installed or restarted" grep -q 'nothing was installed or restarted' "$work/b.log"
 check "no restart step was run" test "$(grep -c 'systemctl restart' "$work/b.log")" = 0
-check "the running boardd untouched (same pid $pid_a, active)" test "$(boardd_pid)" = "$pid_a" -a -d "/proc/$pid_a"
+untouched() { [ "$(boardd_pid)" = "$pid_a" ] && runs "$pid_a" /usr/bin/boardd; }
+check "the running boardd untouched (same pid $pid_a, active)" untouched
 is_active || fail "boardd still active"
 check "the old config in place" cmp -s "$work/config.before" "$root/etc/boardd/boardd.yaml"
 if [ "$rc" = 2 ]; then echo "    (what it said:)"; grep -A 20 "^$bad:" "$work/b.log" | sed 's/^/    /'; else show "$work/b.log"; fi
@@ -288,7 +212,7 @@ t=$(date +%s)
 rc=0
 deploy --package "$deb2" --config "$good2" > "$work/c.log" 2>&1 || rc=$?
 check "exit 1 (it was $rc, $(( $(date +%s) - t )) s)" test "$rc" = 1
-check "it said why: not active within the timeout" grep -q 'boardd not active within 10s' "$work/c.log"
+check "it said why: the restart failed (the stub exits at once; systemd fails the job)" grep -q 'systemctl restart boardd failed: rolling back' "$work/c.log"
 check "it said it rolled the package back to $v1" grep -q "the package back to $v1" "$work/c.log"
 check "it said it rolled the config back" grep -q 'boardd.yaml back to the previous' "$work/c.log"
 check "package $v1 installed again" test "$(version_of)" = "$v1"
@@ -336,6 +260,8 @@ deploy --bin-dir "$bin_dir" --config "$good" > "$work/e.log" 2>&1 || rc=$?
 check "--bin-dir deploy exits 0 (it was $rc)" test "$rc" = 0
 check "boardd and boardctl in /usr/local/bin" cmp -s "$bin_dir/boardd" "$root/usr/local/bin/boardd"
 check "the unit install.sh wrote runs /usr/local/bin/boardd" grep -q '^ExecStart=/usr/local/bin/boardd ' "$root/usr/local/lib/systemd/system/boardd.service"
+check "systemd runs that unit: $(inroot systemctl show --property=FragmentPath --value boardd.service)" \
+    test "$(inroot systemctl show --property=FragmentPath --value boardd.service)" = /usr/local/lib/systemd/system/boardd.service
 pid_e=$(boardd_pid)
 check "active, running /usr/local/bin/boardd (pid $pid_e)" runs "$pid_e" /usr/local/bin/boardd
 is_active || fail "boardd active after --bin-dir"
@@ -360,9 +286,10 @@ check "the config installed, owned by root" test "$(stat -c %U "$root/etc/boardd
 check "restarted (pid $pid_before -> $(boardd_pid)), active" test "$(boardd_pid)" != "$pid_before"
 is_active || fail "boardd active after the deploy as pi"
 check "boardctl status printed (by sudo)" grep -q '^config: *.*/etc/boardd/boardd.yaml' "$work/g.log"
-check "no temporary directory left on the board" test -z "$(ls -d "$root"/tmp/boardd-deploy.* 2> /dev/null)"
+check "no temporary directory left on the board" test -z "$(inroot sh -c 'ls -d /tmp/boardd-deploy.* 2> /dev/null' || true)"
 [ "$rc" = 0 ] || show "$work/g.log"
 
+boot_stop
 note "took $(( $(date +%s) - started )) s"
 echo "deploy-test: $passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -139,7 +139,8 @@ case "$mode" in
         for f in "$bin_dir/boardd:bin/boardd" "$bin_dir/boardctl:bin/boardctl" \
             "$package/scripts/install.sh:tree/scripts/install.sh" \
             "$package/packaging/boardd.service:tree/packaging/boardd.service" \
-            "$package/packaging/boardd.yaml:tree/packaging/boardd.yaml"; do
+            "$package/packaging/boardd.yaml:tree/packaging/boardd.yaml" \
+            "$package/packaging/network.conf:tree/packaging/network.conf"; do
             send "${f%%:*}" "$rtmp/${f#*:}" || exit 3
         done
         remote "chmod 755 '$rtmp/bin/boardd' '$rtmp/bin/boardctl' '$rtmp/tree/scripts/install.sh'" || exit 3
@@ -158,7 +159,7 @@ case "$mode" in
         flags="-c release --static-swift-stdlib --scratch-path .build-static"
         remote "cd boardloop-build && swift build $flags --product boardd && swift build $flags --product boardctl" ||
             { echo "deploy.sh: the build on $target failed: nothing installed" >&2; exit 3; }
-        remote "mkdir -p '$rtmp/tree/scripts' '$rtmp/tree/packaging' && cp boardloop-build/scripts/install.sh '$rtmp/tree/scripts/' && cp boardloop-build/packaging/boardd.service boardloop-build/packaging/boardd.yaml '$rtmp/tree/packaging/'" || exit 3
+        remote "mkdir -p '$rtmp/tree/scripts' '$rtmp/tree/packaging' && cp boardloop-build/scripts/install.sh '$rtmp/tree/scripts/' && cp boardloop-build/packaging/boardd.service boardloop-build/packaging/boardd.yaml boardloop-build/packaging/network.conf '$rtmp/tree/packaging/'" || exit 3
         rbin=\$HOME/boardloop-build/.build-static/release
         new_boardd=$rbin/boardd
         ;;
@@ -207,7 +208,9 @@ fi
 # up: restarts boardd, waits for active, asks boardctl status; says why not.
 up() {
     step "restart boardd and wait for it (systemctl is-active for ${timeout}s, then boardctl status)"
-    remote "${S}systemctl restart boardd" || { why="systemctl restart boardd failed"; return 1; }
+    # reset-failed first: a boardd that failed again and again (the unit's
+    # start limit) would refuse the restart, the rollback's too.
+    remote "${S}systemctl reset-failed boardd; ${S}systemctl restart boardd" || { why="systemctl restart boardd failed"; return 1; }
     echo "+ ssh $target: ${S}systemctl is-active --quiet boardd (every second, at most ${timeout}s)"
     if [ $dry = 0 ]; then
         local waited=0

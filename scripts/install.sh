@@ -232,11 +232,9 @@ RestrictRealtime=no"
     network=0
     grep -Eq '"detail" *: *"argv \[[^]]*([/"](curl|wget|mosquitto_pub|mosquitto_sub|ssh|scp|rsync|nc|ncat|ping)\\"|[a-z]+://)' "$summary" && network=1
     grep -Eq '"mqtt" *: *"' "$summary" && network=1
+    # The text is packaging/network.conf's (the package ships it), without its comments.
     dropin network.conf $network "# The config talks to a network: a command, or its MQTT broker (docs/deploy.md, the network drop-in).
-[Service]
-PrivateNetwork=no
-IPAddressDeny=
-RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"
+$(sed '/^#/d' "$package/packaging/network.conf")"
 fi
 
 # The gpio group and a udev rule giving it /dev/gpiochip*, where the

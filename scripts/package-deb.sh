@@ -82,6 +82,10 @@ if [ -e "$root/etc/systemd" ]; then
     note "install.sh wrote drop-ins for packaging/boardd.yaml: a package must not carry them"
     exit 1
 fi
+# The network drop-in, for a config that needs it to install by hand
+# (docs/deploy.md, "The network drop-in"; boardd names it when the sandbox
+# refuses its MQTT broker's socket).
+install -D -m 0644 "$package/packaging/network.conf" "$root/usr/share/boardd/network.conf"
 # Symbols are not needed to run (the Swift runtime's metadata is in its own
 # sections, which strip keeps).
 for exe in boardd boardctl; do
@@ -143,9 +147,8 @@ depends=${depends#shlibs:Depends=}
 [ -n "$depends" ] || { note "dpkg-shlibdeps found no dependencies"; exit 1; }
 # boardd loads libmosquitto (dlopen) for a config's mqtt: block: not a
 # link dpkg-shlibdeps sees, so named here (Debian 12's is 2.0.11; boardd
-# uses nothing newer than 1.6 has). The unit's ExecReload= runs /bin/kill
-# (procps; not in a minimal system).
-depends="$depends, libmosquitto1 (>= 1.6), procps"
+# uses nothing newer than 1.6 has).
+depends="$depends, libmosquitto1 (>= 1.6)"
 
 # Control files.
 mkdir -p "$root/DEBIAN"

@@ -42,6 +42,8 @@ struct RunCommand: ParsableCommand {
     @Option(name: .customLong("for"), help: "Stop by itself after this long (e.g. 10s).") var runFor: String?
     @Option(help: "Log level: debug, info, notice, warning, error.") var logLevel: String?
     @Flag(help: "Check the config and print a summary of what it resolves to; exit 1 with every error.") var check = false
+    @Flag(help: "With --check: print nothing when the config checks (warnings and errors still go to stderr).")
+    var quiet = false
     @Option(help: "Use this board instead of the config's `board` (e.g. to check a config for another machine).")
     var board: String?
     @Flag(help: "Print the summary (or the errors) as JSON.") var json = false
@@ -83,6 +85,7 @@ struct RunCommand: ParsableCommand {
         // Under systemd (it sets INVOCATION_ID for a service) a config that
         // others may change is refused, at start and at every reload.
         options.refuseInsecureConfig = getenv("INVOCATION_ID") != nil && !allowInsecureConfig
+        if quiet && !check { throw ValidationError("--quiet quiets --check: give --check --config FILE") }
         if mock && config == nil && !demo && !boardDetect {
             throw ValidationError("--mock runs a config on mock chips made from its board: give --config FILE")
         }
@@ -97,7 +100,7 @@ struct RunCommand: ParsableCommand {
                 guard let config else { throw ValidationError("--check needs --config FILE") }
                 output = Check.run(configPath: config, options: options, json: json)
             }
-            print(output.stdout, terminator: "")
+            if !(quiet && output.status == 0) { print(output.stdout, terminator: "") }
             if !output.stderr.isEmpty { writeError(output.stderr) }
             if output.status != 0 { throw ExitCode(output.status) }
             return

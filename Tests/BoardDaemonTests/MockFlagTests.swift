@@ -184,7 +184,7 @@ final class MockFlagCLITests: XCTestCase {
     func testBoardAutoWithMockIsRefusedUnlessBoardIsGiven() throws {
         let path = try write(MockFlagTests.pi4Config.replacingOccurrences(of: "board: raspberry-pi-4", with: "board: auto"))
         let r = try Boardd.run(["--config", path, "--mock", "--for", "1s"])
-        XCTAssertEqual(r.status, 1, r.stderr)
+        XCTAssertEqual(r.status, 78, r.stderr)
         XCTAssertTrue(
             r.stderr.contains(
                 "\(path):1:8: error: board: auto with --mock: detection reads this machine, not the board the config is for; name the board (board: raspberry-pi-4) or give --board NAME"

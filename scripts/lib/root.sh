@@ -4,20 +4,19 @@
 # checkout) and $root (where the root goes).
 
 # root_unpack: the root scripts/deb-root.sh keeps (debootstrap, cached)
-# unpacked fresh into $root, with /proc, /dev and /dev/pts mounted in it;
-# sets $tarball to the cached root it came from.
+# unpacked fresh into $root (nothing mounted in it: lib/boot.sh boots it,
+# and systemd-nspawn mounts /proc, /dev and the rest in a mount namespace of
+# its own); sets $tarball to the cached root it came from.
 root_unpack() {
     tarball=$("$package/scripts/deb-root.sh")
     mkdir "$root"
     zstd -dc "$tarball" | tar -C "$root" -xf -
-    mount -t proc proc "$root/proc"
-    mount --bind /dev "$root/dev"
-    mount --bind /dev/pts "$root/dev/pts"
 }
 
-# root_remove NAME WORK: unmounts what root_unpack mounted, then removes
-# WORK (which holds $root) — never into a mount that is still there (/dev
-# is the host's): then NAME says so and leaves it in place.
+# root_remove NAME WORK: removes WORK (which holds $root), after undoing
+# any /proc, /dev or /dev/pts mount left in the root — never into a mount
+# that is still there (/dev would be the host's): then NAME says so and
+# leaves it in place.
 root_remove() {
     local m
     for m in dev/pts dev proc; do

@@ -9,6 +9,12 @@ import Logging
 /// config, build the daemon, run it until SIGTERM/SIGINT, and exit 0 after
 /// a clean shutdown.
 public enum Launcher {
+    /// The exit status of a config that does not load (sysexits.h's
+    /// EX_CONFIG): distinct from a daemon that cannot start or stopped
+    /// badly (1), so that the unit's `RestartPreventExitStatus=` keeps
+    /// systemd from restarting a config that will fail again.
+    public static let configErrorStatus: Int32 = 78
+
     public struct Settings {
         public var configPath: String?
         public var demo: Bool
@@ -68,8 +74,8 @@ public enum Launcher {
         for w in result.warnings { logger.warning("\(w.description)") }
         guard let config = result.config else {
             for e in result.errors { writeError("\(e.description)\n") }
-            writeError("boardd: \(result.errors.count) error(s); not started\n")
-            return 1
+            writeError("boardd: \(result.errors.count) error(s); not started (exit status \(configErrorStatus))\n")
+            return configErrorStatus
         }
         do {
             let steps = s.demo ? try Demo.ScriptFile.builtIn() : nil

@@ -440,10 +440,18 @@ final class MQTTClient {
 
     // MARK: Words
 
+    /// What to do when the unit's sandbox refuses the broker's socket: the
+    /// network drop-in (docs/deploy.md, "The network drop-in"), which the
+    /// package ships in /usr/share/boardd and install.sh writes itself.
+    static let networkDropInHint =
+        "boardd.service allows no network without its drop-in: sudo install -D -m 0644 /usr/share/boardd/network.conf /etc/systemd/system/boardd.service.d/network.conf && sudo systemctl daemon-reload && sudo systemctl restart boardd"
+
     static func describe(_ rc: Int32, errno e: Int32 = 0, library: String? = nil) -> String {
         var text: String
         if rc == MOSQ_ERR_ERRNO.rawValue {
             text = String(cString: strerror(e))
+            // What boardd.service's sandbox answers (RestrictAddressFamilies=AF_UNIX).
+            if e == EAFNOSUPPORT { text += " (" + networkDropInHint + ")" }
         } else if rc == MOSQ_ERR_EAI.rawValue {
             text = "cannot resolve the broker's name"
         } else {
