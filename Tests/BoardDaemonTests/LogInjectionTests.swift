@@ -36,7 +36,7 @@ final class LogInjectionTests: XCTestCase {
     func testStartUpErrorsCarryAPriorityUnderJournald() throws {
         let file = try ConfigFile("board: demo\nlines:\n  led: { pin: NOSUCH, output: {} }\n")
         let p = try Spawned(["--config", file.path], env: ["JOURNAL_STREAM": "8:1234"])
-        XCTAssertEqual(p.exitStatus(seconds: 30), 1, p.log)
+        XCTAssertEqual(p.exitStatus(seconds: 30), Launcher.configErrorStatus, p.log)
         let lines = p.log.split(separator: "\n", omittingEmptySubsequences: true)
         XCTAssertFalse(lines.isEmpty)
         for l in lines { XCTAssertTrue(l.hasPrefix("<3>") || l.hasPrefix("<4>"), "a priority on every line: \(l)") }
@@ -54,7 +54,7 @@ final class InsecureConfigTests: XCTestCase {
         XCTAssertTrue(check.stderr.contains("\(file.path): warning: the config is writable by every user (mode 0666)"), check.stderr)
 
         let refused = try Spawned(["--config", file.path, "--for", "300ms"], env: ["INVOCATION_ID": "test"])
-        XCTAssertEqual(refused.exitStatus(seconds: 30), 1, refused.log)
+        XCTAssertEqual(refused.exitStatus(seconds: 30), Launcher.configErrorStatus, refused.log)
         XCTAssertTrue(refused.log.contains("error: the config is writable by every user"), refused.log)
 
         let allowed = try Spawned(["--config", file.path, "--for", "300ms", "--allow-insecure-config"], env: ["INVOCATION_ID": "test"])

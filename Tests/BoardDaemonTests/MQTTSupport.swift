@@ -7,7 +7,9 @@ import XCTest
 
 /// A real `mosquitto` broker on 127.0.0.1, started by a test on a free
 /// port with a generated config: anonymous, with a password file, or
-/// with TLS. Stopped (SIGTERM, then SIGKILL) when released.
+/// with TLS. Stopped (SIGTERM, then SIGKILL) when released. Its queue per
+/// client is unbounded (`max_queued_messages 0`): a test's probe that
+/// falls behind on a loaded machine is not dropped messages it counts.
 final class Broker: @unchecked Sendable {
     struct Credentials {
         var user: String
@@ -34,6 +36,7 @@ final class Broker: @unchecked Sendable {
         var conf = """
             listener \(self.port) 127.0.0.1
             persistence false
+            max_queued_messages 0
             log_dest stderr
             log_type error
             log_type warning
@@ -105,9 +108,17 @@ final class Broker: @unchecked Sendable {
         a.sin_family = sa_family_t(AF_INET)
         a.sin_port = in_port_t(UInt16(port).bigEndian)
         a.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return withUnsafePointer(to: &a) { p in
+        let connected = withUnsafePointer(to: &a) { p in
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
+        guard connected else { return false }
+        // The port is from the ephemeral range: while nothing listens, a
+        // connect to it can pick that very port as its own and connect to
+        // itself (TCP's simultaneous open), which is not the broker.
+        var me = sockaddr_in()
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &me) { p in p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: me.sin_port)) != port
     }
 
     /// A port the kernel hands out as free now.
