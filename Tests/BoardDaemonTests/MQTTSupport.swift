@@ -121,22 +121,31 @@ final class Broker: @unchecked Sendable {
         return Int(UInt16(bigEndian: me.sin_port)) != port
     }
 
-    /// A port the kernel hands out as free now.
+    /// The next port to try: below the kernel's ephemeral range (which
+    /// starts at 32768), so no connection picks it as its own, and never
+    /// the same one twice in a process, so a client of an earlier test
+    /// that still reconnects to its broker's port cannot reach a later
+    /// test's broker. Each process starts elsewhere (its pid).
+    private static let nextPort = Locked(20_000 + Int(getpid() % 400) * 30)
+
+    /// A port free now, of those `nextPort` hands out.
     static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var a = sockaddr_in()
-        a.sin_family = sa_family_t(AF_INET)
-        a.sin_port = 0
-        a.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &a) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { s -> Int32 in
-                _ = bind(fd, s, len)
-                return getsockname(fd, s, &len)
+        while true {
+            let port = nextPort.withLock { p -> Int in
+                defer { p = p + 1 >= 32_000 ? 20_000 : p + 1 }
+                return p
             }
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var a = sockaddr_in()
+            a.sin_family = sa_family_t(AF_INET)
+            a.sin_port = in_port_t(UInt16(port).bigEndian)
+            a.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let ok = withUnsafePointer(to: &a) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+            }
+            close(fd)
+            if ok { return port }
         }
-        return Int(UInt16(bigEndian: a.sin_port))
     }
 
     static func run(_ tool: String, _ args: [String]) throws {
@@ -194,6 +203,7 @@ final class Probe: @unchecked Sendable {
     private let mosq: OpaquePointer
     private let got = Locked([Message]())
     private let subscribed = Locked(false)
+    private let connects = Locked(0)
 
     init(port: Int, credentials: Broker.Credentials? = nil, subscribe: String = "#") throws {
         mosquitto_lib_init()
@@ -212,20 +222,80 @@ final class Probe: @unchecked Sendable {
             guard let obj else { return }
             Unmanaged<Probe>.fromOpaque(obj).takeUnretainedValue().subscribed.withLock { $0 = true }
         }
+        // Subscribes at each CONNACK (a reconnect included), so the
+        // subscription is never sent ahead of the session it belongs to.
+        mosquitto_connect_callback_set(m) { mosq, obj, rc in
+            guard let obj, let mosq, rc == 0 else { return }
+            let p = Unmanaged<Probe>.fromOpaque(obj).takeUnretainedValue()
+            p.connects.withLock { $0 += 1 }
+            mosquitto_subscribe(mosq, nil, p.topic, 1)
+        }
+        topic = subscribe
         let rc = mosquitto_connect(m, "127.0.0.1", Int32(port), 30)
         guard rc == 0 else { throw BrokerError("probe cannot connect: \(String(cString: mosquitto_strerror(rc)))") }
-        mosquitto_subscribe(m, nil, subscribe, 1)
-        mosquitto_loop_start(m)
+        // Its network loop on a thread of its own, waiting in poll():
+        // libmosquitto's own loop waits in select(), which cannot watch an
+        // fd numbered 1024 or more, and a long test process reaches that.
+        mosquitto_threaded_set(m, true)
+        network.start(m)
         // Subscribed (SUBACK) before the test goes on.
         let end = Date().addingTimeInterval(20)
         while !subscribed.withLock({ $0 }) && Date() < end { usleep(2_000) }
-        guard subscribed.withLock({ $0 }) else { throw BrokerError("the probe's subscription was not acknowledged within 20 s") }
+        guard subscribed.withLock({ $0 }) else {
+            throw BrokerError("the probe's subscription was not acknowledged within 20 s (CONNACKs: \(connects.withLock { $0 }))")
+        }
     }
+
+    /// What it subscribes to, at each connection.
+    private var topic = "#"
 
     deinit {
         mosquitto_disconnect(mosq)
-        mosquitto_loop_stop(mosq, false)
+        network.stop()
         mosquitto_destroy(mosq)
+    }
+
+    private let network = PollLoop()
+
+    /// A client's network loop: poll() on its socket, then its reads,
+    /// writes and housekeeping, until stopped (joined, bounded).
+    final class PollLoop: @unchecked Sendable {
+        private let running = Locked(true)
+        private let started = Locked(false)
+        private let done = DispatchSemaphore(value: 0)
+
+        func start(_ m: OpaquePointer) {
+            started.withLock { $0 = true }
+            let client = Client(m)
+            Thread { [self] in
+                while running.withLock({ $0 }) {
+                    let fd = mosquitto_socket(client.m)
+                    guard fd >= 0 else {
+                        usleep(20_000)
+                        _ = mosquitto_reconnect(client.m)
+                        continue
+                    }
+                    var p = pollfd(fd: fd, events: Int16(POLLIN) | (mosquitto_want_write(client.m) ? Int16(POLLOUT) : 0), revents: 0)
+                    if poll(&p, 1, 50) > 0 {
+                        if p.revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 { _ = mosquitto_loop_read(client.m, 1) }
+                        if p.revents & Int16(POLLOUT) != 0 { _ = mosquitto_loop_write(client.m, 1) }
+                    }
+                    _ = mosquitto_loop_misc(client.m)
+                }
+                done.signal()
+            }.start()
+        }
+
+        func stop() {
+            running.withLock { $0 = false }
+            guard started.withLock({ $0 }) else { return }
+            _ = done.wait(timeout: .now() + 5)
+        }
+
+        private struct Client: @unchecked Sendable {
+            let m: OpaquePointer
+            init(_ m: OpaquePointer) { self.m = m }
+        }
     }
 
     var messages: [Message] { got.withLock { $0 } }
