@@ -204,6 +204,8 @@ final class Probe: @unchecked Sendable {
     private let got = Locked([Message]())
     private let subscribed = Locked(false)
     private let connects = Locked(0)
+    /// Message ids the broker has acknowledged (PUBACK), not yet waited for.
+    private let acked = Locked(Set<Int32>())
 
     init(port: Int, credentials: Broker.Credentials? = nil, subscribe: String = "#") throws {
         mosquitto_lib_init()
@@ -221,6 +223,10 @@ final class Probe: @unchecked Sendable {
         mosquitto_subscribe_callback_set(m) { _, obj, _, _, _ in
             guard let obj else { return }
             Unmanaged<Probe>.fromOpaque(obj).takeUnretainedValue().subscribed.withLock { $0 = true }
+        }
+        mosquitto_publish_callback_set(m) { _, obj, mid in
+            guard let obj else { return }
+            _ = Unmanaged<Probe>.fromOpaque(obj).takeUnretainedValue().acked.withLock { $0.insert(mid) }
         }
         // Subscribes at each CONNACK (a reconnect included), so the
         // subscription is never sent ahead of the session it belongs to.
@@ -302,8 +308,15 @@ final class Probe: @unchecked Sendable {
 
     func clear() { got.withLock { $0 = [] } }
 
+    /// Publishes at QoS 1 and returns once the broker has it (its PUBACK,
+    /// at most 10 s): what the test does next comes after it at the broker.
     func publish(_ topic: String, _ payload: String, retain: Bool = false) {
-        _ = payload.withCString { mosquitto_publish(mosq, nil, topic, Int32(strlen($0)), $0, 1, retain) }
+        var mid: Int32 = 0
+        let rc = payload.withCString { mosquitto_publish(mosq, &mid, topic, Int32(strlen($0)), $0, 1, retain) }
+        guard rc == 0 else { return }
+        let end = Date().addingTimeInterval(10)
+        while !acked.withLock({ $0.contains(mid) }) && Date() < end { usleep(1_000) }
+        acked.withLock { _ = $0.remove(mid) }
     }
 
     /// The first message (in arrival order) that `match` accepts, waiting at most `seconds`.
