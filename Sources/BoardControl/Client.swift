@@ -123,7 +123,7 @@ public enum ControlClient {
     }
 
     /// `uid 1001 (alice)`.
-    static func userName(_ uid: UInt32) -> String {
+    public static func userName(_ uid: UInt32) -> String {
         guard let pw = getpwuid(uid), let name = pw.pointee.pw_name else { return "uid \(uid)" }
         return "uid \(uid) (\(String(cString: name)))"
     }

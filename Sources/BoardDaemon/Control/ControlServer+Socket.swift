@@ -68,11 +68,6 @@ extension ControlServer {
         if st.st_uid != getuid() && st.st_uid != geteuid() && st.st_uid != 0 { throw StartError.foreign(path: path, uid: st.st_uid) }
     }
 
-    /// `uid 1001 (alice)`.
-    static func userName(_ uid: UInt32) -> String {
-        guard let pw = getpwuid(uid), let name = pw.pointee.pw_name else { return "uid \(uid)" }
-        return "uid \(uid) (\(String(cString: name)))"
-    }
 
     /// Binds `path`: a stale socket file (nothing answers) is replaced; a
     /// live one (a daemon answers) is an error naming it.

@@ -142,9 +142,9 @@ public final class ControlServer {
             case let .live(path, pid, uid) where uid == getuid():
                 "the control socket \(path) is in use: another boardd (pid \(pid)) answers on it; stop it, or give this one another path (--socket PATH or control: { path: ... })"
             case let .live(path, pid, uid):
-                "the control socket \(path) is in use: a process of another user (pid \(pid), \(ControlServer.userName(uid))) answers on it; boardd will not share it: give this one another path (--socket PATH or control: { path: ... })"
+                "the control socket \(path) is in use: a process of another user (pid \(pid), \(ControlClient.userName(uid))) answers on it; boardd will not share it: give this one another path (--socket PATH or control: { path: ... })"
             case let .foreign(path, uid):
-                "the control socket path \(path) is a socket of another user (\(ControlServer.userName(uid))); boardd will not use or replace it: give this one another path (--socket PATH or control: { path: ... }), or set XDG_RUNTIME_DIR"
+                "the control socket path \(path) is a socket of another user (\(ControlClient.userName(uid))); boardd will not use or replace it: give this one another path (--socket PATH or control: { path: ... }), or set XDG_RUNTIME_DIR"
             case let .notSocket(path): "the control socket path \(path) exists and is not a socket; remove it or choose another path"
             case let .system(path, what, e): "the control socket \(path): \(what): \(String(cString: strerror(e)))"
             }
