@@ -158,11 +158,22 @@ final class LoopBudgetTests: XCTestCase {
             "| every loop's runtime | \(runtime.sources) (its message port) | \(runtime.timers) (the held-event replay) + \(summary) (the summary, unless summaries are off) | \(runtime.performs) (control requests: the nested mode run, the start, the stop, a reload's swap; with headroom) |",
             "| the main loop's daemon | \(signals.sources) (the signals) | \(watchdog.timers) (the systemd watchdog, when systemd asks for one) + \(Daemon.runLimitBudget.timers) (a run-time limit) + \(demo.timers) (`--demo`'s script) | \(signals.performs) |",
             "| a worker's thread | \(worker.sources) (its exit source) | \(worker.timers) | \(worker.performs) |",
-            "| the control socket (main loop, unless `control: { enabled: false }`) | \(ControlServer.budget.sources) (the listening socket) + 1 per `max_clients` + \(ControlServer.clientBudget(ControlConfig()).sources - ControlConfig().maxClients) (a client each, as they connect; the \(ControlConfig.keptClients) kept for root and boardd's own user) | \(ControlServer.budget.timers) (the idle timeout; the scheduled mock-chip drives and pulse ends) | \(ControlServer.budget.performs) |",
+            "| the control socket (main loop, unless `control: { enabled: false }`) | \(ControlServer.budget.sources) (the listening socket) + 1 per `max_clients` + \(ControlServer.clientBudget(ControlConfig()).sources - ControlConfig().maxClients) (a client each, as they connect; the \(ControlConfig.keptClients) kept for root and boardd's own user) | \(ControlServer.budget.timers) (the idle timeout; the scheduled mock-chip drives and a trace's end) | \(ControlServer.budget.performs) |",
+            "| a recording (`boardctl record`, main loop) | \(ControlServer.recordingBudget.sources) | \(ControlServer.recordingBudget.timers) (its drain, while it runs) | \(ControlServer.recordingBudget.performs) |",
+            "| the command service (main loop, with the control socket or MQTT) | \(RemoteCommands.budget.sources) | \(RemoteCommands.budget.timers) (the pulse ends of every front end) | \(RemoteCommands.budget.performs) |",
+            "| the MQTT client (main loop, with `mqtt:`) | \(MQTTBridge.budget.sources + MQTTClient.socketBudget.sources) (the broker connection, while it is open) | \(MQTTBridge.budget.timers) (libmosquitto's one-second `loop_misc` and the reconnect timer; the stats, discovery and the states' check) | \(MQTTBridge.budget.performs) (the connecting thread's hand-over; the event feed's work item, with headroom) |",
         ]
         let docs = try String(contentsOfFile: Fixtures.packageRoot + "/docs/config.md", encoding: .utf8)
         for row in rows { XCTAssertTrue(docs.contains(row + "\n"), "docs/config.md lacks: \(row)") }
         XCTAssertTrue(docs.contains("nesting depth \(LoopBudget.nestingDepth) (the top-level run"))
+        // Row for row: the table has a row for each kind of part the plan
+        // counts, and no other (a part cannot be added without its row).
+        let table = try XCTUnwrap(docs.components(separatedBy: "<!-- loop budget: begin").dropFirst().first?.components(separatedBy: "<!-- loop budget: end").first)
+        let firsts = table.split(separator: "\n").filter { $0.hasPrefix("| ") && !$0.hasPrefix("| Part |") }.map {
+            String($0.dropFirst(2).prefix { $0 != "|" }).trimmingCharacters(in: .whitespaces)
+        }
+        XCTAssertEqual(firsts, LoopBudget.Row.allCases.map(\.rawValue))
+        XCTAssertEqual(rows.count, LoopBudget.Row.allCases.count, "every row's figures are checked")
     }
 
     /// The GPIO layer's timers an input's budget counts are the ones its

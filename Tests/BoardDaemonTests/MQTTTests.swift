@@ -220,7 +220,7 @@ final class MQTTTests: XCTestCase {
         probe.clear()
         for (topic, payload, why) in [
             ("\(p)/line/lamp/set", "ON", "output 'lamp' may not be commanded over MQTT (mqtt.commands.outputs: relay)"),
-            ("\(p)/line/button/set", "ON", "line 'button' is an input; only outputs can be set"),
+            ("\(p)/line/button/set", "ON", "line 'button' is an input; set, toggle and pulse drive outputs"),
             ("\(p)/line/relay/set", "BANANA", "expected ON, OFF, TOGGLE or PULSE with a duration (PULSE 500ms)"),
             ("\(p)/line/relay/set", "PULSE 5", "PULSE: "),
             ("\(p)/line/rleay/set", "ON", "no line named 'rleay'; did you mean 'relay'?"),

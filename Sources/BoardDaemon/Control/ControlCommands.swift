@@ -5,8 +5,9 @@ import BoardloopGPIOMock
 import Glibc
 import Logging
 
-/// The control protocol's commands (docs/control.md). Mutations go
-/// through the executor with `Origin.control`, as a reaction's actions do.
+/// The control protocol's commands (docs/control.md): the codec of the
+/// command service (`RemoteCommands`) for the socket's JSON requests, and
+/// the reads (status, lines, stats) and mock-board drives of its own.
 extension ControlServer {
     /// An error reply's code and message.
     struct Failure: Error {
@@ -16,6 +17,8 @@ extension ControlServer {
             self.code = code
             self.message = message
         }
+
+        init(_ e: RemoteError) { self.init(e.code.rawValue, e.message) }
     }
 
     static let version: Int64 = 1
@@ -61,7 +64,6 @@ extension ControlServer {
     ]
 
     private func run(_ cmd: String, _ r: JSON, from c: Client) throws -> [(String, JSON)] {
-        let config = daemon.config
         switch cmd {
         case "ping": return [("pong", .bool(true))]
         case "status": return status()
@@ -73,40 +75,29 @@ extension ControlServer {
         case "set":
             let (i, l) = try output(r)
             let v = try bool(r, "value")
-            mutation(c, "set \(l.name) \(v ? "on" : "off")")
-            perform(daemon.main.program.control.set(line: i, v))
+            try remote { try $0.set(LineID(i), v, by: .control(c.peer)) }
             return [("line", .string(l.name)), ("value", .bool(v))]
         case "toggle":
             let (i, l) = try output(r)
-            let v = !value(i)
-            mutation(c, "toggle \(l.name) (to \(v ? "on" : "off"))")
-            perform(daemon.main.program.control.toggle(line: i))
+            let v = try remote { try $0.toggle(LineID(i), by: .control(c.peer)) }
             return [("line", .string(l.name)), ("value", .bool(v))]
         case "pulse":
             let (i, l) = try output(r)
             let d = try duration(r, "duration", required: true)!
-            try roomToSchedule(1)
-            mutation(c, "pulse \(l.name) for \(DurationText.format(d))")
-            perform(daemon.main.program.control.set(line: i, true))
-            schedule(.off(line: l.name), at: loop.now.nanoseconds &+ UInt64(d.nanosecondsClamped))
+            try remote { try $0.pulse(LineID(i), for: d, by: .control(c.peer)) }
             return [("line", .string(l.name))]
         case "sequence":
             let action = try string(r, "action")
             guard action == "start" || action == "stop" else { throw Failure("bad-argument", "action: expected \"start\" or \"stop\", found \(Echo(action))") }
             let name = try string(r, "name")
-            guard let s = config.sequence(named: name) else {
-                throw Failure(
-                    "unknown-sequence",
-                    "no sequence named \(Echo(name))\(DidYouMean.hint(name, in: config.sequences.map(\.name))) (sequences: \(list(config.sequences.map(\.name))))")
+            try remote {
+                let s = try $0.sequence(name, .all)
+                if action == "start" { try $0.start(s, by: .control(c.peer)) } else { try $0.stop(s, by: .control(c.peer)) }
             }
-            mutation(c, "sequence \(action) \(name)")
-            let p = daemon.main.program.control
-            perform(action == "start" ? p.start(sequence: s.index) : p.stop(sequence: s.index))
             return [("name", .string(name))]
         case "mode": return try mode(r, from: c)
         case "reload":
-            mutation(c, "reload")
-            let o = daemon.reload()
+            let o = try remote { try $0.reload(by: .control(c.peer)) }
             return [("applied", .bool(o.applied)), ("errors", .array(o.errors.map(JSON.string)))]
         case "press", "release", "click", "input": return try drive(cmd, r, from: c)
         case "flood": return try flood(r, from: c)
@@ -122,15 +113,13 @@ extension ControlServer {
 
     /// Logged at notice for every mutating request, with the peer's credentials.
     func mutation(_ c: Client, _ what: String) {
-        logger.notice("control: \(what) (\(c.peer), origin control)")
+        RemoteCommands.log(what, by: .control(c.peer), logger)
     }
 
-    /// Performs a control op on the main loop's executor (a line or
-    /// sequence another loop owns is posted to it).
-    func perform(_ pc: Int32) {
-        let was = daemon.main.events.writing(.control)
-        daemon.main.perform(pc, Context(origin: .control))
-        daemon.main.events.restore(was)
+    /// Runs `body` on the command service; its refusal becomes the reply's error.
+    func remote<T>(_ body: (RemoteCommands) throws -> T) throws -> T {
+        guard let service = daemon.remote else { throw Failure("internal", "the command service is not running") }
+        do { return try body(service) } catch let e as RemoteError { throw Failure(e) }
     }
 
     func value(_ i: Int) -> Bool { daemon.main.program.cells[i].value.load(ordering: .relaxed) }
@@ -154,66 +143,37 @@ extension ControlServer {
         return b
     }
 
-    /// A duration in the config's grammar ("100ms", "2s"), more than zero.
+    /// A pulse's duration in the config's grammar ("100ms", "2s"): more
+    /// than zero and at most 24 h (`RemoteCommands.pulseDuration`).
     func duration(_ r: JSON, _ name: String, required: Bool) throws -> Duration? {
         guard r[name] != nil || required else { return nil }
         let text = try string(r, name)
-        switch Launcher.parseDuration(text) {
-        case let .success(d):
-            guard d > .zero, d <= .seconds(86400) else { throw Failure("bad-argument", "\(name): must be more than zero and at most 24h") }
-            return d
-        case let .failure(p): throw Failure("bad-argument", "\(name): \(p.message(text, suggest: "ms"))")
-        }
+        do { return try RemoteCommands.pulseDuration(text) } catch { throw Failure(error.code.rawValue, "\(name): \(error.message)") }
     }
 
     func line(_ r: JSON) throws -> (Int, LineConfig) {
         let name = try string(r, "line")
-        let config = daemon.config
-        guard let id = config.line(named: name) else {
-            let names = config.lines.map(\.name)
-            throw Failure("unknown-line", "no line named \(Echo(name))\(DidYouMean.hint(name, in: names)) (lines: \(list(names)))")
-        }
-        return (id.index, config[id])
+        let id = try remote { try $0.line(name) }
+        return (id.index, daemon.config[id])
     }
 
     func output(_ r: JSON) throws -> (Int, LineConfig) {
-        let (i, l) = try line(r)
-        guard l.isOutput else { throw Failure("not-output", "line '\(l.name)' is an input; set, toggle and pulse drive outputs") }
-        return (i, l)
+        let name = try string(r, "line")
+        let id = try remote { try $0.output(name, .all) }
+        return (id.index, daemon.config[id])
     }
 
     // MARK: Modes
 
     private func mode(_ r: JSON, from c: Client) throws -> [(String, JSON)] {
-        let config = daemon.config
         let name = try string(r, "loop")
-        guard let i = config.loops.firstIndex(where: { $0.name == name }) else {
-            let names = config.loops.map(\.name)
-            throw Failure("unknown-loop", "no loop named \(Echo(name))\(DidYouMean.hint(name, in: names)) (loops: \(list(names)))")
-        }
+        let i = try remote { try $0.loopIndex(name) }
         guard r["mode"] != nil else {
             guard let m = loopMode(i) else { throw Failure("internal", "loop '\(name)' did not answer within a second") }
             return [("loop", .string(name)), ("mode", .string(m))]
         }
         let modeName = try string(r, "mode")
-        guard let m = config.mode(named: modeName) else {
-            let names = config.modes.map(\.name)
-            throw Failure("unknown-mode", "no mode named \(Echo(modeName))\(DidYouMean.hint(modeName, in: names)) (modes: \(list(names)))")
-        }
-        mutation(c, "mode \(name) \(modeName)")
-        let program = daemon.main.program
-        let pc = program.control.mode(m.index)
-        if i == 0 {
-            perform(pc)
-        } else {
-            do {
-                try daemon.ports[i].send(
-                    id: PortMessage.action.rawValue, value: Post(generation: program.generation, op: pc, ctx: Context(origin: .control)),
-                    timeout: .zero)
-            } catch {
-                throw Failure("internal", "could not post the mode to loop '\(name)': \(error)")
-            }
-        }
+        try remote { try $0.setMode(loop: i, try $0.mode(modeName, .all), by: .control(c.peer)) }
         return [("loop", .string(name)), ("mode", .string(modeName))]
     }
 

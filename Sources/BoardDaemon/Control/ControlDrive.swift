@@ -159,9 +159,6 @@ extension ControlServer {
         switch a {
         case let .endTrace(serial):
             endTrace(send: true, serial: serial)
-        case let .off(name):
-            guard let id = daemon.config.line(named: name), daemon.config[id].isOutput else { return }
-            perform(daemon.main.program.control.set(line: id.index, false))
         case let .level(name, high):
             do { try level(name, high) } catch let f as Failure {
                 logger.warning("control: \(f.message)")

@@ -517,6 +517,7 @@ struct RecordWriter {
         case .task? where i >= 0 && i < config.tasks.count: joined("task:", config.tasks[i].name)
         case .safe?: raw("\"safe\"")
         case .control?: raw("\"control\"")
+        case .mqtt?: raw("\"mqtt\"")
         case .pulse?: raw("\"pulse\"")
         default: raw("\"unknown\"")
         }

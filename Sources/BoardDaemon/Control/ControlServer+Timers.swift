@@ -6,8 +6,8 @@ import Glibc
 import Logging
 
 /// The control server's two timers: a client's idle timeout, and the timed
-/// drives of pulses and presses (a pulse's end, a held press's release,
-/// each click's press and release, a flood's edges).
+/// drives of presses (a held press's release, each click's press and
+/// release, a flood's edges) and a trace's end.
 extension ControlServer {
     func armIdle() {
         guard let t = idleTimer else { return }
@@ -31,7 +31,7 @@ extension ControlServer {
 
     // MARK: Scheduled drives
 
-    /// Drives in flight at most (pulse ends, a press's or a click's
+    /// Drives in flight at most (a press's or a click's presses and
     /// releases): a request that would pass it is refused with `busy`.
     static let maxScheduled = 1024
 
@@ -40,7 +40,7 @@ extension ControlServer {
     func roomToSchedule(_ n: Int) throws {
         guard scheduled.count + n <= Self.maxScheduled else {
             throw Failure(
-                "busy", "\(scheduled.count) pulses and presses are in flight (at most \(Self.maxScheduled)); try again when they end")
+                "busy", "\(scheduled.count) presses and releases are in flight (at most \(Self.maxScheduled)); try again when they end")
         }
     }
 

@@ -11,8 +11,8 @@ import Logging
 /// line (`Options.maxLine`), what waits to be written to a client
 /// (`Options.maxOutput`: a client that stops reading is dropped), the time
 /// a client may go without a complete request (`Options.idleTimeout`),
-/// the clients at once (`max_clients`) and the pulses and presses in
-/// flight (`maxScheduled`). Reads and writes never block: a
+/// the clients at once (`max_clients`) and the presses in flight
+/// (`maxScheduled`; pulses are the command service's, `RemoteCommands`). Reads and writes never block: a
 /// slow client holds up nothing. Main loop only.
 public final class ControlServer {
     public struct Options: Sendable {
@@ -60,7 +60,7 @@ public final class ControlServer {
     var listener: PortSource?
     var clients: [Client] = []
     var idleTimer: RunLoopTimer?
-    /// Input drives and pulse ends to do later, soonest first (`driveTimer`).
+    /// Input drives and a trace's end to do later, soonest first (`driveTimer`).
     var scheduled: [Scheduled] = []
     var driveTimer: RunLoopTimer?
     var nextScheduleOrder: UInt64 = 0
@@ -121,8 +121,6 @@ public final class ControlServer {
     }
 
     enum ScheduledAction {
-        /// A pulse's end: the output (by name, in the config running then) off.
-        case off(line: String)
         /// An input (a mock pin, a gpio-sim line) to a physical level.
         case level(line: String, high: Bool)
         /// The time of the trace `serial` is up.

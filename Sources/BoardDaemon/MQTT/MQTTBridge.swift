@@ -12,9 +12,10 @@ import Logging
 /// Main loop only. What it publishes comes from the trace log's event
 /// feed (the same records `boardctl events` reads), made on the log
 /// writer's thread: MQTT's allocations stay on the main loop and off the
-/// worker loops' allocation-free event path. Commands run through the
-/// program's control ops, as a reaction's actions do (same order, same
-/// policies), with the origin `mqtt`.
+/// worker loops' allocation-free event path. Its command topics are a
+/// codec of the command service (`RemoteCommands`): a payload becomes a
+/// call, with what `mqtt.commands` permits and the origin `mqtt`, and a
+/// refusal an answer on the error topic.
 ///
 /// While the broker is out of reach, states are kept (the last of each)
 /// and events queued, the most recent `queue` of them; on reconnect every
@@ -42,9 +43,6 @@ final class MQTTBridge {
     private var running: [String: Int] = [:]
     /// Discovery's components published last, by id: their platform.
     private var discovered: [String: String] = [:]
-    /// Pulse ends: when, and the output (by name: a reload may move it).
-    private var pulses: [(at: UInt64, line: String)] = []
-    private var pulseTimer: RunLoopTimer?
     private var statsTimer: RunLoopTimer?
     private var discoveryTimer: RunLoopTimer?
     /// Once a second: each published line's state against its value now.
@@ -67,11 +65,9 @@ final class MQTTBridge {
 
     /// The most a command's payload may be.
     static let maxPayload = 256
-    /// Pulses in flight at most.
-    static let maxPulses = 256
 
-    /// The MQTT client and the bridge's timers (pulses, stats, discovery, the states' check).
-    static let budget = LoopBudget(timers: 4, performs: 2) + MQTTClient.budget
+    /// The MQTT client and the bridge's timers (stats, discovery, the states' check).
+    static let budget = LoopBudget(timers: 3, performs: 2) + MQTTClient.budget
 
     init(daemon: Daemon, config: MQTTConfig) {
         self.daemon = daemon
@@ -95,9 +91,6 @@ final class MQTTBridge {
         client.onDown = { [unowned self] why in self.down(why) }
         client.onMessage = { [unowned self] topic, payload, retained in self.message(topic, payload, retained: retained) }
         client.onDrained = { [unowned self] in self.flush() }
-        let p = RunLoopTimer.rearmable { [unowned self] _ in self.pulseTick() }
-        try loop.add(p, mode: .common)
-        pulseTimer = p
         let d = RunLoopTimer.rearmable { [unowned self] _ in self.publishDiscovery(states: true) }
         try loop.add(d, mode: .common)
         discoveryTimer = d
@@ -165,7 +158,6 @@ final class MQTTBridge {
         if let c = consumer { daemon.traceLog.feed.detach(c) }
         consumer = nil
         daemon.traceLog.watch(false)
-        pulseTimer?.invalidate()
         statsTimer?.invalidate()
         discoveryTimer?.invalidate()
         syncTimer?.invalidate()
@@ -442,115 +434,56 @@ final class MQTTBridge {
         publish(errorTopic, Array(o.text.utf8), qos: config.qos.commands, retain: false)
     }
 
-    private func perform(_ pc: Int32, _ what: String) {
-        logger.notice("mqtt: \(what) (origin mqtt)")
-        let was = daemon.main.events.writing(.control)
-        daemon.main.perform(pc, Context(origin: .mqtt))
-        daemon.main.events.restore(was)
+    /// What `mqtt.commands` permits.
+    private var permissions: RemotePermissions {
+        RemotePermissions(
+            outputs: config.writableOutputs, sequences: config.writableSequences, modes: config.writableModes, key: "mqtt.commands",
+            over: "over MQTT")
+    }
+
+    /// Runs `body` on the command service; its refusal is refused here.
+    private func remote(_ body: (RemoteCommands) throws -> Void) throws {
+        guard let service = daemon.remote else { throw Refusal("the command service is not running") }
+        do { try body(service) } catch let e as RemoteError { throw Refusal(e.message) }
     }
 
     private func setLine(_ name: String, _ payload: String) throws {
-        guard let id = names.line(named: name) else {
-            throw Refusal("no line named \(Echo(name))\(DidYouMean.hint(name, in: names.lines.map(\.name)))")
-        }
-        guard names[id].isOutput else { throw Refusal("line '\(name)' is an input; only outputs can be set") }
-        guard config.writableOutputs.contains(id) else {
-            throw Refusal(
-                "output '\(name)' may not be commanded over MQTT (mqtt.commands.outputs: \(list(config.writableOutputs.map { names[$0].name })))")
-        }
-        let ops = daemon.main.program.control
         let words = payload.trimmingWhitespace.split(separator: " ", omittingEmptySubsequences: true)
-        // A command to the output replaces the end of a pulse MQTT started
-        // on it (a later ON stays on; a second PULSE ends at its own time).
-        func endPendingPulse() {
-            pulses.removeAll { $0.line == name }
-            if let p = pulses.first { pulseTimer?.arm(at: MonotonicInstant(nanoseconds: p.at)) } else { pulseTimer?.disarm() }
-        }
-        switch words.first?.uppercased() {
-        case "ON" where words.count == 1:
-            endPendingPulse()
-            perform(ops.set(line: id.index, true), "set \(name) on")
-        case "OFF" where words.count == 1:
-            endPendingPulse()
-            perform(ops.set(line: id.index, false), "set \(name) off")
-        case "TOGGLE" where words.count == 1:
-            endPendingPulse()
-            perform(ops.toggle(line: id.index), "toggle \(name)")
-        case "PULSE" where words.count == 2:
-            let text = String(words[1])
-            let d: Duration
-            switch Launcher.parseDuration(text) {
-            case let .success(v): d = v
-            case let .failure(p): throw Refusal("PULSE: \(p.message(text, suggest: "ms"))")
+        let p = permissions
+        try remote { r in
+            let id = try r.output(name, p)
+            switch words.first?.uppercased() {
+            case "ON" where words.count == 1: try r.set(id, true, by: .mqtt)
+            case "OFF" where words.count == 1: try r.set(id, false, by: .mqtt)
+            case "TOGGLE" where words.count == 1: try r.toggle(id, by: .mqtt)
+            case "PULSE" where words.count == 2:
+                let d: Duration
+                do throws(RemoteError) { d = try RemoteCommands.pulseDuration(String(words[1])) } catch {
+                    throw RemoteError(error.code, "PULSE: \(error.message)")
+                }
+                try r.pulse(id, for: d, by: .mqtt)
+            default:
+                throw RemoteError(.badArgument, "expected ON, OFF, TOGGLE or PULSE with a duration (PULSE 500ms)")
             }
-            guard d > .zero, d <= .seconds(86400) else { throw Refusal("PULSE: the duration must be more than zero and at most 24h") }
-            guard pulses.count < Self.maxPulses else { throw Refusal("\(pulses.count) pulses are in flight (at most \(Self.maxPulses))") }
-            endPendingPulse()
-            perform(ops.set(line: id.index, true), "pulse \(name) for \(DurationText.format(d))")
-            let at = loop.now.nanoseconds &+ UInt64(d.nanosecondsClamped)
-            let i = pulses.firstIndex { $0.at > at } ?? pulses.endIndex
-            pulses.insert((at, name), at: i)
-            pulseTimer?.arm(at: MonotonicInstant(nanoseconds: pulses[0].at))
-        default:
-            throw Refusal("expected ON, OFF, TOGGLE or PULSE with a duration (PULSE 500ms)")
         }
-    }
-
-    private func pulseTick() {
-        let now = loop.now.nanoseconds
-        let ops = daemon.main.program.control
-        while let p = pulses.first, p.at <= now {
-            pulses.removeFirst()
-            // An output the config no longer has, or no longer as an output, is left alone.
-            if let id = names.line(named: p.line), names[id].isOutput { perform(ops.set(line: id.index, false), "pulse of \(p.line) ends") }
-        }
-        if let p = pulses.first { pulseTimer?.arm(at: MonotonicInstant(nanoseconds: p.at)) } else { pulseTimer?.disarm() }
     }
 
     private func runSequence(_ name: String, _ payload: String) throws {
-        guard let id = names.sequence(named: name) else {
-            throw Refusal("no sequence named \(Echo(name))\(DidYouMean.hint(name, in: names.sequences.map(\.name)))")
-        }
-        guard config.writableSequences.contains(id) else {
-            throw Refusal(
-                "sequence '\(name)' may not be run over MQTT (mqtt.commands.sequences: \(list(config.writableSequences.map { names[$0].name })))")
-        }
-        let ops = daemon.main.program.control
-        switch payload.trimmingWhitespace.uppercased() {
-        case "START", "RUN", "PRESS": perform(ops.start(sequence: id.index), "sequence start \(name)")
-        case "STOP": perform(ops.stop(sequence: id.index), "sequence stop \(name)")
-        default: throw Refusal("expected START (or RUN, or PRESS) or STOP")
+        let p = permissions
+        try remote { r in
+            let s = try r.sequence(name, p)
+            switch payload.trimmingWhitespace.uppercased() {
+            case "START", "RUN", "PRESS": try r.start(s, by: .mqtt)
+            case "STOP": try r.stop(s, by: .mqtt)
+            default: throw RemoteError(.badArgument, "expected START (or RUN, or PRESS) or STOP")
+            }
         }
     }
 
     private func setMode(_ loopName: String, _ payload: String) throws {
-        guard let li = names.loops.firstIndex(where: { $0.name == loopName }) else {
-            throw Refusal("no loop named \(Echo(loopName))\(DidYouMean.hint(loopName, in: names.loops.map(\.name)))")
-        }
-        let modeName = payload.trimmingWhitespace
-        guard let m = names.mode(named: modeName) else {
-            throw Refusal("no mode named \(Echo(modeName))\(DidYouMean.hint(modeName, in: names.modes.map(\.name)))")
-        }
-        guard config.writableModes.contains(m) else {
-            throw Refusal("mode '\(modeName)' may not be set over MQTT (mqtt.commands.modes: \(list(config.writableModes.map { names[$0].name })))")
-        }
-        let program = daemon.main.program
-        let pc = program.control.mode(m.index)
-        if li == 0 {
-            perform(pc, "mode \(loopName) \(modeName)")
-        } else {
-            logger.notice("mqtt: mode \(loopName) \(modeName) (origin mqtt)")
-            do {
-                try daemon.ports[li].send(
-                    id: PortMessage.action.rawValue, value: Post(generation: program.generation, op: pc, ctx: Context(origin: .mqtt)),
-                    timeout: .zero)
-            } catch {
-                throw Refusal("could not post the mode to loop '\(loopName)': \(error)")
-            }
-        }
+        let p = permissions
+        try remote { r in try r.setMode(loop: try r.loopIndex(loopName), try r.mode(payload.trimmingWhitespace, p), by: .mqtt) }
     }
-
-    private func list(_ names: [String]) -> String { names.isEmpty ? "none" : names.joined(separator: ", ") }
 
     // MARK: Stats
 

@@ -131,7 +131,8 @@ final class EventSink: @unchecked Sendable {
         switch context.origin {
         case .reaction: writing(.reaction, Int(context.reaction))
         case .task: writing(.task, Int(context.task))
-        case .control, .mqtt: writing(.control)
+        case .control: writing(.control)
+        case .mqtt: writing(.mqtt)
         }
     }
 

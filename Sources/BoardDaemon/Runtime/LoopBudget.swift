@@ -58,6 +58,10 @@ struct LoopBudget: Sendable, Equatable {
             mqtt = o.mqtt && !o.inlineWorkers
         }
 
+        /// Whether a front end (the control socket, MQTT) runs for `config`,
+        /// and with it the command service (`RemoteCommands`).
+        func frontEnds(_ config: DaemonConfig) -> Bool { control && config.control.enabled || mqtt && config.mqtt != nil }
+
         /// The most `boardd --config FILE` makes: signals, a summary, and a
         /// watchdog when systemd asks for one.
         static let configStart: Extras = {
@@ -77,9 +81,28 @@ struct LoopBudget: Sendable, Equatable {
         backend == .mock ? [.vanishWakesPoller] : []
     }
 
+    /// The rows of docs/config.md's capacities table, by their first
+    /// column: every part is counted in one (a test holds the table to
+    /// this list, so a part cannot be added without its row).
+    enum Row: String, CaseIterable, Sendable {
+        case input = "an input line"
+        case output = "an output line"
+        case task = "a task"
+        case sequence = "a sequence"
+        case command = "a command (main loop)"
+        case runtime = "every loop's runtime"
+        case daemon = "the main loop's daemon"
+        case worker = "a worker's thread"
+        case control = "the control socket (main loop, unless `control: { enabled: false }`)"
+        case recording = "a recording (`boardctl record`, main loop)"
+        case commands = "the command service (main loop, with the control socket or MQTT)"
+        case mqtt = "the MQTT client (main loop, with `mqtt:`)"
+    }
+
     /// One part of a loop and what it costs.
     struct Part: Sendable, Equatable {
         var name: String
+        var row: Row
         var budget: LoopBudget
         /// Made when the daemon starts; else made later, up to this many
         /// at once (a command's children, `run(for:)`'s limit).
@@ -100,7 +123,7 @@ struct LoopBudget: Sendable, Equatable {
                 l.isInput
                 ? InputLine.budget(LineID(i), in: config, capabilities: capabilities, sharing: joins.contains(i))
                 : OutputLine.budget(pulsed: pulsed.contains(i))
-            out.append(Part(name: "line \(l.name)", budget: b))
+            out.append(Part(name: "line \(l.name)", row: l.isInput ? .input : .output, budget: b))
         }
         // The loop is made with room for every input on a request of its
         // own: a reload that takes a line out of its group (a rate limit, a
@@ -109,29 +132,30 @@ struct LoopBudget: Sendable, Equatable {
             let vanish = capabilities.contains(.vanishWakesPoller) ? 0 : joins.count
             out.append(
                 Part(
-                    name: "room for the inputs that share a request to have their own",
+                    name: "room for the inputs that share a request to have their own", row: .input,
                     budget: LoopBudget(sources: joins.count, timers: vanish), atStart: false))
         }
-        for t in config.tasks where t.loop == loop { out.append(Part(name: "task \(t.name)", budget: TaskRunner.budget(t))) }
+        for t in config.tasks where t.loop == loop { out.append(Part(name: "task \(t.name)", row: .task, budget: TaskRunner.budget(t))) }
         for s in config.sequences where s.loop == loop {
-            out.append(Part(name: "sequence \(s.name)", budget: SequenceRunner.budget(s)))
+            out.append(Part(name: "sequence \(s.name)", row: .sequence, budget: SequenceRunner.budget(s)))
         }
-        out.append(Part(name: "the loop's runtime", budget: LoopRuntime.budget(summary: extras.summary)))
+        out.append(Part(name: "the loop's runtime", row: .runtime, budget: LoopRuntime.budget(summary: extras.summary)))
         if loop == .main {
-            for c in config.commands { out.append(Part(name: "command \(c.name)", budget: CommandRunner.budget(c), atStart: false)) }
-            out.append(Part(name: "the daemon", budget: Daemon.budget(extras)))
+            for c in config.commands { out.append(Part(name: "command \(c.name)", row: .command, budget: CommandRunner.budget(c), atStart: false)) }
+            out.append(Part(name: "the daemon", row: .daemon, budget: Daemon.budget(extras)))
+            if extras.frontEnds(config) { out.append(Part(name: "the command service", row: .commands, budget: RemoteCommands.budget)) }
             if extras.control && config.control.enabled {
-                out.append(Part(name: "the control socket", budget: ControlServer.budget))
-                out.append(Part(name: "control clients", budget: ControlServer.clientBudget(config.control), atStart: false))
-                out.append(Part(name: "a recording", budget: ControlServer.recordingBudget, atStart: false))
+                out.append(Part(name: "the control socket", row: .control, budget: ControlServer.budget))
+                out.append(Part(name: "control clients", row: .control, budget: ControlServer.clientBudget(config.control), atStart: false))
+                out.append(Part(name: "a recording", row: .recording, budget: ControlServer.recordingBudget, atStart: false))
             }
             if extras.mqtt && config.mqtt != nil {
-                out.append(Part(name: "the MQTT client", budget: MQTTBridge.budget))
-                out.append(Part(name: "the MQTT connection", budget: MQTTClient.socketBudget, atStart: false))
+                out.append(Part(name: "the MQTT client", row: .mqtt, budget: MQTTBridge.budget))
+                out.append(Part(name: "the MQTT connection", row: .mqtt, budget: MQTTClient.socketBudget, atStart: false))
             }
-            out.append(Part(name: "run(for:)'s limit", budget: Daemon.runLimitBudget, atStart: false))
+            out.append(Part(name: "run(for:)'s limit", row: .daemon, budget: Daemon.runLimitBudget, atStart: false))
         } else {
-            out.append(Part(name: "the worker's thread", budget: Daemon.workerBudget))
+            out.append(Part(name: "the worker's thread", row: .worker, budget: Daemon.workerBudget))
         }
         return out
     }
@@ -249,8 +273,8 @@ extension LoopRuntime {
 
 extension ControlServer {
     /// The control socket, on the main loop: its listening socket, the
-    /// idle timer and the timer of the mock-chip drives and pulse ends it
-    /// schedules.
+    /// idle timer and the timer of the mock-chip drives and a trace's end
+    /// it schedules.
     static let budget = LoopBudget(sources: 1, timers: 2)
 
     /// A recording's drain timer (`record`, one at a time), made when it starts.

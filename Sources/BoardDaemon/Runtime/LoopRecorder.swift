@@ -82,9 +82,12 @@ extension TraceRecord {
 
 extension EventSink {
     /// Who wrote an output (a write record's `step`; its `index` the
-    /// reaction, sequence or task).
+    /// reaction, sequence or task). The one answer to "who acted" a
+    /// recording keeps: a reaction, a task, a sequence's step, a line's
+    /// `safe:` value, a front end (the control socket, MQTT) or a `pulse:`
+    /// action's end.
     enum WriteBy: UInt8 {
-        case unknown = 0, reaction, sequence, task, safe, control, pulse
+        case unknown = 0, reaction, sequence, task, safe, control, pulse, mqtt
     }
 }
 

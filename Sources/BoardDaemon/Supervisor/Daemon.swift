@@ -127,6 +127,9 @@ public final class Daemon: @unchecked Sendable {
     public internal(set) var control: ControlServer?
     /// The MQTT client and what it publishes (the config's `mqtt:`).
     var mqtt: MQTTBridge?
+    /// The commands the control socket and MQTT take, and their pulses'
+    /// ends (made when either runs).
+    var remote: RemoteCommands?
 
     public init(config: DaemonConfig, options: Options) throws {
         if options.inlineWorkers {
@@ -153,6 +156,11 @@ public final class Daemon: @unchecked Sendable {
         boxes[0].rt = main
         boxes[0].loop = loop
         try main.setUpLoop(summaryInterval: options.summaryInterval)
+        if LoopBudget.Extras(options).frontEnds(config) {
+            let r = RemoteCommands(daemon: self)
+            try r.start()
+            remote = r
+        }
         // The control socket before any line is requested or worker runs: a
         // socket that cannot be made stops the start with nothing driven.
         if let c = options.control, config.control.enabled { control = try ControlServer.start(self, c) }
@@ -160,12 +168,14 @@ public final class Daemon: @unchecked Sendable {
         // block cannot run stops the start with nothing driven.
         if options.mqtt && !options.inlineWorkers && config.mqtt != nil, let why = MQTTLibrary.load() {
             control?.stop()
+            remote?.stop()
             throw DaemonError.setup("mqtt: \(why)")
         }
         do {
             try startLinesAndLoops()
         } catch {
             control?.stop()
+            remote?.stop()
             throw error
         }
         logger.info("\(startLine)")

@@ -47,6 +47,9 @@ extension Daemon {
         watchdogTimer?.invalidate()
         signalSource?.invalidate()
         control?.stop()
+        // No command is taken from here on, and no pulse ends: the
+        // outputs go safe below.
+        remote?.stop()
         let start = MonotonicInstant.now.nanoseconds
         let budget = UInt64(max(options.stopTimeout.nanosecondsClamped, 1_000_000))
         let deadline = start &+ budget
