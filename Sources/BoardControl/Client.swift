@@ -13,7 +13,7 @@ public struct Request: Equatable, Sendable {
     public static func == (a: Request, b: Request) -> Bool { a.json(id: 1) == b.json(id: 1) }
 
     public func json(id: Int) -> JSON {
-        .object([("v", .int(ControlError.protocolVersion)), ("id", .int(id)), ("cmd", .string(cmd))] + args)
+        .object([("v", .int(Int64(ControlError.protocolVersion))), ("id", .int(Int64(id))), ("cmd", .string(cmd))] + args)
     }
 
     /// The request line, newline included.
@@ -57,7 +57,7 @@ public enum ControlClient {
         }
         let v = reply["v"]
         if v?.int != ControlError.protocolVersion || reply["error"]?["code"]?.string == "version" {
-            throw .versionMismatch(daemon: v?.text ?? "?", detail: reply["error"]?["message"]?.string)
+            throw .versionMismatch(daemon: v?.cell ?? "?", detail: reply["error"]?["message"]?.string)
         }
         guard let ok = reply["ok"]?.bool else { throw .connection(path: path, problem: "the reply has no \"ok\": \(line.prefix(200))") }
         if !ok {

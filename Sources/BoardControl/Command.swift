@@ -37,18 +37,18 @@ public enum Command: Equatable, Sendable {
         case let .click(line, count, hold):
             return Request(
                 "click",
-                [("line", .string(line))] + (count.map { [("count", JSON.int($0))] } ?? []) + (hold.map { [("hold", JSON.string($0))] } ?? []))
+                [("line", .string(line))] + (count.map { [("count", JSON.int(Int64($0)))] } ?? []) + (hold.map { [("hold", JSON.string($0))] } ?? []))
         case let .input(line, value): return Request("input", [("line", .string(line)), ("value", .bool(value))])
         case .ping: return Request("ping")
         case .stats: return Request("stats")
-        case let .flood(line, edges, rate): return Request("flood", [("line", .string(line)), ("edges", .int(edges)), ("rate", .string(rate))])
+        case let .flood(line, edges, rate): return Request("flood", [("line", .string(line)), ("edges", .int(Int64(edges))), ("rate", .string(rate))])
         case let .floodStop(line): return Request("flood", [("line", .string(line)), ("stop", .bool(true))])
         }
     }
 
     /// What a person reads for a successful reply (no trailing newline).
     public func human(_ r: JSON) -> String {
-        func onOff(_ v: JSON?) -> String { v?.bool.map { $0 ? "on" : "off" } ?? (v?.text ?? "?") }
+        func onOff(_ v: JSON?) -> String { v?.bool.map { $0 ? "on" : "off" } ?? (v?.cell ?? "?") }
         func name(_ key: String, _ fallback: String) -> String { r[key]?.string ?? fallback }
         switch self {
         case .status: return Render.status(r)
@@ -57,7 +57,7 @@ public enum Command: Equatable, Sendable {
             return "\(name("line", line)): \(onOff(r["value"]))"
         case let .pulse(line, duration): return "\(name("line", line)): pulse \(duration) started"
         case let .sequence(start, seq): return "\(name("name", seq)): \(start ? "started" : "stopped")"
-        case let .mode(loop, _): return "\(name("loop", loop)): \(r["mode"]?.text ?? "?")"
+        case let .mode(loop, _): return "\(name("loop", loop)): \(r["mode"]?.cell ?? "?")"
         case .reload: return "reloaded: the new config is running"
         case let .press(line, hold): return "\(name("line", line)): pressed" + (hold.map { " for \($0)" } ?? "")
         case let .release(line): return "\(name("line", line)): released"
@@ -95,7 +95,7 @@ public enum Boardctl {
     /// last change (the reply says how long that is): a script's next step
     /// then sees the line released.
     static func waitForTheDrive(_ result: JSON) {
-        guard case let .number(text)? = result["ends_in_ns"], let ns = Int(text), ns > 0 else { return }
+        guard let ns = result["ends_in_ns"]?.int, ns > 0 else { return }
         var t = timespec(tv_sec: Int(ns / 1_000_000_000), tv_nsec: Int(ns % 1_000_000_000))
         var rest = timespec()
         while nanosleep(&t, &rest) != 0 && errno == EINTR { t = rest }

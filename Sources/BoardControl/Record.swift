@@ -19,7 +19,7 @@ public enum Recording {
 
         public var json: JSON {
             .object([
-                ("file", .string(file)), ("records", .int(records)), ("lines", .array(lines.map(JSON.string))), ("dropped", .int(dropped)),
+                ("file", .string(file)), ("records", .int(Int64(records))), ("lines", .array(lines.map(JSON.string))), ("dropped", .int(Int64(dropped))),
                 ("loops_missing", .array(missing.map(JSON.string))),
             ])
         }

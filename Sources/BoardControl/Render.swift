@@ -51,24 +51,26 @@ public enum Render {
         var how: [String] = []
         if let f = board?["found"]?.string { how.append("found: \(f)") }
         if let b = board?["backend"]?.string { how.append(b) }
-        pairs.append(("board", (board?["name"]?.text ?? "?") + (how.isEmpty ? "" : " (\(how.joined(separator: ", ")))")))
+        pairs.append(("board", (board?["name"]?.cell ?? "?") + (how.isEmpty ? "" : " (\(how.joined(separator: ", ")))")))
         let config = r["config"]
-        pairs.append(("config", (config?["file"]?.text ?? "-") + (config?["generation"].map { " (generation \($0.text))" } ?? "")))
-        var process = "pid \(r["pid"]?.text ?? "?")"
+        let file = config?["file"]?.cell ?? "-"
+        let generation = config?["generation"].map { " (generation \($0.cell))" } ?? ""
+        pairs.append(("config", file + generation))
+        var process = "pid \(r["pid"]?.cell ?? "?")"
         if let up = r["uptime_s"]?.double { process += ", up \(duration(seconds: Int(up)))" }
         if let c = r["children"]?.int { process += ", \(c) child process\(c == 1 ? "" : "es")" }
         pairs.append(("boardd", process))
         if let reloads = r["reloads"] {
-            var text = "\(reloads["applied"]?.text ?? "0") applied, \(reloads["refused"]?.text ?? "0") refused"
-            if let last = reloads["last_error"], !last.isNull { text += " (last error: \(last.text))" }
+            var text = "\(reloads["applied"]?.cell ?? "0") applied, \(reloads["refused"]?.cell ?? "0") refused"
+            if let last = reloads["last_error"], !last.isNull { text += " (last error: \(last.cell))" }
             pairs.append(("reloads", text))
         }
         if let m = r["mqtt"], !m.isNull {
-            var text = "\(m["state"]?.text ?? "?") \(m["broker"]?.text ?? "?") as \(m["client_id"]?.text ?? "?")"
-            text += ", \(m["connections"]?.text ?? "0") connection(s), \(m["losses"]?.text ?? "0") lost"
+            var text = "\(m["state"]?.cell ?? "?") \(m["broker"]?.cell ?? "?") as \(m["client_id"]?.cell ?? "?")"
+            text += ", \(m["connections"]?.cell ?? "0") connection(s), \(m["losses"]?.cell ?? "0") lost"
             if let q = m["queued"]?.int, q > 0 { text += ", \(q) events queued" }
             if let d = m["dropped"]?.int, d > 0 { text += ", \(d) dropped" }
-            if let e = m["last_error"], !e.isNull { text += " (last error: \(e.text))" }
+            if let e = m["last_error"], !e.isNull { text += " (last error: \(e.cell))" }
             pairs.append(("mqtt", text))
         }
         var out = keyed(pairs)
@@ -83,9 +85,9 @@ public enum Render {
                     slowest = "\(what) \(EventStream.short(ns))"
                 }
                 return [
-                    l["name"]?.text ?? "?", l["mode"]?.text ?? "?", l["thread_tid"]?.text ?? "-",
-                    l["thread"]?["cpu_now"]?.text ?? "-", l["cpus"]?.array.map { cpus($0.compactMap(\.int)) } ?? "any", sched,
-                    l["waits"]?.text ?? "-", l["handled"]?.text ?? "-", l["answered"]?.bool == false ? "(did not answer)" : slowest,
+                    l["name"]?.cell ?? "?", l["mode"]?.cell ?? "?", l["thread_tid"]?.cell ?? "-",
+                    l["thread"]?["cpu_now"]?.cell ?? "-", l["cpus"]?.array.map { cpus($0.compactMap(\.int)) } ?? "any", sched,
+                    l["waits"]?.cell ?? "-", l["handled"]?.cell ?? "-", l["answered"]?.bool == false ? "(did not answer)" : slowest,
                 ]
             }
             out += "\n\n" + table(["LOOP", "MODE", "TID", "CPU", "CPUS", "SCHED", "WAITS", "HANDLED", "SLOWEST HANDLER"], rows)
@@ -96,13 +98,13 @@ public enum Render {
             out += "no sequence running"
         } else {
             out += table(
-                ["SEQUENCE", "RUNS", "QUEUED"], sequences.map { [$0["name"]?.text ?? "?", $0["runs"]?.text ?? "-", $0["queued"]?.text ?? "-"] })
+                ["SEQUENCE", "RUNS", "QUEUED"], sequences.map { [$0["name"]?.cell ?? "?", $0["runs"]?.cell ?? "-", $0["queued"]?.cell ?? "-"] })
         }
         // Lines with events held back or lost, one row each.
         let held = r["lines_held"]?.members ?? [], lost = r["lost"]?.members ?? []
         let names = Set(held.map(\.0) + lost.map(\.0)).sorted()
         if !names.isEmpty {
-            let rows = names.map { n in [n, r["lines_held"]?[n]?.text ?? "0", r["lost"]?[n]?.text ?? "0"] }
+            let rows = names.map { n in [n, r["lines_held"]?[n]?.cell ?? "0", r["lost"]?[n]?.cell ?? "0"] }
             out += "\n\n" + table(["LINE", "HELD", "LOST"], rows)
         }
         return out
@@ -113,10 +115,10 @@ public enum Render {
         if lines.isEmpty { return "no lines" }
         let rows = lines.map { l -> [String] in
             [
-                l["name"]?.text ?? "?", l["pin"]?.text ?? "-", l["chip"]?.text ?? "-", l["offset"]?.text ?? "-",
-                l["direction"]?.text ?? "-", l["value"]?.bool.map { $0 ? "on" : "off" } ?? (l["value"]?.text ?? "-"),
-                l["priority"]?.text ?? "-", lastEdge(l["last_edge"]), l["events"]?.text ?? "-", l["held"]?.text ?? "-",
-                l["lost"]?.text ?? "-", l["rate_limited"]?.text ?? "-",
+                l["name"]?.cell ?? "?", l["pin"]?.cell ?? "-", l["chip"]?.cell ?? "-", l["offset"]?.cell ?? "-",
+                l["direction"]?.cell ?? "-", l["value"]?.bool.map { $0 ? "on" : "off" } ?? (l["value"]?.cell ?? "-"),
+                l["priority"]?.cell ?? "-", lastEdge(l["last_edge"]), l["events"]?.cell ?? "-", l["held"]?.cell ?? "-",
+                l["lost"]?.cell ?? "-", l["rate_limited"]?.cell ?? "-",
             ]
         }
         return table(

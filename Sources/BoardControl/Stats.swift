@@ -22,32 +22,32 @@ public enum Stats {
         var sections: [String] = []
         let info = r["boardd"]
         sections.append(
-            "boardd \(info?["version"]?.text ?? "?"), board \(info?["board"]?.text ?? "?"), config \(info?["config"]?.text ?? "?")")
+            "boardd \(info?["version"]?.cell ?? "?"), board \(info?["board"]?.cell ?? "?"), config \(info?["config"]?.cell ?? "?")")
         sections.append(
             Render.table(
                 ["LOOP", "MODE"],
-                loops.map { l in [l["name"]?.text ?? "?", (l["mode"]?.text ?? "?") + (l["answered"]?.bool == false ? " (did not answer)" : "")] }))
+                loops.map { l in [l["name"]?.cell ?? "?", (l["mode"]?.cell ?? "?") + (l["answered"]?.bool == false ? " (did not answer)" : "")] }))
         var tasks: [[String]] = [], reactions: [[String]] = [], lines: [[String]] = []
         for l in loops {
-            let loop = l["name"]?.text ?? "?"
+            let loop = l["name"]?.cell ?? "?"
             for t in l["tasks"]?.array ?? [] {
                 tasks.append([
-                    t["name"]?.text ?? "?", loop, t["runs"]?.text ?? "-", t["skipped_periods"]?.text ?? "-", ns(t["lateness_p50_ns"]),
+                    t["name"]?.cell ?? "?", loop, t["runs"]?.cell ?? "-", t["skipped_periods"]?.cell ?? "-", ns(t["lateness_p50_ns"]),
                     ns(t["lateness_p99_ns"]), ns(t["lateness_max_ns"]),
                 ])
             }
             for x in l["reactions"]?.array ?? [] {
                 let fired = (x["fires"]?.int ?? 0) > 0
                 reactions.append([
-                    x["name"]?.text ?? "?", loop, x["fires"]?.text ?? "-", x["skipped"]?.text ?? "-",
+                    x["name"]?.cell ?? "?", loop, x["fires"]?.cell ?? "-", x["skipped"]?.cell ?? "-",
                     fired ? ns(x["trigger_to_done_p50_ns"]) : "-", fired ? ns(x["trigger_to_done_p99_ns"]) : "-",
                     fired ? ns(x["trigger_to_done_max_ns"]) : "-",
                 ])
             }
             for x in l["lines"]?.array ?? [] {
                 lines.append([
-                    x["name"]?.text ?? "?", loop, x["events"]?.text ?? "-", x["held"]?.text ?? "-", x["lost"]?.text ?? "-",
-                    x["rate_limited"]?.text ?? "-",
+                    x["name"]?.cell ?? "?", loop, x["events"]?.cell ?? "-", x["held"]?.cell ?? "-", x["lost"]?.cell ?? "-",
+                    x["rate_limited"]?.cell ?? "-",
                 ])
             }
         }
@@ -64,15 +64,15 @@ public enum Stats {
         } else {
             sections.append(
                 Render.table(
-                    ["COMMAND", "STARTED", "REFUSED"], each.map { [$0["name"]?.text ?? "?", $0["started"]?.text ?? "-", $0["refused"]?.text ?? "-"] })
-                    + "\n(\(commands?["running"]?.text ?? "0") running now)")
+                    ["COMMAND", "STARTED", "REFUSED"], each.map { [$0["name"]?.cell ?? "?", $0["started"]?.cell ?? "-", $0["refused"]?.cell ?? "-"] })
+                    + "\n(\(commands?["running"]?.cell ?? "0") running now)")
         }
         if let c = r["control"] {
             var text =
-                "control socket: \(c["requests"]?.text ?? "0") requests, \(c["accepted"]?.text ?? "0") connections (\(c["clients"]?.text ?? "0") open), "
-                + "\(c["busy"]?.text ?? "0") busy, \(c["idle"]?.text ?? "0") idle, \(c["slow"]?.text ?? "0") slow"
+                "control socket: \(c["requests"]?.cell ?? "0") requests, \(c["accepted"]?.cell ?? "0") connections (\(c["clients"]?.cell ?? "0") open), "
+                + "\(c["busy"]?.cell ?? "0") busy, \(c["idle"]?.cell ?? "0") idle, \(c["slow"]?.cell ?? "0") slow"
             let errors = c["errors"]?.members ?? []
-            if !errors.isEmpty { text += "; errors: " + errors.map { "\($0.0) \($0.1.text)" }.joined(separator: ", ") }
+            if !errors.isEmpty { text += "; errors: " + errors.map { "\($0.0) \($0.1.cell)" }.joined(separator: ", ") }
             sections.append(text)
         }
         return sections.joined(separator: "\n\n")
@@ -126,7 +126,7 @@ public enum Stats {
         func gauge(_ name: String, _ help: String) -> Family { Family(name: name, type: "gauge", help: help) }
         var info = gauge("boardd_info", "The running boardd: its version, board and config file (always 1).")
         let b = r["boardd"]
-        info.add([("board", b?["board"]?.text ?? ""), ("config", b?["config"]?.text ?? ""), ("version", b?["version"]?.text ?? "")], "1")
+        info.add([("board", b?["board"]?.cell ?? ""), ("config", b?["config"]?.cell ?? ""), ("version", b?["version"]?.cell ?? "")], "1")
         var generation = gauge("boardd_config_generation", "The config's generation (1 at start, one more per applied reload).")
         generation.add([], count(b?["generation"]))
         var mode = gauge("boardd_loop_mode", "1 for each loop's effective mode.")
@@ -144,11 +144,11 @@ public enum Stats {
         var lost = counter("boardd_line_lost_events_total", "Events a line lost (the kernel's or boardd's buffer overflowed).")
         var limited = counter("boardd_line_rate_limited_events_total", "Events held back by a line's rate limit.")
         for l in r["loops"]?.array ?? [] {
-            let loop = l["name"]?.text ?? ""
+            let loop = l["name"]?.cell ?? ""
             if let m = l["mode"]?.string { mode.add([("loop", loop), ("mode", m)], "1") }
             answered.add([("loop", loop)], l["answered"]?.bool == false ? "0" : "1")
             for t in l["tasks"]?.array ?? [] {
-                let k = [("task", t["name"]?.text ?? ""), ("loop", loop)]
+                let k = [("task", t["name"]?.cell ?? ""), ("loop", loop)]
                 runs.add(k, count(t["runs"]))
                 skipped.add(k, count(t["skipped_periods"]))
                 guard (t["runs"]?.int ?? 0) > 0 else { continue }  // no lateness yet
@@ -157,7 +157,7 @@ public enum Stats {
                 lateMax.add(k, seconds(t["lateness_max_ns"]))
             }
             for x in l["reactions"]?.array ?? [] {
-                let k = [("reaction", x["name"]?.text ?? ""), ("loop", loop)]
+                let k = [("reaction", x["name"]?.cell ?? ""), ("loop", loop)]
                 fires.add(k, count(x["fires"]))
                 rskipped.add(k, count(x["skipped"]))
                 guard (x["fires"]?.int ?? 0) > 0 else { continue }  // no time yet
@@ -166,7 +166,7 @@ public enum Stats {
                 doneMax.add(k, seconds(x["trigger_to_done_max_ns"]))
             }
             for x in l["lines"]?.array ?? [] {
-                let k = [("line", x["name"]?.text ?? ""), ("loop", loop)]
+                let k = [("line", x["name"]?.cell ?? ""), ("loop", loop)]
                 events.add(k, count(x["events"]))
                 held.add(k, count(x["held"]))
                 lost.add(k, count(x["lost"]))
@@ -178,7 +178,7 @@ public enum Stats {
         var running = gauge("boardd_commands_running", "Child processes running now.")
         let c = r["commands"]
         for x in c?["each"]?.array ?? [] {
-            let k = [("command", x["name"]?.text ?? "")]
+            let k = [("command", x["name"]?.cell ?? "")]
             started.add(k, count(x["started"]))
             refused.add(k, count(x["refused"]))
         }

@@ -17,8 +17,8 @@ public enum TraceRecorder {
 
         public var json: JSON {
             .object([
-                ("file", .string(file)), ("events", .int(events)), ("loops", .array(loops.map(JSON.string))),
-                ("overwritten", .int(overwritten)), ("loops_missing", .array(missing.map(JSON.string))),
+                ("file", .string(file)), ("events", .int(Int64(events))), ("loops", .array(loops.map(JSON.string))),
+                ("overwritten", .int(Int64(overwritten))), ("loops_missing", .array(missing.map(JSON.string))),
             ])
         }
 

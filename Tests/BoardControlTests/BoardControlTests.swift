@@ -338,7 +338,7 @@ import Testing
 
 @Suite struct JSONTests {
     @Test func roundTrips() {
-        let text = #"{"a":[1,-2.5e3,true,false,null],"b":{"c":"x\"y\\z\n\u0001é"},"d":[]}"#
+        let text = #"{"a":[1,-2.5,true,false,null],"b":{"c":"x\"y\\z\n\u0001é"},"d":[]}"#
         let v = JSON.parse(text)
         #expect(v != nil)
         #expect(v?.serialized == text)
@@ -346,6 +346,41 @@ import Testing
         #expect(JSON.parse("{\"a\":1,}") == nil)
         #expect(JSON.parse("[1] x") == nil)
         #expect(JSON.parse("\"a\nb\"") == nil)
+        #expect(JSON.parse(#""\ud83d""#) == nil, "a lone surrogate")
+    }
+
+    /// One number model on both ends: whole numbers that fit in 64 bits are
+    /// `int`, every other number a double; `int` takes a whole double.
+    @Test func numbers() throws {
+        #expect(JSON.parse("1") == .int(1))
+        #expect(JSON.parse("-0") == .int(0))
+        #expect(JSON.parse("9223372036854775807") == .int(.max))
+        #expect(JSON.parse("9223372036854775808") == .double(9223372036854775808))
+        #expect(JSON.parse("1.0") == .double(1))
+        #expect(JSON.parse("1e3") == .double(1000))
+        #expect(JSON.parse("1.0")?.int == 1)
+        #expect(JSON.parse("1.5")?.int == nil)
+        #expect(JSON.parse("2")?.double == 2)
+        #expect(JSON.parse("01") == nil)
+        #expect(JSON.parse("1.5")?.serialized == "1.5")
+        #expect(JSON.int(7).cell == "7" && JSON.null.cell == "-" && JSON.string("x").cell == "x")
+    }
+
+    /// A key given twice is an error, with where, in a small object and in
+    /// a large one (past the scan, the set of keys); distinct keys are fine.
+    @Test func aKeyGivenTwiceIsAnError() throws {
+        #expect(JSON.parse(#"{"a":1,"a":2}"#) == nil)
+        #expect(JSON.parse(#"{"a":{"b":1},"b":{"a":1}}"#) != nil, "the same key in different objects")
+        do {
+            _ = try JSON.parse(ArraySlice(#"{"a":1,"a":2}"#.utf8))
+            Issue.record("a duplicate key was taken")
+        } catch {
+            #expect(error.message == "the key \"a\" is given twice at byte 8")
+        }
+        let many = (0..<40).map { "\"k\($0)\":\($0)" }
+        #expect(JSON.parse("{" + many.joined(separator: ",") + "}")?.members?.count == 40)
+        #expect(JSON.parse("{" + (many + ["\"k3\":0"]).joined(separator: ",") + "}") == nil)
+        #expect(JSON.parse("{" + (many + ["\"k39\":0"]).joined(separator: ",") + "}") == nil)
     }
 }
 

@@ -55,7 +55,7 @@ final class FakeBoardd: @unchecked Sendable {
     /// Answers every request with `{"v":1,"id":ID,"ok":true,` + `result` fields.
     convenience init(result: String) throws {
         try self.init { request in
-            let id = JSON.parse(request)?["id"]?.text ?? "null"
+            let id = JSON.parse(request)?["id"]?.serialized ?? "null"
             return "{\"v\":1,\"id\":\(id),\"ok\":true\(result.isEmpty ? "" : ",")\(result)}"
         }
     }

@@ -118,7 +118,7 @@ let badConfigs: [(String, [String])] = [
             "log-unknown-level.yaml:6:39: error: tasks.t.do[0].log.level: 'loud' is not one of debug, info, notice, warning, error",
     ]),
     ("loop-reservation-too-large", [
-            "loop-reservation-too-large.yaml:528:34: error: sequences.s457.max: this makes the main loop reserve about 257 MiB at start (22 sources, 457008 timers, 64 modes); a run loop may reserve at most 256 MiB",
+            "loop-reservation-too-large.yaml:528:34: error: sequences.s457.max: this makes the main loop reserve about 257 MiB at start (22 sources, 457009 timers, 64 modes); a run loop may reserve at most 256 MiB",
     ]),
     ("mode-default-configured", [
             "mode-default-configured.yaml:6:3: error: modes.default: the default mode admits every priority and cannot be configured",

@@ -15,7 +15,7 @@ final class ControlFuzzTests: XCTestCase {
     static let documentedCodes: Set<String> = [
         "bad-json", "too-long", "version", "unknown-command", "bad-argument", "unknown-line", "unknown-sequence", "unknown-mode",
         "unknown-loop", "not-output", "not-input", "not-mock", "busy", "idle", "too-slow", "not-following", "not-flooding", "reload-failed",
-        "internal",
+        "internal", "stopping",
     ]
 
     /// The list above is docs/control.md's "Error codes" table, no more, no less.
@@ -29,6 +29,11 @@ final class ControlFuzzTests: XCTestCase {
             for part in first.split(separator: ",") { codes.insert(part.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`"))) }
         }
         XCTAssertEqual(codes, Self.documentedCodes)
+        // The command service's refusals are codes of the protocol (what the
+        // socket permits is everything, so it never sends not-permitted).
+        for c in RemoteError.Code.allCases where c != .notPermitted {
+            XCTAssertTrue(codes.contains(c.rawValue), "\(c.rawValue) is not in docs/control.md's table")
+        }
     }
 
     /// Valid requests, as key/value texts, the mutations start from.

@@ -394,6 +394,8 @@ final class ControlTests: XCTestCase {
         let cases: [(String, String)] = [
             ("{not json", "bad-json"),
             ("[1,2]", "bad-json"),
+            // Which of two values was meant cannot be known: neither is taken.
+            (#"{"v":1,"cmd":"set","line":"led","value":false,"value":true}"#, "bad-json"),
             (#"{"id":3,"cmd":"ping"}"#, "version"),
             (#"{"v":2,"id":3,"cmd":"ping"}"#, "version"),
             (#"{"v":1,"cmd":"explode"}"#, "unknown-command"),

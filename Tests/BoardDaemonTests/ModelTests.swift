@@ -78,11 +78,11 @@ import Testing
         // requests and the drain's work item. The control socket: its
         // listening socket and 16 clients (and the 2 kept for root and
         // boardd's own user), its idle and drive timers, and a recording's
-        // drain timer.
+        // drain timer; the command service's pulse timer.
         #expect(
             c.loops[0].capacities
                 == BoardRunLoop.Capacities(
-                    sources: 28, timers: 15, observers: 1, modes: 2, pendingPerforms: 33, eventsPerWait: 28, nestingDepth: 4))
+                    sources: 28, timers: 16, observers: 1, modes: 2, pendingPerforms: 33, eventsPerWait: 28, nestingDepth: 4))
         // io: 2 input sources (valve, an output, has none), the port, the
         // thread's exit source; button's debounce, hold and vanish check,
         // estop's vanish check, the replay and summary timers.

@@ -64,7 +64,7 @@ final class RemoteCommandsTests: XCTestCase {
         XCTAssertEqual(try h.writes("LED"), [true], "not before the second pulse's end")
         try h.advance(2)
         XCTAssertEqual(try h.writes("LED"), [true, false])
-        try c.request(#"{"v":1,"cmd":"set","line":"led","value":true}"#, h)
+        _ = try c.request(#"{"v":1,"cmd":"set","line":"led","value":true}"#, h)
         try h.advance(300)
         XCTAssertEqual(try h.writes("LED"), [true, false, true], "the first pulse's end was replaced, not kept")
         XCTAssertTrue(h.log.contains("mqtt: pulse led for 300ms (origin mqtt)"), h.log)

@@ -1,3 +1,4 @@
+import BoardControl
 import Boardloop
 import BoardSupport
 import BoardloopGPIO
@@ -42,7 +43,7 @@ extension ControlServer {
         default: return error(id: .null, "bad-argument", "id: expected a whole number, found \(id.kind)")
         }
         guard req["v"] == .int(Self.version) else {
-            let found = req["v"].map { "\"v\":\(Echo($0.text).bare)" } ?? "no \"v\""
+            let found = req["v"].map { "\"v\":\(Echo($0.serialized).bare)" } ?? "no \"v\""
             return error(id: id, "version", "this boardd speaks control protocol version 1 (\"v\":1); the request has \(found)")
         }
         guard case let .string(cmd)? = req["cmd"] else {

@@ -183,7 +183,7 @@ extension ControlServer {
         guard l.isInput else { throw Failure("not-input", "line '\(l.name)' is an output; flood drives inputs") }
         let edgesValue = try field(r, "edges")
         guard case let .int(n) = edgesValue, n >= 1, n <= Int64(BoardControl.Flood.maxEdges) else {
-            let found: String = if case .int = edgesValue { edgesValue.text } else { edgesValue.kind }
+            let found: String = if case .int = edgesValue { edgesValue.serialized } else { edgesValue.kind }
             throw Failure("bad-argument", "edges: expected a whole number from 1 to \(BoardControl.Flood.maxEdges), found \(found)")
         }
         let rateValue = try field(r, "rate")
@@ -196,7 +196,7 @@ extension ControlServer {
             }
         case let .int(hz) where hz >= 1 && hz <= Int64(BoardControl.Flood.maxRate): rate = Int(hz)
         default:
-            let rateFound: String = if case .int = rateValue { rateValue.text } else { rateValue.kind }
+            let rateFound: String = if case .int = rateValue { rateValue.serialized } else { rateValue.kind }
             throw Failure(
                 "bad-argument", "rate: expected 2kHz, 500Hz, 100/s or a whole number of edges per second from 1 to \(BoardControl.Flood.maxRate), found \(rateFound)")
         }

@@ -1,3 +1,4 @@
+import BoardControl
 import Boardloop
 import Glibc
 
@@ -19,7 +20,7 @@ extension ControlServer {
         init(id: JSON, line: String?) {
             self.id = id
             self.line = line
-            prefix = Array(#"{"v":\#(ControlServer.version),"id":\#(id.text),"event":"#.utf8)
+            prefix = Array(#"{"v":\#(ControlServer.version),"id":\#(id.serialized),"event":"#.utf8)
         }
     }
 
@@ -149,7 +150,7 @@ extension ControlServer {
                 for c in clients where !c.closed {
                     guard let f = c.follow else { continue }
                     if let l = f.line, e.line != l { continue }
-                    if text.isEmpty { text = Array(Self.json(e).text.utf8) }
+                    if text.isEmpty { text = Array(Self.json(e).serialized.utf8) }
                     // The line (prefix, event, "}") and its newline must fit beside what waits.
                     guard c.output.count + f.prefix.count + text.count + 2 <= options.maxOutput else {
                         tooSlow(c, f)

@@ -1,3 +1,4 @@
+import BoardControl
 import Boardloop
 import BoardSupport
 import Glibc
@@ -46,7 +47,7 @@ extension ControlServer {
             self.start = start
             self.endsAt = endsAt
             self.lines = lines
-            prefix = Array(#"{"v":\#(ControlServer.version),"id":\#(id.text),"record":"#.utf8)
+            prefix = Array(#"{"v":\#(ControlServer.version),"id":\#(id.serialized),"record":"#.utf8)
         }
     }
 

@@ -364,7 +364,7 @@ public final class ControlServer {
     }
 
     func append(_ j: JSON, to out: inout [UInt8]) {
-        out += Array(j.text.utf8)
+        out += Array(j.serialized.utf8)
         out.append(0x0a)
     }
 

@@ -343,13 +343,13 @@ final class MQTTBridge {
             if e.kind == "edge" {
                 var o: [(String, JSON)] = [("value", .string(v ? "ON" : "OFF")), ("t_ns", .int(Int64(clamping: e.nanoseconds)))]
                 if case let .int(m)? = field("mono_ns") { o.append(("mono_ns", .int(m))) }
-                event(lineTopic(line, "edge"), Array(JSON.object(o).text.utf8))
+                event(lineTopic(line, "edge"), Array(JSON.object(o).serialized.utf8))
             }
         case "gesture":
             guard let line = e.line, published(line), case let .string(g)? = field("gesture") else { return }
             let kind = GestureKind.allCases.first { $0.traceName == g }?.rawValue ?? g
             let o: JSON = .object([("event_type", .string(kind)), ("t_ns", .int(Int64(clamping: e.nanoseconds)))])
-            event(lineTopic(line, "gesture"), Array(o.text.utf8))
+            event(lineTopic(line, "gesture"), Array(o.serialized.utf8))
         case "mode":
             guard case let .string(m)? = field("mode") else { return }
             setState(modeTopic(e.loop), Array(m.utf8))
@@ -364,7 +364,7 @@ final class MQTTBridge {
             default: break
             }
             running[s] = n
-            event(sequenceTopic(s, "event"), Array(JSON.object([("event", .string(step)), ("t_ns", .int(Int64(clamping: e.nanoseconds)))]).text.utf8))
+            event(sequenceTopic(s, "event"), Array(JSON.object([("event", .string(step)), ("t_ns", .int(Int64(clamping: e.nanoseconds)))]).serialized.utf8))
             setState(sequenceTopic(s, "state"), Array((n > 0 ? "running" : "idle").utf8))
         default:
             break
@@ -431,7 +431,7 @@ final class MQTTBridge {
         let shown = Echo(topic).bare
         logger.warning("mqtt: refused \(shown) \"\(Echo(payload).bare)\": \(why)")
         let o: JSON = .object([("topic", .string(shown)), ("payload", .string(payload)), ("error", .string(why))])
-        publish(errorTopic, Array(o.text.utf8), qos: config.qos.commands, retain: false)
+        publish(errorTopic, Array(o.serialized.utf8), qos: config.qos.commands, retain: false)
     }
 
     /// What `mqtt.commands` permits.
@@ -490,7 +490,7 @@ final class MQTTBridge {
     private func statsTick() {
         if let i = config.statsInterval { statsTimer?.arm(after: i) }
         guard client.state == .up else { return }
-        publish(statsTopic, Array(statsJSON().text.utf8), qos: config.qos.states, retain: true)
+        publish(statsTopic, Array(statsJSON().serialized.utf8), qos: config.qos.states, retain: true)
     }
 
     func statsJSON() -> JSON {
@@ -573,7 +573,7 @@ final class MQTTBridge {
             return
         }
         let (payload, components) = MQTTDiscovery.payload(config: config, names: names, removed: discovered)
-        publish(discoveryTopic(config), Array(payload.text.utf8), qos: 1, retain: true)
+        publish(discoveryTopic(config), Array(payload.serialized.utf8), qos: 1, retain: true)
         discovered = components
         if republish {
             for (t, p) in states.sorted(by: { $0.key < $1.key }) { publish(t, p, qos: config.qos.states, retain: true) }

@@ -274,7 +274,7 @@ struct RemotePermissions: Sendable {
 /// control protocol sends it as the error's `code`) and a message that
 /// says what, where and why.
 struct RemoteError: Error, Sendable, Equatable {
-    enum Code: String, Sendable {
+    enum Code: String, Sendable, CaseIterable {
         case unknownLine = "unknown-line"
         case unknownSequence = "unknown-sequence"
         case unknownLoop = "unknown-loop"

@@ -331,7 +331,7 @@ public enum Replay {
     static func shown(_ v: JSON, _ key: String, in line: ArraySlice<UInt8>) -> String {
         switch v {
         case .int, .double:
-            return rawNumber(after: key, in: line) ?? Echo(v.text).bare
+            return rawNumber(after: key, in: line) ?? Echo(v.serialized).bare
         default: return v.kind
         }
     }
