@@ -146,3 +146,30 @@ final class RemoteCommandsTests: XCTestCase {
         }
     }
 }
+
+/// The services beside the loops are one list: in the order they started,
+/// told of an applied reload, stopped the last first, those that take
+/// requests before the outputs go safe.
+final class SupervisedServiceTests: XCTestCase {
+    func testTheDaemonKeepsItsServicesInOneListAndStopsThemInTwoPhases() throws {
+        var template = Array("/tmp/boardd-services-XXXXXX".utf8CString)
+        guard let p = mkdtemp(&template) else { throw POSIXError(.EIO) }
+        let dir = String(cString: p)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let h = try Harness(
+            RemoteCommandsTests.yaml + "\ncommands:\n  hello: { argv: [\"/bin/true\"] }\n", level: .info,
+            control: ControlServer.Options(path: dir + "/boardd.sock"))
+        let d = h.daemon
+        XCTAssertEqual(d.services.map(\.serviceName), ["the command service", "the control socket", "the command runner"])
+        XCTAssertEqual(d.services.map(\.stopsBeforeOutputsAreSafe), [true, true, false])
+        let remote = try XCTUnwrap(d.remote)
+        try remote.set(try XCTUnwrap(d.config.line(named: "led")), true, by: .mqtt)
+        XCTAssertTrue(d.shutdown())
+        XCTAssertTrue(d.services.isEmpty, "let go once stopped")
+        XCTAssertThrowsError(try remote.set(try XCTUnwrap(d.config.line(named: "led")), true, by: .mqtt))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/boardd.sock"), "the control socket stopped: its file is gone")
+        // The stop's order in the log: the socket and the service before the
+        // outputs go safe; the summary line after.
+        XCTAssertTrue(h.log.contains("stopped: "), h.log)
+    }
+}

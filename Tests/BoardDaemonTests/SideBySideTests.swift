@@ -27,7 +27,7 @@ import Testing
             p.executableURL = URL(fileURLWithPath: Boardd.path)
             p.arguments = ["--config", config, "--mock", "--for", "60s"]
             p.environment = env
-            FileManager.default.createFile(atPath: log, contents: nil)
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
             p.standardOutput = FileHandle(forWritingAtPath: log)
             p.standardError = FileHandle(forWritingAtPath: log)
             try p.run()

@@ -130,6 +130,9 @@ public final class Daemon: @unchecked Sendable {
     /// The commands the control socket and MQTT take, and their pulses'
     /// ends (made when either runs).
     var remote: RemoteCommands?
+    /// The services beside the loops, in the order they started
+    /// (`SupervisedService`).
+    var services: [any SupervisedService] = []
 
     public init(config: DaemonConfig, options: Options) throws {
         if options.inlineWorkers {
@@ -160,22 +163,25 @@ public final class Daemon: @unchecked Sendable {
             let r = RemoteCommands(daemon: self)
             try r.start()
             remote = r
+            supervise(r)
         }
         // The control socket before any line is requested or worker runs: a
         // socket that cannot be made stops the start with nothing driven.
-        if let c = options.control, config.control.enabled { control = try ControlServer.start(self, c) }
+        if let c = options.control, config.control.enabled {
+            let server = try ControlServer.start(self, c)
+            control = server
+            supervise(server)
+        }
         // libmosquitto before any line is requested: a config whose mqtt:
         // block cannot run stops the start with nothing driven.
         if options.mqtt && !options.inlineWorkers && config.mqtt != nil, let why = MQTTLibrary.load() {
-            control?.stop()
-            remote?.stop()
+            stopServices(beforeOutputsAreSafe: true, by: .now)
             throw DaemonError.setup("mqtt: \(why)")
         }
         do {
             try startLinesAndLoops()
         } catch {
-            control?.stop()
-            remote?.stop()
+            stopServices(beforeOutputsAreSafe: true, by: .now)
             throw error
         }
         logger.info("\(startLine)")
@@ -189,6 +195,7 @@ public final class Daemon: @unchecked Sendable {
                 throw DaemonError.setup("mqtt: \(error)")
             }
             mqtt = b
+            supervise(b)
         }
         // Once the daemon runs: what `boardd --safe-outputs` falls back to.
         writeSafeTable()
@@ -205,6 +212,7 @@ public final class Daemon: @unchecked Sendable {
             c.recorder = options.commandRecorder
             commands = c
             main.commands = c
+            supervise(c)
         }
         let memoryLockRefused = try Self.lockMemory(config)
         try main.attachLines(gpio: gpio, kept: [:])

@@ -78,7 +78,7 @@ extension Daemon {
         let (totals, failures) = swapAll(to: program, timeout: .seconds(5))
         config = new
         writeSafeTable()
-        if let m = new.mqtt { mqtt?.reload(m, new) }
+        for s in services { s.configApplied(new) }
         reloads.applied += 1
         logger.notice(
             "reloaded \(new.file): \(totals.kept) lines kept as they were, \(totals.requested) requested, \(totals.released) released\(totals.reconfigured > 0 ? ", \(totals.reconfigured) reconfigured in place" : "")\(failures > 0 ? " (with errors, see above)" : "")"

@@ -46,10 +46,9 @@ extension Daemon {
         stopRequested = true
         watchdogTimer?.invalidate()
         signalSource?.invalidate()
-        control?.stop()
-        // No command is taken from here on, and no pulse ends: the
-        // outputs go safe below.
-        remote?.stop()
+        // The control socket and the command service first: no command is
+        // taken from here on, and no pulse ends (the outputs go safe below).
+        stopServices(beforeOutputsAreSafe: true, by: .now)
         let start = MonotonicInstant.now.nanoseconds
         let budget = UInt64(max(options.stopTimeout.nanosecondsClamped, 1_000_000))
         let deadline = start &+ budget
@@ -88,15 +87,15 @@ extension Daemon {
             }
         }
 
-        // MQTT, once the outputs are safe (never before: its goodbye may
-        // wait up to half a second for a slow broker): the safe values
-        // published, `offline` on the status topic, and a DISCONNECT.
-        mqtt?.stop()
+        // 2. Once the outputs are safe, the last started first: MQTT (never
+        // before: its goodbye may wait up to half a second for a slow
+        // broker; the safe values published, `offline` on the status topic,
+        // and a DISCONNECT), then the child processes, all at once: SIGKILL
+        // at the latest when a tenth of the budget is left, for the lines
+        // and the workers.
+        stopServices(beforeOutputsAreSafe: false, by: MonotonicInstant(nanoseconds: deadline &- budget / 10))
         mqtt = nil
-
-        // 2. Child processes, all at once: SIGKILL at the latest when a
-        // tenth of the budget is left, for the lines and the workers.
-        commands?.stopAll(deadline: MonotonicInstant(nanoseconds: deadline &- budget / 10))
+        services = []
 
         // 3. Lines released, workers ended, each with what is left of the
         // budget (at least 100 ms).
