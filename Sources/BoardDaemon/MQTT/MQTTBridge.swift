@@ -24,7 +24,7 @@ import Logging
 final class MQTTBridge {
     let daemon: Daemon
     private(set) var config: MQTTConfig
-    private var names: DaemonConfig
+    var names: DaemonConfig
     let client: MQTTClient
     var loop: BoardRunLoop { daemon.loop }
     var logger: Logger { daemon.logger }
@@ -32,19 +32,19 @@ final class MQTTBridge {
     private var consumer: EventFeed.Consumer?
     private var feedItem: PerformWorkItem?
     /// The last payload of each retained state topic (republished on reconnect).
-    private var states: [String: [UInt8]] = [:]
+    var states: [String: [UInt8]] = [:]
     /// States changed while they could not be published.
     private var dirty: Set<String> = []
     /// Events waiting for the broker, oldest first (at most `config.queue`).
-    private var queued: [(topic: String, payload: [UInt8])] = []
-    private var queuedHead = 0
-    private(set) var stats = Stats()
+    var queued: [(topic: String, payload: [UInt8])] = []
+    var queuedHead = 0
+    var stats = Stats()
     /// Sequences' runs in progress (the state topics' `running`/`idle`).
     private var running: [String: Int] = [:]
     /// Discovery's components published last, by id: their platform.
-    private var discovered: [String: String] = [:]
-    private var statsTimer: RunLoopTimer?
-    private var discoveryTimer: RunLoopTimer?
+    var discovered: [String: String] = [:]
+    var statsTimer: RunLoopTimer?
+    var discoveryTimer: RunLoopTimer?
     /// Once a second: each published line's state against its value now.
     private var syncTimer: RunLoopTimer?
     /// When the connection went down (for the log line on reconnect).
@@ -250,7 +250,7 @@ final class MQTTBridge {
 
     /// Publishes, counted; false when it could not be handed to libmosquitto.
     @discardableResult
-    private func publish(_ topic: String, _ payload: [UInt8], qos: Int, retain: Bool) -> Bool {
+    func publish(_ topic: String, _ payload: [UInt8], qos: Int, retain: Bool) -> Bool {
         guard client.publish(topic, payload, qos: qos, retain: retain) else { return false }
         stats.published &+= 1
         return true
@@ -371,214 +371,6 @@ final class MQTTBridge {
         }
     }
 
-    // MARK: Commands
-
-    private func message(_ topic: String, _ raw: UnsafeRawBufferPointer, retained: Bool) {
-        if let d = config.discovery, topic == "\(d.prefix)/status" {
-            if String(decoding: raw, as: UTF8.self) == "online" {
-                // Home Assistant started: discovery again, after a short
-                // random delay (a fleet does not answer at once).
-                discoveryTimer?.arm(after: .milliseconds(Int64.random(in: 500...3000)))
-            }
-            return
-        }
-        guard topic.hasPrefix(prefix + "/") else { return }
-        guard raw.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0a && $0 != 0x0d }) else {
-            // An empty publish is how MQTT clears a retained message: it is
-            // never a command, and not an error either.
-            logger.info("mqtt: \(topic): an empty payload is not a command; ignored")
-            return
-        }
-        let payload = String(decoding: raw.prefix(Self.maxPayload), as: UTF8.self)
-        guard !retained else {
-            // A retained command would run again at every connection: it
-            // is refused, and cleared from the broker (an empty retained
-            // message), so it is not there the next time either.
-            refuse(topic, payload, "a retained command is ignored and cleared from the broker (publish commands without the retain flag)")
-            _ = publish(topic, [], qos: config.qos.commands, retain: true)
-            return
-        }
-        guard raw.count <= Self.maxPayload else {
-            refuse(topic, payload, "the payload has \(raw.count) bytes; a command has at most \(Self.maxPayload)")
-            return
-        }
-        let parts = topic.dropFirst(prefix.count + 1).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
-        do {
-            switch (parts.count, parts.first) {
-            case (3, "line") where parts[2] == "set": try setLine(parts[1], payload)
-            case (3, "sequence") where parts[2] == "run": try runSequence(parts[1], payload)
-            case (4, "loop") where parts[2] == "mode" && parts[3] == "set": try setMode(parts[1], payload)
-            default: throw Refusal("no such command topic (commands: line/NAME/set, sequence/NAME/run, loop/NAME/mode/set)")
-            }
-            stats.commands &+= 1
-        } catch let r as Refusal {
-            refuse(topic, payload, r.message)
-        } catch {
-            refuse(topic, payload, "\(error)")
-        }
-    }
-
-    struct Refusal: Error {
-        let message: String
-        init(_ m: String) { message = m }
-    }
-
-    /// Logged and answered on the error topic. The topic and the payload
-    /// come from the wire: the log line shows them bounded and escaped
-    /// (`Echo`), the answer the topic bounded (a topic may be 64 KiB).
-    private func refuse(_ topic: String, _ payload: String, _ why: String) {
-        stats.refused &+= 1
-        let shown = Echo(topic).bare
-        logger.warning("mqtt: refused \(shown) \"\(Echo(payload).bare)\": \(why)")
-        let o: JSON = .object([("topic", .string(shown)), ("payload", .string(payload)), ("error", .string(why))])
-        publish(errorTopic, Array(o.serialized.utf8), qos: config.qos.commands, retain: false)
-    }
-
-    /// What `mqtt.commands` permits.
-    private var permissions: RemotePermissions {
-        RemotePermissions(
-            outputs: config.writableOutputs, sequences: config.writableSequences, modes: config.writableModes, key: "mqtt.commands",
-            over: "over MQTT")
-    }
-
-    /// Runs `body` on the command service; its refusal is refused here.
-    private func remote(_ body: (RemoteCommands) throws -> Void) throws {
-        guard let service = daemon.remote else { throw Refusal("the command service is not running") }
-        do { try body(service) } catch let e as RemoteError { throw Refusal(e.message) }
-    }
-
-    private func setLine(_ name: String, _ payload: String) throws {
-        let words = payload.trimmingWhitespace.split(separator: " ", omittingEmptySubsequences: true)
-        let p = permissions
-        try remote { r in
-            let id = try r.output(name, p)
-            switch words.first?.uppercased() {
-            case "ON" where words.count == 1: try r.set(id, true, by: .mqtt)
-            case "OFF" where words.count == 1: try r.set(id, false, by: .mqtt)
-            case "TOGGLE" where words.count == 1: try r.toggle(id, by: .mqtt)
-            case "PULSE" where words.count == 2:
-                let d: Duration
-                do throws(RemoteError) { d = try RemoteCommands.pulseDuration(String(words[1])) } catch {
-                    throw RemoteError(error.code, "PULSE: \(error.message)")
-                }
-                try r.pulse(id, for: d, by: .mqtt)
-            default:
-                throw RemoteError(.badArgument, "expected ON, OFF, TOGGLE or PULSE with a duration (PULSE 500ms)")
-            }
-        }
-    }
-
-    private func runSequence(_ name: String, _ payload: String) throws {
-        let p = permissions
-        try remote { r in
-            let s = try r.sequence(name, p)
-            switch payload.trimmingWhitespace.uppercased() {
-            case "START", "RUN", "PRESS": try r.start(s, by: .mqtt)
-            case "STOP": try r.stop(s, by: .mqtt)
-            default: throw RemoteError(.badArgument, "expected START (or RUN, or PRESS) or STOP")
-            }
-        }
-    }
-
-    private func setMode(_ loopName: String, _ payload: String) throws {
-        let p = permissions
-        try remote { r in try r.setMode(loop: try r.loopIndex(loopName), try r.mode(payload.trimmingWhitespace, p), by: .mqtt) }
-    }
-
-    // MARK: Stats
-
-    private func statsTick() {
-        if let i = config.statsInterval { statsTimer?.arm(after: i) }
-        guard client.state == .up else { return }
-        publish(statsTopic, Array(statsJSON().serialized.utf8), qos: config.qos.states, retain: true)
-    }
-
-    func statsJSON() -> JSON {
-        let all = daemon.allCounters()
-        func ms(_ d: Duration) -> JSON { .double((Double(d.nanosecondsClamped) / 1e3).rounded() / 1e3) }
-        var tasks: [(String, JSON)] = []
-        var reactions: [(String, JSON)] = []
-        var lateP99 = Duration.zero, reactionP99 = Duration.zero
-        var held: UInt64 = 0, lost: UInt64 = 0
-        for c in all {
-            for t in names.tasks {
-                guard let tc = c.tasks[t.name] else { continue }
-                lateP99 = max(lateP99, tc.p99)
-                tasks.append((t.name, .object([
-                    ("runs", .int(Int64(clamping: tc.runs))), ("skipped_periods", .int(Int64(clamping: tc.skippedPeriods))),
-                    ("late_p50_ms", ms(tc.p50)), ("late_p99_ms", ms(tc.p99)), ("late_max_ms", ms(tc.max)),
-                ])))
-            }
-            for r in names.reactions {
-                guard let fires = c.reactionFires[r.name] else { continue }
-                let t = c.reactionTimes[r.name]
-                reactionP99 = max(reactionP99, t?.p99 ?? .zero)
-                reactions.append((r.name, .object([
-                    ("fires", .int(Int64(clamping: fires))), ("p50_ms", ms(t?.p50 ?? .zero)), ("p99_ms", ms(t?.p99 ?? .zero)),
-                ])))
-            }
-            for (_, l) in c.lines {
-                held &+= l.heldInRing
-                lost &+= l.lost
-            }
-        }
-        return .object([
-            ("task_late_p99_ms", ms(lateP99)), ("reaction_p99_ms", ms(reactionP99)), ("held", .int(Int64(clamping: held))),
-            ("lost", .int(Int64(clamping: lost))), ("tasks", .object(tasks)), ("reactions", .object(reactions)),
-            ("mqtt", .object([
-                ("connections", .int(Int64(clamping: client.connections))), ("losses", .int(Int64(clamping: client.losses))),
-                ("published", .int(Int64(clamping: stats.published))), ("commands", .int(Int64(clamping: stats.commands))),
-                ("refused", .int(Int64(clamping: stats.refused))), ("queued", .int(Int64(queued.count - queuedHead))),
-                ("queued_sent", .int(Int64(clamping: stats.queuedSent))), ("dropped", .int(Int64(clamping: stats.dropped))),
-                ("while_down", .int(Int64(clamping: stats.whileDown))),
-            ])),
-        ])
-    }
-
-    /// The control protocol's `status.mqtt`.
-    var status: JSON {
-        let state: String
-        switch client.state {
-        case .idle: state = "stopped"
-        case .opening, .handshaking: state = "connecting"
-        case .up: state = "connected"
-        case .waiting: state = "waiting"
-        }
-        return .object([
-            ("broker", .string("\(config.broker):\(config.port)")), ("client_id", .string(config.clientID)),
-            ("topic_prefix", .string(config.topicPrefix)), ("state", .string(state)),
-            ("last_error", client.lastError.map(JSON.string) ?? .null),
-            ("connections", .int(Int64(clamping: client.connections))), ("losses", .int(Int64(clamping: client.losses))),
-            ("published", .int(Int64(clamping: stats.published))), ("queued", .int(Int64(queued.count - queuedHead))),
-            ("dropped", .int(Int64(clamping: stats.dropped))), ("refused", .int(Int64(clamping: stats.refused))),
-        ])
-    }
-
-    // MARK: Home Assistant discovery
-
-    func discoveryTopic(_ c: MQTTConfig) -> String { "\(c.discovery?.prefix ?? "homeassistant")/device/\(Self.objectID(c.clientID))/config" }
-
-    /// `[a-zA-Z0-9_-]`, as Home Assistant's discovery topics want.
-    static func objectID(_ s: String) -> String {
-        String(s.map { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") ? $0 : "_" })
-    }
-
-    private func publishDiscovery(states republish: Bool) {
-        guard client.state == .up else { return }
-        guard config.discovery != nil else {
-            if !discovered.isEmpty {
-                publish(discoveryTopic(config), [], qos: 1, retain: true)
-                discovered = [:]
-            }
-            return
-        }
-        let (payload, components) = MQTTDiscovery.payload(config: config, names: names, removed: discovered)
-        publish(discoveryTopic(config), Array(payload.serialized.utf8), qos: 1, retain: true)
-        discovered = components
-        if republish {
-            for (t, p) in states.sorted(by: { $0.key < $1.key }) { publish(t, p, qos: config.qos.states, retain: true) }
-        }
-    }
 }
 
 private final class WeakBridge: @unchecked Sendable {
