@@ -100,9 +100,9 @@ for b in boards:
     if check(d is not None, f"{b}: discovery published"):
         cfg = json.loads(d[2])
         check(cfg["dev"]["ids"] == [f"boardd_{b}"], f"{b}: its own device id")
-        check(cfg["cmps"]["valve"]["cmd_t"] == f"boardd/{b}/line/valve/set", f"{b}: its valve is a switch on its own topic")
-        check(cfg["cmps"]["water_run"]["cmd_t"] == f"boardd/{b}/sequence/water/run", f"{b}: its water sequence is a button")
-        check(sorted(cfg["cmps"]["button_gesture"]["evt_typ"]) == ["click", "hold"], f"{b}: its button's gestures are events")
+        check(cfg["cmps"]["line_valve"]["cmd_t"] == f"boardd/{b}/line/valve/set", f"{b}: its valve is a switch on its own topic")
+        check(cfg["cmps"]["sequence_water"]["cmd_t"] == f"boardd/{b}/sequence/water/run", f"{b}: its water sequence is a button")
+        check(sorted(cfg["cmps"]["gesture_button"]["evt_typ"]) == ["click", "hold"], f"{b}: its button's gestures are events")
 
 # 2. Each board's valve, commanded on its own: only that board answers.
 for b in boards:

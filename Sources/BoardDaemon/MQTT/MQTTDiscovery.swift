@@ -17,59 +17,99 @@ import BoardControl
 /// once more as its platform alone, which is how Home Assistant is told to
 /// remove it from a device.
 enum MQTTDiscovery {
+    /// A component's key under `cmps` (its `unique_id` is
+    /// `boardd_<client id>_<key>`): one prefix per kind of entity, so no
+    /// name of one kind can make the key of another (a line `water_run`
+    /// beside a sequence `water`, a line `mode`); within a kind the names
+    /// are the config's own, distinct, and already made of what an id may
+    /// hold (letters, digits, `_` and `-`).
+    enum Key {
+        static func line(_ name: String) -> String { "line_" + MQTTBridge.objectID(name) }
+        static func gesture(_ line: String) -> String { "gesture_" + MQTTBridge.objectID(line) }
+        static func sequence(_ name: String) -> String { "sequence_" + MQTTBridge.objectID(name) }
+        static func mode(_ loop: String) -> String { "loop_" + MQTTBridge.objectID(loop) + "_mode" }
+        static let taskLateness = "stats_task_lateness_p99"
+        static let reactionLatency = "stats_reaction_latency_p99"
+        static let lostEvents = "stats_lost_events"
+    }
+
+    /// The keys earlier versions of boardd gave the same entities (the
+    /// name alone, `NAME_gesture`, `NAME_run`, `mode`, the stats' names),
+    /// with their platforms: sent once as removed after a start, so an
+    /// upgraded board leaves no stale entity behind.
+    static func legacyKeys(config c: MQTTConfig, names: DaemonConfig) -> [String: String] {
+        var out: [String: String] = [:]
+        for lid in c.published {
+            let l = names[lid]
+            out[MQTTBridge.objectID(l.name)] = l.isOutput && c.writableOutputs.contains(lid) ? "switch" : "binary_sensor"
+            if l.isInput, let g = l.gestures, !g.kinds.isEmpty { out[MQTTBridge.objectID("\(l.name)_gesture")] = "event" }
+        }
+        for sid in c.writableSequences { out[MQTTBridge.objectID("\(names[sid].name)_run")] = "button" }
+        if !c.writableModes.isEmpty { out["mode"] = "select" }
+        if c.statsInterval != nil {
+            for k in ["task_lateness_p99", "reaction_latency_p99", "lost_events"] { out[k] = "sensor" }
+        }
+        return out
+    }
+
     static func payload(config c: MQTTConfig, names: DaemonConfig, removed before: [String: String]) -> (JSON, [String: String]) {
         let id = MQTTBridge.objectID(c.clientID)
         let p = c.topicPrefix
         var cmps: [(String, JSON)] = []
         var now: [String: String] = [:]
-        func add(_ key: String, _ platform: String, _ fields: [(String, JSON)]) {
-            let k = MQTTBridge.objectID(key)
-            now[k] = platform
-            cmps.append((k, .object([("p", .string(platform)), ("unique_id", .string("boardd_\(id)_\(k)")), ("name", .string(key))] + fields)))
+        // Home Assistant does not pass the root's `qos` on to the
+        // components of a device: each says its own.
+        let states: (String, JSON) = ("qos", .int(Int64(c.qos.states))), commands: (String, JSON) = ("qos", .int(Int64(c.qos.commands)))
+        func add(_ key: String, _ name: String, _ platform: String, _ fields: [(String, JSON)]) {
+            now[key] = platform
+            cmps.append((key, .object([("p", .string(platform)), ("unique_id", .string("boardd_\(id)_\(key)")), ("name", .string(name))] + fields)))
         }
         for lid in c.published {
             let l = names[lid]
             let state = "\(p)/line/\(l.name)/state"
             if l.isOutput && c.writableOutputs.contains(lid) {
-                add(l.name, "switch", [("stat_t", .string(state)), ("cmd_t", .string("\(p)/line/\(l.name)/set")), ("pl_on", .string("ON")),
-                    ("pl_off", .string("OFF")), ("qos", .int(Int64(c.qos.commands)))])
+                add(Key.line(l.name), l.name, "switch", [("stat_t", .string(state)), ("cmd_t", .string("\(p)/line/\(l.name)/set")),
+                    ("pl_on", .string("ON")), ("pl_off", .string("OFF")), commands])
             } else {
-                add(l.name, "binary_sensor", [("stat_t", .string(state)), ("pl_on", .string("ON")), ("pl_off", .string("OFF"))])
+                add(Key.line(l.name), l.name, "binary_sensor", [("stat_t", .string(state)), ("pl_on", .string("ON")), ("pl_off", .string("OFF")), states])
             }
             if l.isInput, let g = l.gestures, !g.kinds.isEmpty {
-                add("\(l.name)_gesture", "event", [
-                    ("stat_t", .string("\(p)/line/\(l.name)/gesture")), ("evt_typ", .array(g.kinds.map { .string($0.rawValue) })),
+                add(Key.gesture(l.name), "\(l.name) gesture", "event", [
+                    ("stat_t", .string("\(p)/line/\(l.name)/gesture")), ("evt_typ", .array(g.kinds.map { .string($0.rawValue) })), states,
                 ])
             }
         }
         for sid in c.writableSequences {
             let s = names[sid]
-            add("\(s.name)_run", "button", [("cmd_t", .string("\(p)/sequence/\(s.name)/run")), ("pl_prs", .string("START")),
-                ("qos", .int(Int64(c.qos.commands)))])
+            add(Key.sequence(s.name), "\(s.name) run", "button", [("cmd_t", .string("\(p)/sequence/\(s.name)/run")), ("pl_prs", .string("START")), commands])
         }
         if !c.writableModes.isEmpty {
-            // The main loop's mode, among those MQTT may set.
+            // The main loop's mode. Its state can be any of the config's
+            // modes (a sequence's, a reaction's), so every mode is an
+            // option; one MQTT may not set is refused on the error topic.
             let loop = names.loops[0].name
-            add("mode", "select", [
+            add(Key.mode(loop), "mode", "select", [
                 ("stat_t", .string("\(p)/loop/\(loop)/mode")), ("cmd_t", .string("\(p)/loop/\(loop)/mode/set")),
-                ("options", .array(c.writableModes.map { .string(names[$0].name) })), ("qos", .int(Int64(c.qos.commands))),
+                ("options", .array(names.modes.map { .string($0.name) })), commands,
             ])
         }
         if c.statsInterval != nil {
             let stats = "\(p)/stats"
             if !names.tasks.isEmpty {
-                add("task_lateness_p99", "sensor", [("stat_t", .string(stats)), ("val_tpl", .string("{{ value_json.task_late_p99_ms }}")),
-                    ("unit_of_meas", .string("ms")), ("stat_cla", .string("measurement")), ("ent_cat", .string("diagnostic"))])
+                add(Key.taskLateness, "task lateness p99", "sensor", [("stat_t", .string(stats)), ("val_tpl", .string("{{ value_json.task_late_p99_ms }}")),
+                    ("unit_of_meas", .string("ms")), ("stat_cla", .string("measurement")), ("ent_cat", .string("diagnostic")), states])
             }
             if !names.reactions.isEmpty {
-                add("reaction_latency_p99", "sensor", [("stat_t", .string(stats)), ("val_tpl", .string("{{ value_json.reaction_p99_ms }}")),
-                    ("unit_of_meas", .string("ms")), ("stat_cla", .string("measurement")), ("ent_cat", .string("diagnostic"))])
+                add(Key.reactionLatency, "reaction latency p99", "sensor", [("stat_t", .string(stats)), ("val_tpl", .string("{{ value_json.reaction_p99_ms }}")),
+                    ("unit_of_meas", .string("ms")), ("stat_cla", .string("measurement")), ("ent_cat", .string("diagnostic")), states])
             }
-            add("lost_events", "sensor", [("stat_t", .string(stats)), ("val_tpl", .string("{{ value_json.lost }}")),
-                ("stat_cla", .string("total_increasing")), ("ent_cat", .string("diagnostic"))])
+            add(Key.lostEvents, "lost events", "sensor", [("stat_t", .string(stats)), ("val_tpl", .string("{{ value_json.lost }}")),
+                ("stat_cla", .string("total_increasing")), ("ent_cat", .string("diagnostic")), states])
         }
-        // Gone since the last discovery: the platform alone removes it.
-        for (k, platform) in before.sorted(by: { $0.key < $1.key }) where now[k] == nil {
+        // Gone since the last discovery (or, at the first after a start,
+        // an earlier version's keys): the platform alone removes it.
+        let gone = before.isEmpty ? legacyKeys(config: c, names: names) : before
+        for (k, platform) in gone.sorted(by: { $0.key < $1.key }) where now[k] == nil {
             cmps.append((k, .object([("p", .string(platform))])))
         }
         let version = Release.version
