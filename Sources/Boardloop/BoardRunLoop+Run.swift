@@ -569,12 +569,19 @@ extension BoardRunLoop {
         var slot: Int32 = 0
         while Int(slot) < ports.capacity {
             if let p = ports[slot], p.registeredFD >= 0, !p.item.invalidated, Kernel.isClosed(p.fd) {
-                p.endedByClosedFD = true
-                invalidateItem(p)
+                endSourceWithClosedFD(p)
             }
             slot += 1
         }
         Kernel.clearLastError()
+    }
+
+    /// Ends `p` because its `fd` was closed while it was scheduled
+    /// (`endedByClosedFD`). Owner thread only.
+    func endSourceWithClosedFD(_ p: PortSource) {
+        guard p.item.isOn(self), !p.item.invalidated else { return }
+        p.endedByClosedFD = true
+        invalidateItem(p)
     }
 }
 

@@ -39,7 +39,7 @@ import Glibc
 /// the source is scheduled (its file kept open by the loop's duplicate):
 /// once a handler's read of it fails with EBADF, the loop ends the source
 /// before it waits again (`endedByClosedFD`), instead of dispatching it
-/// for ever.
+/// for ever; a handler that calls `reportClosedFD()` ends it at once.
 public final class PortSource: @unchecked Sendable {
     /// What the loop watches the fd for.
     public struct Interest: OptionSet, Sendable {
@@ -98,7 +98,8 @@ public final class PortSource: @unchecked Sendable {
     /// Whether the loop ended the source after a hangup or error.
     @exclusivity(unchecked) public internal(set) var endedByHangup = false
     /// Whether the loop ended the source because its `fd` was closed while
-    /// the source was scheduled (its handler read it and got EBADF).
+    /// the source was scheduled (its handler read it and got EBADF, or
+    /// reported it with `reportClosedFD()`).
     @exclusivity(unchecked) public internal(set) var endedByClosedFD = false
     /// The file `fd` referred to when the source was made (or, if it was
     /// not open then, when it first joined a loop): joining a loop checks
@@ -213,6 +214,22 @@ public final class PortSource: @unchecked Sendable {
     /// when the fd recovers by itself or the handler has dealt with the
     /// condition; otherwise the loop invalidates the source after the handler.
     public func rearm() { rearmed = true }
+
+    /// Tells the loop that `fd` is closed: a read or write of it failed with
+    /// EBADF because the program closed it while the source was scheduled.
+    /// The loop ends the source at once, as when it finds the fd closed
+    /// itself (`endedByClosedFD`; invalidated, so the handler is not called
+    /// again and the loop does not wait on the loop's duplicate, which
+    /// keeps the file open and ready). Call it from the handler that got
+    /// the EBADF, anywhere in it: unlike the errno the failed call left,
+    /// which the handler's next failing call replaces, nothing undoes it.
+    /// From another thread it is applied at the start of the loop's next
+    /// pass, as `invalidate()` is; on a source on no loop it is
+    /// `invalidate()`.
+    public func reportClosedFD() {
+        let owner = routeChange(RemoteRequests.invalidate | RemoteRequests.closedFD) { item.invalidated = true }
+        if let owner { owner.endSourceWithClosedFD(self) }
+    }
 
     /// Makes the loop's duplicate of `fd` (when the source joins a loop).
     func openRegisteredFD() throws(RunLoopError) {
