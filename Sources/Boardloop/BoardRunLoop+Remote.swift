@@ -120,6 +120,10 @@ extension PortSource: LoopItem {
     var isInCallout: Bool { dispatchDepth > 0 }
 
     func applyRemote(_ ops: UInt32, on loop: BoardRunLoop) {
+        if ops & RemoteRequests.closedFD != 0 {
+            loop.endSourceWithClosedFD(self)
+            return
+        }
         if ops & RemoteRequests.invalidate != 0 {
             loop.invalidateItem(self)
             return

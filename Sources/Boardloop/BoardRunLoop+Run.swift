@@ -307,8 +307,12 @@ extension BoardRunLoop {
     private func collectReadyPorts(_ ms: ModeState, timeoutMilliseconds: Int32) -> WakeReasons {
         // A handler that read a port's fd after the program closed it got
         // EBADF; the loop's duplicate keeps the file, so the port would be
-        // reported ready for ever. errno is left as the failed read set it
-        // (calls that succeed do not change it): one load per wait.
+        // reported ready for ever. The fast path: errno is left as the
+        // failed read set it (calls that succeed do not change it), one
+        // load per wait. Only a fast path: a handler's later failing call
+        // changes errno, so the ends do not depend on it — a handler can
+        // report it (`reportClosedFD()`), and `dispatch` checks a port's fd
+        // itself every `closedFDCheckInterval` dispatches.
         if Kernel.lastErrorIsBadFD { endSourcesWithClosedFDs() }
         var r = WakeReasons()
         readyCount = 0
@@ -541,6 +545,13 @@ extension BoardRunLoop {
         let events = PortSource.Events(epoll: portEvents)
         __BOARDLOOP_IS_CALLING_OUT_TO_A_PORT_SOURCE__(p, events)
         if portEvents & (BL_EPOLLHUP | BL_EPOLLERR) != 0 { endAfterHangup(p, events) }
+        // Every `closedFDCheckInterval`-th dispatch of a port checks that
+        // its fd is still the file the loop watches, and if not makes this
+        // dispatch its last: a handler that keeps failing on a closed fd,
+        // without reporting it or leaving EBADF in errno, cannot make the
+        // loop dispatch it for ever. A power of two, 256: the test reads
+        // only the low byte of the count the dispatch keeps anyway.
+        if p.dispatchCount & PortSource.closedFDCheckMask == 0 { endIfFDClosed(p) }
         return true
     }
 
@@ -568,13 +579,35 @@ extension BoardRunLoop {
     func endSourcesWithClosedFDs() {
         var slot: Int32 = 0
         while Int(slot) < ports.capacity {
-            if let p = ports[slot], p.registeredFD >= 0, !p.item.invalidated, Kernel.isClosed(p.fd) {
-                p.endedByClosedFD = true
-                invalidateItem(p)
+            if let p = ports[slot], p.registeredFD >= 0, !p.item.invalidated, p.fdIsNoLongerItsFile {
+                endSourceWithClosedFD(p)
             }
             slot += 1
         }
         Kernel.clearLastError()
+    }
+
+    /// After every `closedFDCheckInterval`-th dispatch of `p` (see
+    /// `dispatch`): ends it if its fd no longer refers to the file the
+    /// loop watches. Off the per-event path.
+    @inline(never)
+    func endIfFDClosed(_ p: PortSource) {
+        // (Its handler may have ended it, or taken it off the loop.)
+        guard p.item.isOn(self), !p.item.invalidated else { return }
+        // errno as the handler left it: a closed fd's fstat fails with
+        // EBADF, which would otherwise reach the program after the run
+        // returns (or look, at the next wait, like another handler's).
+        let saved = Glibc.errno
+        defer { Glibc.errno = saved }
+        if p.fdIsNoLongerItsFile { endSourceWithClosedFD(p) }
+    }
+
+    /// Ends `p` because its `fd` was closed while it was scheduled
+    /// (`endedByClosedFD`). Owner thread only.
+    func endSourceWithClosedFD(_ p: PortSource) {
+        guard p.item.isOn(self), !p.item.invalidated else { return }
+        p.endedByClosedFD = true
+        invalidateItem(p)
     }
 }
 

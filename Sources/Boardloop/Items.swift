@@ -129,6 +129,8 @@ final class RemoteRequests: Sendable {
     static let invalidate: UInt32 = 1
     static let moveFireDate: UInt32 = 2
     static let changeInterest: UInt32 = 4
+    /// With `invalidate`: a port source's handler found its fd closed.
+    static let closedFD: UInt32 = 8
 
     let ops = Atomic<UInt32>(0)
     /// The fire date asked for with `moveFireDate` (timers).

@@ -35,11 +35,24 @@ import Glibc
 ///
 /// A reused fd number: the source remembers which file `fd` referred to
 /// when it was made (fstat's device and inode); adding it to a loop when
-/// the number refers to another file throws `.fdReused`. An fd closed while
-/// the source is scheduled (its file kept open by the loop's duplicate):
-/// once a handler's read of it fails with EBADF, the loop ends the source
-/// before it waits again (`endedByClosedFD`), instead of dispatching it
-/// for ever.
+/// the number refers to another file throws `.fdReused`.
+///
+/// An fd closed while the source is scheduled: the loop's duplicate keeps
+/// the file open, so epoll reports it ready for ever while the handler's
+/// reads fail with EBADF. The loop ends such a source (`endedByClosedFD`)
+/// instead of dispatching it for ever, and without depending on errno:
+/// - a handler that calls `reportClosedFD()` on its EBADF ends it at once
+///   (that dispatch is its last);
+/// - a handler that returns with errno still EBADF ends it before the loop
+///   waits again;
+/// - otherwise (the handler made another failing call after the EBADF, or
+///   ignores it), the loop finds it out itself: every
+///   `closedFDCheckInterval` dispatches of a source it checks that `fd` is
+///   still open and still the file the source was made for, so a closed
+///   fd — or one closed and its number reused by another file, whose data
+///   the stale handler would read — is dispatched at most that many times.
+///   A source whose fd is open and its own is never ended by the check,
+///   however often it is dispatched.
 public final class PortSource: @unchecked Sendable {
     /// What the loop watches the fd for.
     public struct Interest: OptionSet, Sendable {
@@ -98,7 +111,8 @@ public final class PortSource: @unchecked Sendable {
     /// Whether the loop ended the source after a hangup or error.
     @exclusivity(unchecked) public internal(set) var endedByHangup = false
     /// Whether the loop ended the source because its `fd` was closed while
-    /// the source was scheduled (its handler read it and got EBADF).
+    /// the source was scheduled (its handler reported it, left EBADF in
+    /// errno, or the loop's own check found it; see the type's notes).
     @exclusivity(unchecked) public internal(set) var endedByClosedFD = false
     /// The file `fd` referred to when the source was made (or, if it was
     /// not open then, when it first joined a loop): joining a loop checks
@@ -129,6 +143,15 @@ public final class PortSource: @unchecked Sendable {
     @exclusivity(unchecked) public var invalidationHandler: (() -> Void)?
     /// How many times the handler was called.
     @exclusivity(unchecked) public internal(set) var dispatchCount: UInt64 = 0
+    /// How often the loop checks, by itself, that a port's `fd` is still
+    /// open and still the file the source was made for: every this many
+    /// dispatches of the source. A source whose fd the program closed ends
+    /// at that check at the latest (`endedByClosedFD`), even when its
+    /// handler never reports it (`reportClosedFD()`) and errno no longer
+    /// says EBADF when it returns. A power of two.
+    public static var closedFDCheckInterval: Int { 256 }
+    /// `closedFDCheckInterval - 1`, for the dispatch's mask test.
+    @inline(__always) static var closedFDCheckMask: UInt64 { 255 }
     /// How many dispatches of this source are running (more than one only
     /// when a handler runs the loop again). The loop dispatches a source
     /// without retaining it: its port table holds it. While this is not
@@ -213,6 +236,31 @@ public final class PortSource: @unchecked Sendable {
     /// when the fd recovers by itself or the handler has dealt with the
     /// condition; otherwise the loop invalidates the source after the handler.
     public func rearm() { rearmed = true }
+
+    /// Tells the loop that `fd` is closed: a read or write of it failed with
+    /// EBADF because the program closed it while the source was scheduled.
+    /// The loop ends the source at once, as when it finds the fd closed
+    /// itself (`endedByClosedFD`; invalidated, so the handler is not called
+    /// again and the loop does not wait on the loop's duplicate, which
+    /// keeps the file open and ready). Call it from the handler that got
+    /// the EBADF, anywhere in it: unlike the errno the failed call left,
+    /// which the handler's next failing call replaces, nothing undoes it.
+    /// From another thread it is applied at the start of the loop's next
+    /// pass, as `invalidate()` is; on a source on no loop it is
+    /// `invalidate()`.
+    public func reportClosedFD() {
+        let owner = routeChange(RemoteRequests.invalidate | RemoteRequests.closedFD) { item.invalidated = true }
+        if let owner { owner.endSourceWithClosedFD(self) }
+    }
+
+    /// Whether `fd` no longer refers to the file the loop watches: the
+    /// program closed it, or closed it and the number now refers to another
+    /// file. (Anonymous-inode files of one kind look alike; see
+    /// `openRegisteredFD`.)
+    var fdIsNoLongerItsFile: Bool {
+        guard let made = fileIdentity else { return Kernel.isClosed(fd) }
+        return Kernel.identity(of: fd) != made
+    }
 
     /// Makes the loop's duplicate of `fd` (when the source joins a loop).
     func openRegisteredFD() throws(RunLoopError) {
