@@ -209,7 +209,7 @@ final class TimerTests: XCTestCase {
         var waits = loop.waitCount
         let stopper = JoinableThread {
             usleep(60_000)
-            try? loop.perform(inModes: [.common]) { loop.stop() }
+            _ = try? loop.perform(inModes: [.common]) { loop.stop() }
         }
         XCTAssertEqual(try loop.run(mode: .default, timeout: .seconds(10_000_000_000)), .stopped)
         stopper.join()
