@@ -1,4 +1,4 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 //
 // boardloop: Core Foundation's run loop semantics on epoll/eventfd/timerfd/signalfd,
 // with libgpiod line events as port sources, for Linux single-board computers.

@@ -1,4 +1,4 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 //
 // boardloop's benchmarks: a package of their own so that the library's users
 // never build package-benchmark.

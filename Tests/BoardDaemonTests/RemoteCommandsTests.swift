@@ -9,17 +9,13 @@ import XCTest
 /// names with their refusals, who a recording says acted, and a stopping
 /// daemon that takes nothing more.
 final class RemoteCommandsTests: XCTestCase {
-    var dir = ""
+    var dir: TempDir?
 
-    override func setUpWithError() throws {
-        var template = Array("/tmp/boardd-remote-XXXXXX".utf8CString)
-        guard let p = mkdtemp(&template) else { throw POSIXError(.EIO) }
-        dir = String(cString: p)
-    }
+    override func setUpWithError() throws { dir = try TempDir("remote") }
 
-    override func tearDownWithError() throws { try? FileManager.default.removeItem(atPath: dir) }
+    override func tearDown() { dir = nil }
 
-    var socketPath: String { dir + "/boardd.sock" }
+    var socketPath: String { (dir?.path ?? "/nonexistent") + "/boardd.sock" }
 
     static let yaml = """
         board: demo
@@ -152,13 +148,10 @@ final class RemoteCommandsTests: XCTestCase {
 /// requests before the outputs go safe.
 final class SupervisedServiceTests: XCTestCase {
     func testTheDaemonKeepsItsServicesInOneListAndStopsThemInTwoPhases() throws {
-        var template = Array("/tmp/boardd-services-XXXXXX".utf8CString)
-        guard let p = mkdtemp(&template) else { throw POSIXError(.EIO) }
-        let dir = String(cString: p)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let dir = try TempDir("services")
         let h = try Harness(
             RemoteCommandsTests.yaml + "\ncommands:\n  hello: { argv: [\"/bin/true\"] }\n", level: .info,
-            control: ControlServer.Options(path: dir + "/boardd.sock"))
+            control: ControlServer.Options(path: dir.path + "/boardd.sock"))
         let d = h.daemon
         XCTAssertEqual(d.services.map(\.serviceName), ["the command service", "the control socket", "the command runner"])
         XCTAssertEqual(d.services.map(\.stopsBeforeOutputsAreSafe), [true, true, false])
@@ -167,7 +160,7 @@ final class SupervisedServiceTests: XCTestCase {
         XCTAssertTrue(d.shutdown())
         XCTAssertTrue(d.services.isEmpty, "let go once stopped")
         XCTAssertThrowsError(try remote.set(try XCTUnwrap(d.config.line(named: "led")), true, by: .mqtt))
-        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/boardd.sock"), "the control socket stopped: its file is gone")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir.path + "/boardd.sock"), "the control socket stopped: its file is gone")
         // The stop's order in the log: the socket and the service before the
         // outputs go safe; the summary line after.
         XCTAssertTrue(h.log.contains("stopped: "), h.log)
