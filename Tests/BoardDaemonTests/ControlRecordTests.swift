@@ -95,6 +95,7 @@ final class ControlRecordTests: XCTestCase {
         XCTAssertEqual(header["loops"] as? [String], ["main", "w"])
         // Physical levels: BUTTON and ESTOP idle high (active-low, released), CHATTER low.
         XCTAssertEqual(header["levels"] as? [String: Int], ["button": 1, "estop": 1, "chatter": 0])
+        XCTAssertEqual(header["outputs"] as? [String: Int], ["led": 0, "valve": 0, "fan": 0], "each output's value, for a replay to start from")
         XCTAssertNotNil(d.main.events.recorder)
         XCTAssertEqual(d.main.events.recordsLines.load(ordering: .relaxed), EventSink.toRecorder, "writes go to the recorder only")
 
@@ -207,6 +208,7 @@ final class ControlRecordTests: XCTestCase {
         let header = try XCTUnwrap(started["header"] as? [String: Any], "\(started)")
         XCTAssertEqual(header["lines"] as? [String], ["chatter"])
         XCTAssertEqual(header["levels"] as? [String: Int], ["chatter": 0])
+        XCTAssertEqual(header["outputs"] as? [String: Int], [:], "no output among the lines recorded")
         try h.press()
         try h.advance(10)
         try h.setLevel("CHATTER", true)

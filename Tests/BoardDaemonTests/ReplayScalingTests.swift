@@ -105,4 +105,28 @@ import Testing
         #expect(out.stdout.hasSuffix("0 difference(s)\n"), "\(out.stdout.suffix(600))")
         #expect(out.stdout.components(separatedBy: "led -> ").count - 1 == edges, "every write found")
     }
+
+    /// Outputs start where the board's were when it began recording: a
+    /// valve on at the start that a press toggles off is off in the replay
+    /// too (it started at the config's `initial`, went on, and differed).
+    @Test func outputsStartAtTheirRecordedValues() throws {
+        let dir = try TempDir("replay-outputs")
+        try "board: demo\nlines:\n  button: { pin: BUTTON, input: { edge: both } }\n  valve: { pin: VALVE, output: { initial: off } }\nreactions:\n  - { name: flip, on: { line: button, edge: rising }, do: [ toggle: valve ] }\n"
+            .write(toFile: dir.path + "/c.yaml", atomically: true, encoding: .utf8)
+        func replay(_ outputs: String) throws -> CommandOutput {
+            let text = #"{"boardd_recording":1,"config":"c.yaml","board":"demo","seconds":1,"levels":{"button":0}\#(outputs)}"# + "\n"
+                + #"{"t":100000000,"loop":"main","kind":"edge","line":"button","edge":"rising"}"# + "\n"
+                + #"{"t":100050000,"loop":"main","kind":"write","line":"valve","value":0,"by":"reaction:flip"}"# + "\n"
+                + #"{"t":100060000,"loop":"main","kind":"reaction","name":"flip","line":"button"}"# + "\n" + #"{"end":true,"dropped":0}"# + "\n"
+            try text.write(toFile: dir.path + "/r.jsonl", atomically: true, encoding: .utf8)
+            return Replay.run(Replay.Settings(file: dir.path + "/r.jsonl", config: dir.path + "/c.yaml", loadOptions: Fixtures.options()))
+        }
+        let started = try replay(#","outputs":{"valve":1}"#)
+        #expect(started.status == 0, "\(started.stdout)\n\(started.stderr)")
+        #expect(started.stdout.contains("valve -> off"), "\(started.stdout)")
+        // A recording without outputs (an older boardd's): the config's `initial`.
+        let older = try replay("")
+        #expect(older.status == 1, "\(older.stdout)")
+        #expect(older.stdout.contains("valve -> on at 100"), "\(older.stdout)")
+    }
 }

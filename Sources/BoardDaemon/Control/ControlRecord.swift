@@ -125,6 +125,12 @@ extension ControlServer {
         for (i, high) in levels.sorted(by: { $0.line < $1.line }) where wanted?[i] ?? true {
             levelFields.append((config.lines[i].name, .int(high ? 1 : 0)))
         }
+        // Each output's logical value now (its cell), for a replay to start from.
+        let cells = d.main.program.cells
+        var outputFields: [(String, JSON)] = []
+        for (i, l) in config.lines.enumerated() where l.isOutput && (wanted?[i] ?? true) && i < cells.count {
+            outputFields.append((l.name, .int(cells[i].value.load(ordering: .relaxed) ? 1 : 0)))
+        }
         let digest: JSON
         if case let .success(bytes) = FileSystem.readBytes(config.file, limit: FileSystem.maximumConfigSize, regularOnly: true) {
             digest = .string(SHA256.hex(bytes))
@@ -138,7 +144,7 @@ extension ControlServer {
             ("start_ns", .int(Int64(clamping: start))),
             ("seconds", seconds == seconds.rounded() ? .int(Int64(seconds)) : .double(seconds)),
             ("lines", .array(names.map(JSON.string))), ("loops", .array(config.loops.map { .string($0.name) })),
-            ("levels", .object(levelFields)),
+            ("levels", .object(levelFields)), ("outputs", .object(outputFields)),
         ])
         let missing = run.loops.filter { $0.recorder == nil }.map(\.name)
         logger.info(

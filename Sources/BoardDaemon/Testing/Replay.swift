@@ -46,6 +46,9 @@ public enum Replay {
         var board: String
         var seconds: Duration
         var levels: [String: Bool]
+        /// Each output's logical value at the start (recordings made before
+        /// boardd wrote it have none: the config's `initial` then).
+        var outputs: [String: Bool] = [:]
         var edges: [(at: Duration, line: String, rising: Bool)] = []
         /// What the board wrote, per line, in order.
         var writes: [(at: Duration, line: String, value: Bool)] = []
@@ -67,7 +70,7 @@ public enum Replay {
         }
         let configPath = s.config ?? rec.config
         let (loaded, options) = Simulation.load(configPath, s.loadOptions)
-        guard let config = loaded.config else {
+        guard var config = loaded.config else {
             return CommandOutput(
                 stdout: "", stderr: loaded.errors.map { "\($0)\n" }.joined() + "\(configPath): the config has errors; nothing was replayed\n",
                 status: 2)
@@ -80,6 +83,11 @@ public enum Replay {
         let known = Set(config.lines.filter(\.isInput).map(\.name))
         var levels: [String: Bool] = [:]
         for (k, v) in rec.levels where known.contains(k) { levels[k] = v }
+        // Outputs start where the board's were when it began recording, not
+        // at the config's `initial`: the first write then means what it did.
+        for i in config.lines.indices where config.lines[i].isOutput {
+            if let v = rec.outputs[config.lines[i].name] { config.lines[i].settings.outputValue = v }
+        }
         let sim: Simulation
         do {
             sim = try Simulation(
@@ -311,7 +319,11 @@ public enum Replay {
         if case let .string(s)? = json["config_sha256"] { sha = s }
         var board = "?"
         if case let .string(b)? = json["board"] { board = b }
-        return .success(Recording(config: config, sha256: sha, board: board, seconds: length, levels: levels))
+        var r = Recording(config: config, sha256: sha, board: board, seconds: length, levels: levels)
+        if case let .object(fields)? = json["outputs"] {
+            for (k, v) in fields { if case let .int(x) = v { r.outputs[k] = x != 0 } }
+        }
+        return .success(r)
     }
 
     /// The header's length: none is zero; nil when it is not a number from
