@@ -22,6 +22,7 @@ struct ReplayCommand: ParsableCommand {
     @Flag(help: "As fast as it goes (the default).") var instant = false
     @Option(help: "Pace the replay at this many times real time (e.g. 1 or 10x); the output is the same.") var speed: String?
     @Option(help: "How far a write may be from the board's and still count as the same (default 5ms).") var tolerance: String?
+    @Option(help: "How much later than the replay's a board's write that a timer made (a pulse's end, a sequence's step) may be (default 50ms).") var lateTimers: String?
     @Flag(help: "Run the commands reactions start, instead of recording them.") var runCommands = false
     @OptionGroup var boards: BoardOptions
 
@@ -36,6 +37,7 @@ struct ReplayCommand: ParsableCommand {
             settings.speed = v
         }
         if let t = tolerance { settings.tolerance = try RunCommand.duration(t, option: "--tolerance", atLeast: .zero) }
+        if let t = lateTimers { settings.lateTimers = try RunCommand.duration(t, option: "--late-timers", atLeast: .zero) }
         settings.runCommands = runCommands
         let output = Replay.run(settings)
         print(output.stdout, terminator: "")

@@ -129,4 +129,32 @@ import Testing
         #expect(older.status == 1, "\(older.stdout)")
         #expect(older.stdout.contains("valve -> on at 100"), "\(older.stdout)")
     }
+
+    /// A loaded board runs its timers late, the replay's manual clock never
+    /// does: a pulse that ended 14 ms late on the board is no difference
+    /// (said as late, within --late-timers); one that ended early is, and
+    /// so is a reaction's write (no timer) as late.
+    @Test func theBoardsLateTimersAreNotDifferences() throws {
+        let dir = try TempDir("replay-late")
+        try "board: demo\nlines:\n  button: { pin: BUTTON, input: { edge: both } }\n  valve: { pin: VALVE, output: { initial: off } }\nreactions:\n  - { name: pour, on: { line: button, edge: rising }, do: [ pulse: { valve: 500ms } ] }\n"
+            .write(toFile: dir.path + "/c.yaml", atomically: true, encoding: .utf8)
+        func replay(on: Int, off: Int, offBy: String = "pulse") throws -> CommandOutput {
+            let text = #"{"boardd_recording":1,"config":"c.yaml","board":"demo","seconds":1,"levels":{"button":0},"outputs":{"valve":0}}"# + "\n"
+                + #"{"t":100000000,"loop":"main","kind":"edge","line":"button","edge":"rising"}"# + "\n"
+                + #"{"t":\#(on),"loop":"main","kind":"write","line":"valve","value":1,"by":"reaction:pour"}"# + "\n"
+                + #"{"t":100060000,"loop":"main","kind":"reaction","name":"pour","line":"button"}"# + "\n"
+                + #"{"t":\#(off),"loop":"main","kind":"write","line":"valve","value":0,"by":"\#(offBy)"}"# + "\n" + #"{"end":true,"dropped":0}"# + "\n"
+            try text.write(toFile: dir.path + "/r.jsonl", atomically: true, encoding: .utf8)
+            return Replay.run(Replay.Settings(file: dir.path + "/r.jsonl", config: dir.path + "/c.yaml", loadOptions: Fixtures.options()))
+        }
+        let late = try replay(on: 100_050_000, off: 614_000_000)
+        #expect(late.status == 0, "\(late.stdout)")
+        #expect(late.stdout.contains("1 of the board's timer writes were up to 14 ms late"), "\(late.stdout)")
+        let early = try replay(on: 100_050_000, off: 590_000_000)
+        #expect(early.status == 1, "\(early.stdout)")
+        let tooLate = try replay(on: 100_050_000, off: 700_000_000)
+        #expect(tooLate.status == 1, "past --late-timers: \(tooLate.stdout)")
+        let reactionLate = try replay(on: 114_000_000, off: 600_000_000)
+        #expect(reactionLate.status == 1, "a reaction's write has no timer to be late: \(reactionLate.stdout)")
+    }
 }

@@ -16,6 +16,10 @@ public enum Replay {
         public var speed: Double?
         /// A write counts as the board's when it is at most this far from it.
         public var tolerance: Duration = .milliseconds(5)
+        /// How much later than the replay's a write of the board's that a
+        /// timer made (a `pulse:` end, a sequence's step) may be: a loaded
+        /// board runs its timers late, the replay's manual clock never does.
+        public var lateTimers: Duration = .milliseconds(50)
         public var runCommands = false
         public var loadOptions: LoadOptions
         /// Output changes each mock chip keeps between two looks (a test
@@ -50,8 +54,9 @@ public enum Replay {
         /// boardd wrote it have none: the config's `initial` then).
         var outputs: [String: Bool] = [:]
         var edges: [(at: Duration, line: String, rising: Bool)] = []
-        /// What the board wrote, per line, in order.
-        var writes: [(at: Duration, line: String, value: Bool)] = []
+        /// What the board wrote, per line, in order; `timer`: a timer made
+        /// it (`by` a pulse's end or a sequence's step).
+        var writes: [(at: Duration, line: String, value: Bool, timer: Bool)] = []
         var reactions: [String: Int] = [:]
         var commands: [(at: Duration, name: String)] = []
         var lost: [String: Int64] = [:]
@@ -150,12 +155,15 @@ public enum Replay {
         // compared: when a task runs depends on when boardd started, not
         // on the recorded inputs.
         var diffs: [String] = []
+        var lateness = Lateness()
         let timed = taskWritten(config)
         let lines = Set(writes.map(\.line)).union(rec.writes.map(\.line)).subtracting(timed).sorted()
         for line in lines {
             let mine = writes.filter { $0.line == line }.map { ($0.at, $0.value) }
-            let board = rec.writes.filter { $0.line == line }.map { ($0.at, $0.value) }
-            diffs += compare(line, board: board, replay: mine, tolerance: s.tolerance)
+            let theirs = rec.writes.filter { $0.line == line }
+            diffs += compare(
+                line, board: theirs.map { ($0.at, $0.value) }, replay: mine, tolerance: s.tolerance, late: s.lateTimers,
+                timers: theirs.map(\.timer), lateness: &lateness)
         }
         for name in Set(rec.reactions.keys).union(fired.map(\.key)).sorted() {
             let b = rec.reactions[name] ?? 0
@@ -170,6 +178,9 @@ public enum Replay {
         out += "\ndifferences from the board (writes more than \(ms(s.tolerance)) apart count):\n"
         if !timed.isEmpty {
             out += "  (not compared: \(timed.sorted().joined(separator: ", ")), written by tasks, whose periods began when boardd started)\n"
+        }
+        if lateness.count > 0 {
+            out += "  (not differences: \(lateness.count) of the board's timer writes were up to \(ms(lateness.most)) late, within --late-timers \(ms(s.lateTimers)))\n"
         }
         if diffs.isEmpty {
             out += "  none: the config did what the board did\n"
@@ -282,7 +293,9 @@ public enum Replay {
             r.edges.append((at, line, e == "rising"))
         case "write":
             guard case let .int(v)? = json["value"] else { return "a write needs \"value\": 0 or 1" }
-            r.writes.append((at, line, v != 0))
+            var timer = false
+            if case let .string(by)? = json["by"] { timer = by == "pulse" || by.hasPrefix("sequence:") }
+            r.writes.append((at, line, v != 0, timer))
         case "reaction":
             if case let .string(n)? = json["name"] { r.reactions[n, default: 0] += 1 }
         case "command":

@@ -10,6 +10,23 @@ extension Replay {
         return compare(line, board: board, replay: replay, tolerance: tolerance, cells: &cells)
     }
 
+    /// The board's timer writes found late, within what is allowed.
+    struct Lateness {
+        var count = 0
+        var most: Duration = .zero
+    }
+
+    /// `compare`, where the board's writes a timer made (`timers`) may be
+    /// up to `late` (beyond `tolerance`) later than the replay's: counted
+    /// in `lateness`, not differences. Earlier is a difference as ever.
+    static func compare(
+        _ line: String, board: [(Duration, Bool)], replay: [(Duration, Bool)], tolerance: Duration, late: Duration, timers: [Bool],
+        lateness: inout Lateness
+    ) -> [String] {
+        var cells = 0
+        return compare(line, board: board, replay: replay, tolerance: tolerance, cells: &cells, late: late, timers: timers, lateness: &lateness)
+    }
+
     /// `compare`, counting the alignment table's cells in `cells`. The
     /// writes the two share at the start and at the end (the values, in
     /// order) are paired as they come; only what lies between is aligned
@@ -18,6 +35,14 @@ extension Replay {
     /// cells is paired in order instead.
     static func compare(
         _ line: String, board: [(Duration, Bool)], replay: [(Duration, Bool)], tolerance: Duration, cells: inout Int
+    ) -> [String] {
+        var lateness = Lateness()
+        return compare(line, board: board, replay: replay, tolerance: tolerance, cells: &cells, late: .zero, timers: [], lateness: &lateness)
+    }
+
+    static func compare(
+        _ line: String, board: [(Duration, Bool)], replay: [(Duration, Bool)], tolerance: Duration, cells: inout Int, late: Duration,
+        timers: [Bool], lateness: inout Lateness
     ) -> [String] {
         let n = board.count
         let m = replay.count
@@ -31,7 +56,10 @@ extension Replay {
             switch s {
             case let .pair(i, j):
                 let gap = board[i].0 > replay[j].0 ? board[i].0 - replay[j].0 : replay[j].0 - board[i].0
-                if gap > tolerance {
+                if gap > tolerance && board[i].0 > replay[j].0 && i < timers.count && timers[i] && gap <= tolerance + late {
+                    lateness.count += 1
+                    lateness.most = max(lateness.most, gap)
+                } else if gap > tolerance {
                     out.append("\(line) -> \(v(replay[j].1)) at \(ms(replay[j].0)); the board at \(ms(board[i].0))")
                 }
             case let .replayOnly(j): out.append("\(line) -> \(v(replay[j].1)) at \(ms(replay[j].0)); the board did not")
