@@ -597,9 +597,7 @@ extension BoardRunLoop {
         // errno as the handler left it: a closed fd's fstat fails with
         // EBADF, which would otherwise reach the program after the run
         // returns (or look, at the next wait, like another handler's).
-        let saved = Glibc.errno
-        defer { Glibc.errno = saved }
-        if p.fdIsNoLongerItsFile { endSourceWithClosedFD(p) }
+        if Kernel.preservingLastError({ p.fdIsNoLongerItsFile }) { endSourceWithClosedFD(p) }
     }
 
     /// Ends `p` because its `fd` was closed while it was scheduled

@@ -93,6 +93,15 @@ package enum Kernel {
     /// Sets the calling thread's errno to 0.
     static func clearLastError() { bl_errno_clear() }
 
+    /// Runs `body` and leaves the calling thread's errno as it was before:
+    /// for the engine's own checks between a handler and the program (a
+    /// failed probe's EBADF must not reach either).
+    static func preservingLastError<T>(_ body: () -> T) -> T {
+        let saved = Glibc.errno
+        defer { Glibc.errno = saved }
+        return body()
+    }
+
     /// Closes a descriptor the engine owns. `close` is never retried (on Linux
     /// the descriptor is released even when close reports EINTR).
     static func close(_ fd: Int32) {
