@@ -319,6 +319,34 @@ final class ControlRecordTests: XCTestCase {
         XCTAssertEqual(try h.writes("VALVE"), [true, false])
     }
 
+    /// A run that `max_running` refuses is recorded (a replay counts it as
+    /// the run it will make: it runs no child).
+    func testARunRefusedForMaxRunningIsRecorded() throws {
+        let yaml = """
+            board: demo
+            lines:
+              button: { pin: BUTTON, input: { edge: both, active_low: true } }
+            commands:
+              slow: { argv: ["/bin/sleep", "5"], max_running: 1 }
+            reactions:
+              - { name: go, on: { line: button, press: true }, do: [ run: slow ] }
+            """
+        let h = try Harness(yaml, level: .info)
+        defer { h.daemon.shutdown() }
+        let rec = LoopRecorder(serial: 1)
+        _ = h.daemon.main.startRecording(rec)
+        try h.press()
+        try h.advance(10)
+        try h.press(false)
+        try h.advance(10)
+        try h.press()
+        try h.advance(10)
+        h.daemon.main.stopRecording()
+        var steps: [UInt8] = []
+        rec.consume { e in if e.record.kind == .command { steps.append(e.record.step) } }
+        XCTAssertEqual(steps, [0, 4], "a start, then the refusal")
+    }
+
     /// A recording client that stops reading is dropped as a slow events
     /// follower is: a last line says why, the recording ends, others are served.
     func testARecordingClientThatDoesNotReadIsDroppedTooSlow() throws {

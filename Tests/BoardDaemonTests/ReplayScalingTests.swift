@@ -157,4 +157,30 @@ import Testing
         let reactionLate = try replay(on: 114_000_000, off: 600_000_000)
         #expect(reactionLate.status == 1, "a reaction's write has no timer to be late: \(reactionLate.stdout)")
     }
+
+    /// The board refused a run (`max_running`: its child still ran); a
+    /// replay that records commands has no child running and runs it: the
+    /// board's refusal counts as that run, not a difference.
+    @Test func aRunTheBoardRefusedForMaxRunningIsNoDifference() throws {
+        let dir = try TempDir("replay-refused")
+        try "board: demo\nlines:\n  button: { pin: BUTTON, input: { edge: both } }\ncommands:\n  chime: { argv: [\"/bin/true\"], max_running: 1 }\nreactions:\n  - { name: ring, on: { line: button, edge: rising }, do: [ run: chime ] }\n"
+            .write(toFile: dir.path + "/c.yaml", atomically: true, encoding: .utf8)
+        func replay(refused: Bool) throws -> CommandOutput {
+            var text = #"{"boardd_recording":1,"config":"c.yaml","board":"demo","seconds":1,"levels":{"button":0},"outputs":{}}"# + "\n"
+            text += #"{"t":100000000,"loop":"main","kind":"edge","line":"button","edge":"rising"}"# + "\n"
+            text += #"{"t":100010000,"loop":"main","kind":"command","name":"chime","event":"start","pid":4242}"# + "\n"
+            text += #"{"t":100020000,"loop":"main","kind":"reaction","name":"ring","line":"button"}"# + "\n"
+            text += #"{"t":200000000,"loop":"main","kind":"edge","line":"button","edge":"falling"}"# + "\n"
+            text += #"{"t":300000000,"loop":"main","kind":"edge","line":"button","edge":"rising"}"# + "\n"
+            if refused { text += #"{"t":300010000,"loop":"main","kind":"command","name":"chime","event":"refused","running":1}"# + "\n" }
+            text += #"{"t":300020000,"loop":"main","kind":"reaction","name":"ring","line":"button"}"# + "\n" + #"{"end":true,"dropped":0}"# + "\n"
+            try text.write(toFile: dir.path + "/r.jsonl", atomically: true, encoding: .utf8)
+            return Replay.run(Replay.Settings(file: dir.path + "/r.jsonl", config: dir.path + "/c.yaml", loadOptions: Fixtures.options()))
+        }
+        let out = try replay(refused: true)
+        #expect(out.status == 0, "\(out.stdout)")
+        let missing = try replay(refused: false)
+        #expect(missing.status == 1, "\(missing.stdout)")
+        #expect(missing.stdout.contains("command chime: 2 run(s), the board 1"), "\(missing.stdout)")
+    }
 }

@@ -123,6 +123,7 @@ final class CommandRunner {
         let ci = s.command.index
         guard running[ci] < c.maxRunning else {
             refused[ci] &+= 1
+            rt.events.command(ci, refusedWith: running[ci])
             logger.warning(
                 "command \(c.name): \(running[ci]) already running (max_running \(c.maxRunning)); this run is refused (\(refused[ci]) refused so far)",
                 source: "command \(c.name)")

@@ -368,6 +368,9 @@ extension ControlServer {
             case 2:
                 w.raw(",\"event\":\"exit\"")
                 w.field("signal", Int64(r.other))
+            case 4:
+                w.raw(",\"event\":\"refused\"")
+                w.field("running", Int64(r.number))
             default:
                 w.raw(",\"event\":\"exit\"")
             }

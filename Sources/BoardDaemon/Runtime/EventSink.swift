@@ -215,6 +215,15 @@ final class EventSink: @unchecked Sendable {
         rc.push(TraceRecord(kind: .command, line: -1, index: Int32(index), generation: generation, number: pid), at: loop.now.nanoseconds)
     }
 
+    /// A run refused because `running` of the command's children run
+    /// already (`max_running`), while a recording runs.
+    func command(_ index: Int, refusedWith running: Int) {
+        guard let rc = recorder else { return }
+        rc.push(
+            TraceRecord(kind: .command, step: 4, line: -1, index: Int32(index), generation: generation, number: Int32(clamping: running)),
+            at: loop.now.nanoseconds)
+    }
+
     func command(_ index: Int, ended how: UInt8, status: Int32) {
         guard let rc = recorder else { return }
         rc.push(

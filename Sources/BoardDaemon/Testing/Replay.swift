@@ -59,6 +59,8 @@ public enum Replay {
         var writes: [(at: Duration, line: String, value: Bool, timer: Bool)] = []
         var reactions: [String: Int] = [:]
         var commands: [(at: Duration, name: String)] = []
+        /// Runs the board refused (`max_running`), per command.
+        var refused: [String: Int] = [:]
         var lost: [String: Int64] = [:]
         var dropped: Int64 = 0
         var complete = false
@@ -170,10 +172,17 @@ public enum Replay {
             let r = Int(counters.reactionFires[name] ?? 0)
             if b != r { diffs.append("reaction \(name): fired \(r) time(s), the board \(b)") }
         }
-        for name in Set(rec.commands.map(\.name)).union(runs.map(\.name)).sorted() {
+        for name in Set(rec.commands.map(\.name)).union(runs.map(\.name)).union(rec.refused.keys).sorted() {
             let b = rec.commands.filter { $0.name == name }.count
             let r = runs.filter { $0.name == name }.count
-            if b != r { diffs.append("command \(name): \(r) run(s), the board \(b)") }
+            let refused = rec.refused[name] ?? 0
+            if s.runCommands {
+                if b != r { diffs.append("command \(name): \(r) run(s), the board \(b)") }
+            } else if r != b + refused {
+                // Recorded, not run, no child is ever running here: every
+                // run the board's max_running refused is one run here.
+                diffs.append("command \(name): \(r) run(s), the board \(b)\(refused > 0 ? " and \(refused) refused (max_running)" : "")")
+            }
         }
         out += "\ndifferences from the board (writes more than \(ms(s.tolerance)) apart count):\n"
         if !timed.isEmpty {
@@ -299,7 +308,13 @@ public enum Replay {
         case "reaction":
             if case let .string(n)? = json["name"] { r.reactions[n, default: 0] += 1 }
         case "command":
-            if case let .string(n)? = json["name"], case .string("start")? = json["event"] { r.commands.append((at, n)) }
+            if case let .string(n)? = json["name"] {
+                switch json["event"] {
+                case .string("start")?: r.commands.append((at, n))
+                case .string("refused")?: r.refused[n, default: 0] += 1
+                default: break
+                }
+            }
         case "lost":
             if case let .int(c)? = json["count"] { r.lost[line, default: 0] += c }
         default: break  // newer kinds and the ones replay does not compare
