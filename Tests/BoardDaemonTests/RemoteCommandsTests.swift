@@ -68,6 +68,23 @@ final class RemoteCommandsTests: XCTestCase {
         XCTAssertTrue(h.log.contains("control: pulse of led ends ("), "the end is the asker's: \(h.log)")
     }
 
+    /// Pulses in flight are bounded for every front end together; one
+    /// refused changes nothing, and a second pulse of a line replaces its
+    /// own end, so it is taken even at the bound.
+    func testPulsesInFlightAreBoundedAndARefusalChangesNothing() throws {
+        let (h, remote) = try harness()
+        remote.maxPulses = 1
+        try remote.pulse(try id(h, "led"), for: .milliseconds(100), by: .mqtt)
+        XCTAssertThrowsError(try remote.pulse(try id(h, "fan"), for: .milliseconds(100), by: .mqtt)) {
+            XCTAssertEqual(($0 as? RemoteError)?.code, .busy)
+        }
+        try remote.pulse(try id(h, "led"), for: .milliseconds(200), by: .mqtt)
+        XCTAssertEqual(remote.pulsesInFlight, 1)
+        try h.advance(201)
+        XCTAssertEqual(try h.writes("LED"), [true, false], "the led's own end kept, and ended")
+        XCTAssertEqual(try h.writes("FAN"), [], "the refused pulse did nothing")
+    }
+
     /// What a front end may not command is refused with the key that
     /// grants it and what it grants; unknown names get the nearest name and
     /// the list; inputs are not outputs; a pulse's duration is bounded.

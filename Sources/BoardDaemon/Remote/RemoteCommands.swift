@@ -28,8 +28,9 @@ final class RemoteCommands {
     /// The daemon is stopping: nothing more is taken.
     private var stopped = false
 
-    /// Pulses in flight at most, from every front end together.
-    static let maxPulses = 1024
+    /// Pulses in flight at most, from every front end together (a test
+    /// makes it small).
+    var maxPulses = 1024
     /// The pulse ends' timer.
     static let budget = LoopBudget(timers: 1)
     /// The longest pulse a front end may ask for.
@@ -154,10 +155,13 @@ final class RemoteCommands {
     func pulse(_ id: LineID, for d: Duration, by r: Requester) throws(RemoteError) {
         try taking()
         let name = config[id].name
-        endPendingPulse(name)
-        guard pulses.count < Self.maxPulses else {
-            throw RemoteError(.busy, "\(pulses.count) pulses are in flight (at most \(Self.maxPulses)); try again when they end")
+        // Refused before anything changes: the line's own pending end (which
+        // this pulse would replace) stays if this one cannot be taken.
+        let replaced = pulses.contains { $0.line == name } ? 1 : 0
+        guard pulses.count - replaced < maxPulses else {
+            throw RemoteError(.busy, "\(pulses.count) pulses are in flight (at most \(maxPulses)); try again when they end")
         }
+        endPendingPulse(name)
         perform(daemon.main.program.control.set(line: id.index, true), "pulse \(name) for \(DurationText.format(d))", by: r)
         let at = loop.now.nanoseconds &+ UInt64(d.nanosecondsClamped)
         let i = pulses.firstIndex { $0.at > at } ?? pulses.endIndex
