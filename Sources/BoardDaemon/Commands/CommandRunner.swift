@@ -238,6 +238,14 @@ final class CommandRunner {
             logger.warning("\(child.label): still running after its timeout \(child.timeLimit.short): SIGTERM")
             signalGroup(child, SIGTERM)
         } else if !child.killSent {
+            // On a manual clock (`boardd test --run-commands`, replay) no
+            // real time passed since the SIGTERM: the child gets its
+            // `kill_after` in real time to end on it, as on a board.
+            if rt.loop.manualClock != nil,
+                ChildSource.waitForAnyExit(of: [child.process], until: .now + child.killAfter), child.process.reapIfExited() != nil
+            {
+                return
+            }
             child.killSent = true
             logger.warning("\(child.label): still running \(child.killAfter.short) after SIGTERM: SIGKILL")
             signalGroup(child, SIGKILL)
