@@ -89,10 +89,15 @@ final class ThreadLoops {
         record.owned.append(Weak(loop: loop))
     }
 
-    /// Ends every loop of the exiting thread.
+    /// Ends every loop of the exiting thread. Only loops the thread owns:
+    /// in a fork() child, the thread exiting is a copy of the one that
+    /// forked, with another id, and the record's loops are the parent's
+    /// (their epoll sets are shared with it): ending them would take the
+    /// parent's sources off its sets. They are left as they are.
     fileprivate func endAll() {
-        current?.endOnOwnerThread()
-        for w in owned { w.loop?.endOnOwnerThread() }
+        let tid = OSThread.currentID
+        if let loop = current, loop.ownerThread == tid { loop.endOnOwnerThread() }
+        for w in owned { if let loop = w.loop, loop.ownerThread == tid { loop.endOnOwnerThread() } }
         owned.removeAll()
         current = nil
     }

@@ -344,6 +344,18 @@ pid_t bl_cached_tid(void) {
     if (cached_tid == 0) cached_tid = bl_gettid();
     return cached_tid;
 }
+
+// After fork() the child's one thread is a new kernel thread, but its copy
+// of the cache still holds the parent thread's id: the child would pass
+// every loop's owner check and, through the epoll sets it shares with the
+// parent, take the parent's sources off them. The child handler only
+// forgets the cache (a store to the calling thread's own variable: what a
+// handler of a fork in a threaded process may do), so the next call asks
+// the kernel. Registered once, when the library is loaded.
+static void bl_forget_tid_after_fork(void) { cached_tid = 0; }
+__attribute__((constructor)) static void bl_register_fork_handler(void) {
+    (void)pthread_atfork(NULL, NULL, bl_forget_tid_after_fork);
+}
 pid_t bl_main_tid(void) { return getpid(); }
 
 int bl_set_thread_name(const char *name) {

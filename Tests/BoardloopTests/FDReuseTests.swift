@@ -60,6 +60,60 @@ final class FDReuseTests: XCTestCase {
         fresh.invalidate()
     }
 
+    /// Re-added after its number was reused: a source that was invalidated
+    /// (here by the closed-fd check's own path, `reportClosedFD()`) cannot
+    /// join a loop again at all (`.invalidated`); one that was only removed
+    /// is refused by identity (`.fdReused`) — also when it was made before
+    /// its fd was open, so that its identity was taken when it first joined.
+    func testAStaleSourceReAddedAfterItsFDNumberWasReusedIsRefused() throws {
+        let loop = try makeLoop()
+        try loop.add(farTimer(), mode: .default)
+        var seen: [UInt8] = []
+        func reader(_ s: PortSource, _: PortSource.Events) {
+            var b: UInt8 = 0
+            if read(s.fd, &b, 1) == 1 { seen.append(b) }
+        }
+        // Made for a number nothing is open on yet: its identity is taken at add.
+        let probe = rawPipe()
+        close(probe.read)
+        close(probe.write)
+        let early = PortSource(fd: probe.read, handler: reader)
+        let old = rawPipe()
+        defer { close(old.write) }
+        if old.read != probe.read {
+            XCTAssertEqual(dup2(old.read, probe.read), probe.read)
+            close(old.read)
+        }
+        let number = probe.read
+        let ended = PortSource(fd: number, handler: reader)
+        try loop.add(early, mode: .default)
+        try loop.add(ended, mode: .default)
+        ended.reportClosedFD()
+        XCTAssertTrue(ended.endedByClosedFD)
+        try loop.remove(early, mode: .default)
+        close(number)
+        let new = rawPipe()
+        defer { close(new.write) }
+        if new.read != number {
+            XCTAssertEqual(dup2(new.read, number), number)
+            close(new.read)
+        }
+        defer { close(number) }
+        var secret: UInt8 = 42
+        XCTAssertEqual(write(new.write, &secret, 1), 1)
+        XCTAssertThrows(.invalidated(item: "PortSource")) { () throws(RunLoopError) in try loop.add(ended, mode: .default) }
+        XCTAssertThrows(.fdReused(fd: number)) { () throws(RunLoopError) in try loop.add(early, mode: .default) }
+        XCTAssertFalse(loop.contains(ended, mode: .default))
+        XCTAssertFalse(loop.contains(early, mode: .default))
+        _ = try loop.run(mode: .default, timeout: .zero)
+        XCTAssertEqual(seen, [], "a stale source read another file's data")
+        // A source made for the new file is accepted and gets its data.
+        let fresh = PortSource(fd: number, handler: reader)
+        try loop.add(fresh, mode: .default)
+        XCTAssertTrue(try runUntil(loop, until: { seen == [42] }))
+        fresh.invalidate()
+    }
+
     /// The fd closed while the source is scheduled: the loop's duplicate
     /// keeps the pipe (and its unread byte), so it stays ready; the
     /// handler's read fails with EBADF. The source ends after that first

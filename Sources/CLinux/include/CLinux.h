@@ -252,7 +252,8 @@ static inline uint64_t bl_atomic_fetch_add_u64(uint64_t *p, uint64_t v) { return
 // ---- threads ------------------------------------------------------------
 /// gettid(2).
 pid_t bl_gettid(void);
-/// gettid(2), cached per thread after the first call (no syscall after that).
+/// gettid(2), cached per thread after the first call (no syscall after that);
+/// a fork() child forgets the cache (its thread has a new id).
 pid_t bl_cached_tid(void);
 /// The main thread's id (the process id).
 pid_t bl_main_tid(void);
