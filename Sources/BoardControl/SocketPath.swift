@@ -68,6 +68,39 @@ public enum SocketPath {
             ?? resolve(explicit: nil, environment: environment, uid: uid, isWritable: isWritable)
     }
 
+    /// The socket a client should try (`find`), or why none can be: a
+    /// directory a daemon's socket is kept in (`$RUNTIME_DIRECTORY`,
+    /// `/run/boardd`) that exists but that this user may not enter or
+    /// read, when no socket was found elsewhere — the system daemon may
+    /// well be running there, so "no boardd is running" at a fallback path
+    /// would mislead (`ControlError.directoryDenied`, exit 4).
+    /// `canEnter`: whether the user may search and read a directory;
+    /// `group`: the group owning it (for the message).
+    public static func locate(
+        explicit: String?, environment: [String: String], uid: UInt32 = getuid(),
+        exists: (String) -> Bool = { access($0, F_OK) == 0 }, isWritable: (String) -> Bool = { access($0, W_OK) == 0 },
+        isStale: (String) -> Bool = SocketPath.isStale, canEnter: (String) -> Bool = { access($0, R_OK | X_OK) == 0 },
+        group: (String) -> String? = SocketPath.groupName
+    ) -> Result<String, ControlError> {
+        let path = find(explicit: explicit, environment: environment, uid: uid, exists: exists, isWritable: isWritable, isStale: isStale)
+        if let explicit, !explicit.isEmpty { return .success(explicit) }
+        if exists(path) { return .success(path) }
+        var dirs: [String] = []
+        if let dir = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first, !dir.isEmpty { dirs.append(String(dir)) }
+        dirs.append(systemDirectory)
+        for dir in dirs where exists(dir) && !canEnter(dir) {
+            return .failure(.directoryDenied(path: dir, group: group(dir) ?? "boardd"))
+        }
+        return .success(path)
+    }
+
+    /// The name of the group that owns `path` (nil when it cannot be read).
+    public static func groupName(_ path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0, let g = getgrgid(st.st_gid), let name = g.pointee.gr_name else { return nil }
+        return String(cString: name)
+    }
+
     /// Whether nobody listens on the socket file at `path` (connect is
     /// refused). A socket a daemon listens on but this user may not use is
     /// not stale: the person is told about the permission.
