@@ -174,13 +174,15 @@ import Testing
             board: raspberry-pi-4
             lines:
               a: { pin: SPI_CE0_N, output: {} }
-              b: { pin: txd0, output: {} }
+              b: { pin: txd, output: {} }
               c: { line_name: SDA1, input: {} }
               d: { pin: bcm26, output: {} }
+              e: { line_name: GPIO_GCLK, input: {} }
+              f: { line_name: GPIO22, input: {} }
             """
         let c = try #require(ConfigLoader.load(text: text, file: "n.yaml", options: Fixtures.options()).config)
-        #expect(c.lines.map { $0.address.labelAndOffset!.offset } == [8, 14, 2, 26])
-        #expect(c.lines.map(\.boardPin) == ["GPIO8", "GPIO14", "GPIO2", "GPIO26"])
+        #expect(c.lines.map { $0.address.labelAndOffset!.offset } == [8, 14, 2, 26, 4, 22])
+        #expect(c.lines.map(\.boardPin) == ["GPIO8", "GPIO14", "GPIO2", "GPIO26", "GPIO4", "GPIO22"])
     }
 }
 
