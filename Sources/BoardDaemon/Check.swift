@@ -68,6 +68,7 @@ public enum Check {
         switch verdict {
         case let .found(b, because):
             out.append("verdict: \(b.name) (\(because)) — \(b.title) [\(b.file)]")
+            out += BoardDetection.naming(b, facts).map { "naming: " + $0 }
         case let .ambiguous(names, because):
             status = 1
             out.append("verdict: ambiguous: \(names.joined(separator: " and ")) \(because); name the board (board: NAME or --board NAME)")

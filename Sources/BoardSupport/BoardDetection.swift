@@ -9,11 +9,16 @@ public struct MachineFacts: Sendable, Equatable {
     public var compatible: [String]
     /// Labels of the GPIO chips present, sorted, without duplicates.
     public var chipLabels: [String]
+    /// The line names of each chip present (by label; names by offset, ""
+    /// for an unnamed line), from the GPIO character devices: what
+    /// `gpioinfo` shows.
+    public var lineNames: [String: [String]]
 
-    public init(model: String? = nil, compatible: [String] = [], chipLabels: [String] = []) {
+    public init(model: String? = nil, compatible: [String] = [], chipLabels: [String] = [], lineNames: [String: [String]] = [:]) {
         self.model = model
         self.compatible = compatible
         self.chipLabels = chipLabels
+        self.lineNames = lineNames
     }
 
     /// Reads the facts under `root`:
@@ -23,7 +28,9 @@ public struct MachineFacts: Sendable, Equatable {
     ///   character devices `dev/gpiochip*` (the chip-info ioctl through
     ///   libgpiod: works on every kernel with GPIO, gpio-sim included).
     ///   Both are read and merged; either may be missing.
-    public static func read(root: String) -> MachineFacts {
+    ///   The line names of each character device's chip are read too.
+    ///   `backend`: the chips to read instead of `dev/gpiochip*` (tests).
+    public static func read(root: String, backend: (any GPIOBackend)? = nil) -> MachineFacts {
         func file(_ rel: String) -> [UInt8]? { try? FileSystem.readBytes(FileSystem.join(root, rel)).get() }
         var facts = MachineFacts()
         if let data = file("proc/device-tree/model") {
@@ -40,9 +47,14 @@ public struct MachineFacts: Sendable, Equatable {
                 labels.insert(label)
             }
         }
-        let dev = FileSystem.join(root, "dev")
-        if let chips = try? GPIOChip.list(backend: LibgpiodBackend(deviceDirectory: dev)) {
-            for c in chips where !c.label.isEmpty { labels.insert(c.label) }
+        let gpio = backend ?? LibgpiodBackend(deviceDirectory: FileSystem.join(root, "dev"))
+        if let chips = try? GPIOChip.list(backend: gpio) {
+            for c in chips where !c.label.isEmpty {
+                labels.insert(c.label)
+                guard facts.lineNames[c.label] == nil, let chip = try? GPIOChip.open(c.path, backend: gpio) else { continue }
+                defer { chip.close() }
+                if let infos = try? chip.lineInfos() { facts.lineNames[c.label] = infos.map(\.name) }
+            }
         }
         facts.chipLabels = labels.sorted()
         return facts
@@ -124,5 +136,32 @@ public enum BoardDetection {
             return
                 "auto-detection found no matching board (read \(read); known boards: \(known.joined(separator: ", "))); name the board, e.g. board: generic"
         }
+    }
+
+    /// Which naming the running kernel gives `board`'s chip lines: the
+    /// chip's `naming` or `altNaming`, by the header lines whose names
+    /// differ between the two. One line per chip of the board that has two
+    /// namings; "not present" when the chip is not on this machine.
+    public static func naming(_ board: Board, _ facts: MachineFacts) -> [String] {
+        var out: [String] = []
+        for c in board.chips where !c.altNames.isEmpty {
+            let differing = c.altNames.keys.filter { c.names[$0] != nil && c.names[$0] != c.altNames[$0] }.sorted()
+            guard let live = facts.lineNames[c.label] else {
+                out.append("\(c.label): not present (line names as the board file gives them, both namings accepted)")
+                continue
+            }
+            func name(_ o: UInt32) -> String? { Int(o) < live.count ? live[Int(o)] : nil }
+            let current = differing.filter { name($0) == c.names[$0] }.count
+            let alt = differing.filter { name($0) == c.altNames[$0] }.count
+            let sample = differing.prefix(3).map { o in "line \(o) \"\(name(o) ?? "")\"" }.joined(separator: ", ")
+            if current == differing.count {
+                out.append("\(c.label): line names \(c.naming ?? "as the board file's names") (\(sample))")
+            } else if alt == differing.count {
+                out.append("\(c.label): line names \(c.altNaming ?? "as the board file's other names") (\(sample))")
+            } else {
+                out.append("\(c.label): line names of neither naming the board file knows (\(sample)); a line_name is looked up on the chip first")
+            }
+        }
+        return out
     }
 }

@@ -159,6 +159,13 @@ enum Boardd {
         #expect(none.stdout.contains("verdict: no board matches (known boards: demo, generic, gpio-sim, raspberry-pi-3"))
     }
 
+    /// The naming of the board's lines is said.
+    @Test func boardDetectSaysTheNaming() throws {
+        let roots = Fixtures.packageRoot + "/Tests/BoardSupportTests/Fixtures/roots"
+        let r = try Boardd.run(["--board-detect", "--root", roots + "/raspberry-pi-4-model-b"])
+        #expect(r.stdout.contains("naming: pinctrl-bcm2711: not present (line names as the board file gives them, both namings accepted)"))
+    }
+
     @Test func checkWithoutConfigIsAUsageError() throws {
         let r = try Boardd.run(["--check"])
         #expect(r.status == 64)

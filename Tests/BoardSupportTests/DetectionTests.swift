@@ -1,3 +1,4 @@
+import BoardloopGPIOMock
 import Foundation
 import Testing
 
@@ -21,6 +22,24 @@ import Testing
         ("gpio-sim", "gpio-sim", "GPIO chips boardloop-sim0, boardloop-sim1 present"),
         ("no-match", nil, ""),
     ]
+
+    /// The naming the running kernel gives a board's lines, read from the
+    /// chips' line names (here mock chips standing for the character devices).
+    @Test func theKernelsNamingIsReported() throws {
+        let b = try Paths.board("raspberry-pi-4")
+        func facts(_ names: [UInt32: String]) throws -> MachineFacts {
+            let chip = try MockChip(name: "gpiochip0", label: "pinctrl-bcm2711", lineCount: 58, lineNames: names)
+            return MachineFacts.read(root: Paths.roots + "/does-not-exist", backend: try MockGPIO([chip]))
+        }
+        let current = try facts(b.chips[0].names)
+        #expect(current.lineNames["pinctrl-bcm2711"]?[2] == "GPIO2")
+        #expect(BoardDetection.naming(b, current).first?.contains("Raspberry Pi OS since 2024") == true)
+        var mainline = b.chips[0].names
+        for (o, n) in b.chips[0].altNames { mainline[o] = n }
+        let old = BoardDetection.naming(b, try facts(mainline))
+        #expect(old.first?.contains("mainline kernels") == true, "\(old)")
+        #expect(BoardDetection.naming(b, MachineFacts()).first?.contains("not present") == true)
+    }
 
     @Test(arguments: expected.map(\.root))
     func detectsTheBoardOfAFixtureRoot(_ root: String) throws {
