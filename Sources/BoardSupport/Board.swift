@@ -4,7 +4,7 @@
 /// describes the format.
 public struct Board: Sendable, Equatable {
     public var name: String
-    /// A human title (`Raspberry Pi 4 Model B, 400, Compute Module 4`).
+    /// A human title (`Raspberry Pi 4 Model B`).
     public var title: String
     /// Where the board file was read from.
     public var file: String

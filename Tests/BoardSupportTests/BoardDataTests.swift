@@ -25,16 +25,23 @@ let piHeaderGPIO: [Int: Int] = [
     24: 8, 26: 7, 29: 5, 31: 6, 32: 12, 33: 13, 35: 19, 36: 16, 37: 26, 38: 20, 40: 21,
 ]
 let piBoards: [(String, String, Int)] = [
-    ("raspberry-pi-3", "pinctrl-bcm2835", 54), ("raspberry-pi-4", "pinctrl-bcm2711", 58), ("raspberry-pi-5", "pinctrl-rp1", 54),
+    ("raspberry-pi-zero", "pinctrl-bcm2835", 54), ("raspberry-pi-zero-w", "pinctrl-bcm2835", 54), ("raspberry-pi-1", "pinctrl-bcm2835", 54),
+    ("raspberry-pi-2", "pinctrl-bcm2835", 54), ("raspberry-pi-3", "pinctrl-bcm2835", 54), ("raspberry-pi-zero-2-w", "pinctrl-bcm2835", 54),
+    ("raspberry-pi-4", "pinctrl-bcm2711", 58), ("raspberry-pi-400", "pinctrl-bcm2711", 58), ("raspberry-pi-5", "pinctrl-rp1", 54),
+    ("raspberry-pi-500", "pinctrl-rp1", 54),
 ]
 /// The boards whose kernels name the Bluetooth UART's lines (32, 33) TXD0 and RXD0.
-let bluetoothUARTBoards = ["raspberry-pi-3", "raspberry-pi-4"]
+let bluetoothUARTBoards = ["raspberry-pi-zero-w", "raspberry-pi-3", "raspberry-pi-zero-2-w", "raspberry-pi-4", "raspberry-pi-400"]
 
 @Suite struct BoardDataTests {
     @Test func everyBoardFileLoads() throws {
         let (boards, problems) = Paths.catalog.loadAll()
         #expect(problems.map(\.description) == [])
-        #expect(boards.map(\.name) == ["demo", "generic", "gpio-sim", "raspberry-pi-3", "raspberry-pi-4", "raspberry-pi-5"])
+        #expect(
+            boards.map(\.name) == [
+                "demo", "generic", "gpio-sim", "raspberry-pi-1", "raspberry-pi-2", "raspberry-pi-3", "raspberry-pi-4", "raspberry-pi-400",
+                "raspberry-pi-5", "raspberry-pi-500", "raspberry-pi-zero", "raspberry-pi-zero-2-w", "raspberry-pi-zero-w",
+            ])
         for b in boards {
             // No physical pin twice, no GPIO name twice, every GPIO on a declared chip.
             let physical = b.pins.compactMap(\.physical)
