@@ -374,7 +374,8 @@ import Testing
                 canEnter: { _ in false }, group: { _ in "staff" }) == .failure(.directoryDenied(path: "/run/mine", group: "staff")))
     }
 
-    /// The same with a real directory of mode 000, with the default checks.
+    /// The same with a real directory of mode 000 standing for /run/boardd
+    /// (no RUNTIME_DIRECTORY, no XDG_RUNTIME_DIR), with the default checks.
     /// Root enters any directory whatever its mode, so the permission check
     /// cannot apply there: skipped when the tests run as root (euid 0).
     @Test(.enabled(if: geteuid() != 0, "root enters a directory of any mode: permission checks do not apply"))
@@ -386,7 +387,7 @@ import Testing
             rmdir(dir)
         }
         #expect(chmod(dir, 0) == 0)
-        let r = SocketPath.locate(explicit: nil, environment: ["RUNTIME_DIRECTORY": dir], uid: getuid(), isStale: { _ in true })
+        let r = SocketPath.locate(explicit: nil, environment: [:], uid: getuid(), isStale: { _ in true }, system: dir)
         guard case let .failure(error) = r, case let .directoryDenied(path, _) = error else {
             Issue.record("\(r)")
             return
