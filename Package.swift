@@ -102,8 +102,11 @@ let package = Package(
             // /usr/share/boardd/boards override them by name (docs/deploy.md).
             resources: [
                 .embedInCode("Boards/demo.yaml"), .embedInCode("Boards/generic.yaml"), .embedInCode("Boards/gpio-sim.yaml"),
+                .embedInCode("Boards/raspberry-pi-1.yaml"), .embedInCode("Boards/raspberry-pi-2.yaml"),
                 .embedInCode("Boards/raspberry-pi-3.yaml"), .embedInCode("Boards/raspberry-pi-4.yaml"),
-                .embedInCode("Boards/raspberry-pi-5.yaml"),
+                .embedInCode("Boards/raspberry-pi-400.yaml"), .embedInCode("Boards/raspberry-pi-5.yaml"),
+                .embedInCode("Boards/raspberry-pi-500.yaml"), .embedInCode("Boards/raspberry-pi-zero.yaml"),
+                .embedInCode("Boards/raspberry-pi-zero-w.yaml"), .embedInCode("Boards/raspberry-pi-zero-2-w.yaml"),
             ],
             swiftSettings: strict),
         .target(

@@ -5,6 +5,9 @@ public enum ControlError: Error, Equatable, Sendable {
     case noDaemon(path: String)
     /// EACCES on the socket (or a directory on its way).
     case permissionDenied(path: String)
+    /// The directory boardd's socket is in exists but this user may not
+    /// enter it: not a member of its group.
+    case directoryDenied(path: String, group: String)
     /// The daemon answered in another protocol version (`daemon`: the
     /// version its reply carries), or refused this one (`detail`: its message).
     case versionMismatch(daemon: String, detail: String? = nil)
@@ -29,7 +32,7 @@ public enum ControlError: Error, Equatable, Sendable {
         switch self {
         case .daemon, .reloadRefused: return 1
         case .noDaemon: return 3
-        case .permissionDenied: return 4
+        case .permissionDenied, .directoryDenied: return 4
         case .versionMismatch: return 5
         case .connection: return 6
         case .file: return 1
@@ -51,6 +54,9 @@ public enum ControlError: Error, Equatable, Sendable {
             return "no boardd is running at \(path) (start it: systemctl start boardd, or boardd --config FILE --mock; or give --socket)"
         case let .permissionDenied(path):
             return "permission denied on \(path): add yourself to the group that owns it (ls -l \(path) shows it) and log in again"
+        case let .directoryDenied(path, group):
+            return
+                "permission denied on \(path), the directory of boardd's socket: add yourself to group \(group) (sudo usermod -aG \(group) $USER) and log in again"
         case let .versionMismatch(daemon, detail):
             if daemon == String(Self.protocolVersion) || daemon == "?" {
                 // A reply in this version that refuses it: the message says which versions the daemon speaks.

@@ -26,7 +26,7 @@ public enum SocketPath {
     /// may write; in /tmp with the user's id (`boardd-$UID.sock`).
     public static func resolve(
         explicit: String?, environment: [String: String], name: String = "boardd.sock", uid: UInt32 = getuid(),
-        isWritable: (String) -> Bool = { access($0, W_OK) == 0 }
+        isWritable: (String) -> Bool = { access($0, W_OK) == 0 }, system systemDirectory: String = SocketPath.systemDirectory
     ) -> String {
         if let explicit, !explicit.isEmpty { return explicit }
         // systemd sets RUNTIME_DIRECTORY to the service's runtime directories,
@@ -51,7 +51,7 @@ public enum SocketPath {
     public static func find(
         explicit: String?, environment: [String: String], uid: UInt32 = getuid(),
         exists: (String) -> Bool = { access($0, F_OK) == 0 }, isWritable: (String) -> Bool = { access($0, W_OK) == 0 },
-        isStale: (String) -> Bool = SocketPath.isStale
+        isStale: (String) -> Bool = SocketPath.isStale, system systemDirectory: String = SocketPath.systemDirectory
     ) -> String {
         if let explicit, !explicit.isEmpty { return explicit }
         var dirs: [String] = []
@@ -65,7 +65,43 @@ public enum SocketPath {
             + ["/tmp/boardd-demo-\(uid).sock"]
         let present = candidates.filter(exists)
         return present.first { !isStale($0) } ?? present.first
-            ?? resolve(explicit: nil, environment: environment, uid: uid, isWritable: isWritable)
+            ?? resolve(explicit: nil, environment: environment, uid: uid, isWritable: isWritable, system: systemDirectory)
+    }
+
+    /// The socket a client should try (`find`), or why none can be: a
+    /// directory a daemon's socket is kept in (`$RUNTIME_DIRECTORY`,
+    /// `/run/boardd`) that exists but that this user may not enter or
+    /// read, when no socket was found elsewhere — the system daemon may
+    /// well be running there, so "no boardd is running" at a fallback path
+    /// would mislead (`ControlError.directoryDenied`, exit 4).
+    /// `canEnter`: whether the user may search and read a directory;
+    /// `group`: the group owning it (for the message); `system`: the
+    /// system directory (tests).
+    public static func locate(
+        explicit: String?, environment: [String: String], uid: UInt32 = getuid(),
+        exists: (String) -> Bool = { access($0, F_OK) == 0 }, isWritable: (String) -> Bool = { access($0, W_OK) == 0 },
+        isStale: (String) -> Bool = SocketPath.isStale, canEnter: (String) -> Bool = { access($0, R_OK | X_OK) == 0 },
+        group: (String) -> String? = SocketPath.groupName, system systemDirectory: String = SocketPath.systemDirectory
+    ) -> Result<String, ControlError> {
+        let path = find(
+            explicit: explicit, environment: environment, uid: uid, exists: exists, isWritable: isWritable, isStale: isStale,
+            system: systemDirectory)
+        if let explicit, !explicit.isEmpty { return .success(explicit) }
+        if exists(path) { return .success(path) }
+        var dirs: [String] = []
+        if let dir = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first, !dir.isEmpty { dirs.append(String(dir)) }
+        dirs.append(systemDirectory)
+        for dir in dirs where exists(dir) && !canEnter(dir) {
+            return .failure(.directoryDenied(path: dir, group: group(dir) ?? "boardd"))
+        }
+        return .success(path)
+    }
+
+    /// The name of the group that owns `path` (nil when it cannot be read).
+    public static func groupName(_ path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0, let g = getgrgid(st.st_gid), let name = g.pointee.gr_name else { return nil }
+        return String(cString: name)
     }
 
     /// Whether nobody listens on the socket file at `path` (connect is

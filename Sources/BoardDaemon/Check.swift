@@ -68,9 +68,14 @@ public enum Check {
         switch verdict {
         case let .found(b, because):
             out.append("verdict: \(b.name) (\(because)) — \(b.title) [\(b.file)]")
+            out += BoardDetection.naming(b, facts).map { "naming: " + $0 }
         case let .ambiguous(names, because):
             status = 1
             out.append("verdict: ambiguous: \(names.joined(separator: " and ")) \(because); name the board (board: NAME or --board NAME)")
+        case let .computeModule(because):
+            status = 1
+            out.append(
+                "verdict: a compute module (\(because)): name the carrier's board file (board: NAME or --board NAME); its GPIOs reach the carrier, not a 40-pin header")
         case .noMatch:
             status = 1
             out.append(

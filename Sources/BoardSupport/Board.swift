@@ -4,7 +4,7 @@
 /// describes the format.
 public struct Board: Sendable, Equatable {
     public var name: String
-    /// A human title (`Raspberry Pi 4 Model B, 400, Compute Module 4`).
+    /// A human title (`Raspberry Pi 4 Model B`).
     public var title: String
     /// Where the board file was read from.
     public var file: String
@@ -50,17 +50,54 @@ public struct Board: Sendable, Equatable {
         public var label: String
         /// Number of lines, when known (mock and simulated chips need it).
         public var lines: Int?
-        /// Line names by offset (mock chips are made with them).
+        /// Line names by offset, as the kernel names them (mock chips are
+        /// made with them).
         public var names: [UInt32: String]
+        /// Which kernels name the lines so (`naming:`; "Raspberry Pi OS
+        /// since 2024").
+        public var naming: String?
+        /// The names other kernels give the lines, where they differ
+        /// (`alt_names:`), and which kernels those are (`alt_naming:`):
+        /// accepted as well, so a config works under either kernel.
+        public var altNames: [UInt32: String]
+        public var altNaming: String?
         /// Mock chips: the offsets that read high until something drives
         /// them (pulled up on the board, as an active-low button is).
         public var idleHigh: [UInt32]
 
-        public init(label: String, lines: Int? = nil, names: [UInt32: String] = [:], idleHigh: [UInt32] = []) {
+        public init(
+            label: String, lines: Int? = nil, names: [UInt32: String] = [:], idleHigh: [UInt32] = [], naming: String? = nil,
+            altNames: [UInt32: String] = [:], altNaming: String? = nil
+        ) {
             self.label = label
             self.lines = lines
             self.names = names
             self.idleHigh = idleHigh
+            self.naming = naming
+            self.altNames = altNames
+            self.altNaming = altNaming
+        }
+
+        /// Names that stand for no one line ("", "-", "NC": several lines
+        /// have them).
+        public static func isPlaceholder(_ name: String) -> Bool { name.isEmpty || name == "-" || name == "NC" }
+
+        /// The offset of the line the kernel names `name` in either naming
+        /// (`names` first), if the board file knows it.
+        public func offset(ofLine name: String) -> UInt32? {
+            guard !Self.isPlaceholder(name) else { return nil }
+            if let o = names.filter({ $0.value == name }).keys.min() { return o }
+            return altNames.filter { $0.value == name }.keys.min()
+        }
+
+        /// Every kernel name of a line (either naming), without placeholders.
+        public func kernelNames(of offset: UInt32) -> [String] {
+            [names[offset], altNames[offset]].compactMap { $0 }.filter { !Self.isPlaceholder($0) }
+        }
+
+        /// Every known line name, for "did you mean".
+        public var allLineNames: [String] {
+            Array(Set((Array(names.values) + Array(altNames.values)).filter { !Self.isPlaceholder($0) })).sorted()
         }
     }
 

@@ -26,9 +26,16 @@ public struct BoardCatalog: Sendable {
         "demo": text(PackageResources.demo_yaml),
         "generic": text(PackageResources.generic_yaml),
         "gpio-sim": text(PackageResources.gpio_sim_yaml),
+        "raspberry-pi-1": text(PackageResources.raspberry_pi_1_yaml),
+        "raspberry-pi-2": text(PackageResources.raspberry_pi_2_yaml),
         "raspberry-pi-3": text(PackageResources.raspberry_pi_3_yaml),
         "raspberry-pi-4": text(PackageResources.raspberry_pi_4_yaml),
+        "raspberry-pi-400": text(PackageResources.raspberry_pi_400_yaml),
         "raspberry-pi-5": text(PackageResources.raspberry_pi_5_yaml),
+        "raspberry-pi-500": text(PackageResources.raspberry_pi_500_yaml),
+        "raspberry-pi-zero": text(PackageResources.raspberry_pi_zero_yaml),
+        "raspberry-pi-zero-w": text(PackageResources.raspberry_pi_zero_w_yaml),
+        "raspberry-pi-zero-2-w": text(PackageResources.raspberry_pi_zero_2_w_yaml),
     ]
 
     private static func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }

@@ -42,9 +42,11 @@ public enum BoardFile {
                     let p = YAMLReader.index(e.path, i)
                     var chip = Board.Chip(label: "")
                     var idleHighNodes: [(UInt32, Node, String)] = []
-                    for ce in r.mapping(c, p, allowed: ["label", "lines", "names", "idle_high"]) ?? [] {
+                    for ce in r.mapping(c, p, allowed: ["label", "lines", "names", "naming", "alt_names", "alt_naming", "idle_high"]) ?? [] {
                         switch ce.key {
                         case "label": chip.label = r.string(ce.value, ce.path) ?? ""
+                        case "naming": chip.naming = r.string(ce.value, ce.path)
+                        case "alt_naming": chip.altNaming = r.string(ce.value, ce.path)
                         case "lines": chip.lines = r.int(ce.value, ce.path, in: 1...1024)
                         case "idle_high":
                             for (j, o) in (r.list(ce.value, ce.path) ?? []).enumerated() {
@@ -60,7 +62,9 @@ public enum BoardFile {
                                     r.error(ne.keyNode, ne.path, "expected a line offset, found '\(ne.key)'")
                                     continue
                                 }
-                                if let n = r.string(ne.value, ne.path) { chip.names[o] = n }
+                                if let n = r.string(ne.value, ne.path) {
+                                    if ce.key == "alt_names" { chip.altNames[o] = n } else { chip.names[o] = n }
+                                }
                             }
                         }
                     }
@@ -82,6 +86,7 @@ public enum BoardFile {
         for (node, path) in pinNodes {
             if let pin = parsePin(node, path, r, defaultChip: chips.first?.label) { pins.append(pin) }
         }
+        addKernelNames(&pins, chips)
         checkPins(pins, pinNodes, chips, r)
         guard let name, !name.isEmpty else {
             if !entries.contains(where: { $0.key == "name" }) { r.error(root, "", "the board file needs a 'name'") }
@@ -152,8 +157,20 @@ public enum BoardFile {
         return Board.Pin(physical: physical, name: name, aliases: aliases, kind: kind!, lineName: lineName)
     }
 
+    /// Each GPIO pin also answers to the kernel's names of its line, in
+    /// either naming of its chip (`names`, `alt_names`): `SDA1` and `GPIO2`.
+    static func addKernelNames(_ pins: inout [Board.Pin], _ chips: [Board.Chip]) {
+        for i in pins.indices {
+            guard let (label, offset) = pins[i].chipLine, let c = chips.first(where: { $0.label == label }) else { continue }
+            for n in c.kernelNames(of: offset) where !pins[i].allNames.contains(where: { $0.uppercased() == n.uppercased() }) {
+                pins[i].aliases.append(n)
+            }
+        }
+    }
+
     /// No physical pin twice, no GPIO name twice, every GPIO on a declared
-    /// chip within its lines, no chip line twice.
+    /// chip within its lines, no chip line twice, no pin name that is the
+    /// kernel's name of another line of its chip (it would shadow that line).
     static func checkPins(_ pins: [Board.Pin], _ nodes: [(Node, String)], _ chips: [Board.Chip], _ r: YAMLReader) {
         var physical: [Int: String] = [:]
         var names: [String: String] = [:]
@@ -178,6 +195,14 @@ public enum BoardFile {
                     break
                 }
                 names[key] = path
+            }
+            if let (chip, offset) = pin.chipLine, let c = chips.first(where: { $0.label == chip }) {
+                for alias in pin.allNames {
+                    guard let other = c.offset(ofLine: alias), other != offset else { continue }
+                    r.error(
+                        node, path,
+                        "name '\(alias)' is the kernel's name of line \(other) of \(chip), not of this pin's line \(offset); drop it")
+                }
             }
             if let (chip, offset) = pin.chipLine {
                 guard let c = chips.first(where: { $0.label == chip }) else {

@@ -66,9 +66,20 @@ struct Common: ParsableArguments {
         _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
     }
 
+    /// The socket to use (`SocketPath.locate`); a socket directory this
+    /// user may not enter is reported and exits 4.
+    static func socketPath(_ explicit: String?) throws -> String {
+        switch SocketPath.locate(explicit: explicit, environment: SocketPath.currentEnvironment()) {
+        case let .success(path): return path
+        case let .failure(error):
+            note(error.stderrText)
+            throw ExitCode(error.exitStatus)
+        }
+    }
+
     /// Runs `command` and exits as BoardControl says.
     func perform(_ command: Command) throws {
-        let path = SocketPath.find(explicit: socket, environment: SocketPath.currentEnvironment())
+        let path = try Self.socketPath(socket)
         let alternative = socket == nil ? SocketPath.systemSocket(insteadOf: path) : nil
         let outcome = Boardctl.execute(command, socket: path, json: json, alternative: alternative)
         if !outcome.stdout.isEmpty { print(outcome.stdout, terminator: "") }

@@ -11,7 +11,7 @@ struct EventsCommand: ParsableCommand {
     @OptionGroup var common: Common
 
     func run() throws {
-        let path = SocketPath.find(explicit: common.socket, environment: SocketPath.currentEnvironment())
+        let path = try Common.socketPath(common.socket)
         if follow { EventStream.catchInterrupt() }
         let status = EventStream.run(
             socket: path, line: line, follow: follow, json: common.json,

@@ -24,7 +24,7 @@ struct RecordCommand: ParsableCommand {
     }
 
     func run() throws {
-        let path = SocketPath.find(explicit: common.socket, environment: SocketPath.currentEnvironment())
+        let path = try Common.socketPath(common.socket)
         let ms = Int((seconds * 1000).rounded())
         let json = common.json
         do {

@@ -334,6 +334,67 @@ import Testing
                 exists: { $0 == "/run/user/1000/boardd-demo.sock" || $0 == "/run/boardd/boardd.sock" }, isWritable: { _ in false })
                 == "/run/boardd/boardd.sock")
     }
+
+    /// /run/boardd there but closed to this user (not in its group): the
+    /// system daemon may be running in it, so the error says so (exit 4),
+    /// not "no boardd is running" at a fallback path (exit 3).
+    @Test func aSocketDirectoryTheUserMayNotEnterIsAPermissionError() throws {
+        let denied = SocketPath.locate(
+            explicit: nil, environment: [:], uid: 65534, exists: { $0 == "/run/boardd" }, isWritable: { _ in false },
+            isStale: { _ in true }, canEnter: { $0 != "/run/boardd" }, group: { _ in "boardd" })
+        guard case let .failure(error) = denied else {
+            Issue.record("found \(denied)")
+            return
+        }
+        #expect(error == .directoryDenied(path: "/run/boardd", group: "boardd"))
+        #expect(error.exitStatus == 4)
+        #expect(
+            error.stderrText
+                == "boardctl: permission denied on /run/boardd, the directory of boardd's socket: add yourself to group boardd (sudo usermod -aG boardd $USER) and log in again\n"
+        )
+        // A directory the user may enter, one that does not exist, a socket found elsewhere or --socket: no such error.
+        let open = SocketPath.locate(
+            explicit: nil, environment: [:], uid: 65534, exists: { $0 == "/run/boardd" }, isWritable: { _ in false },
+            isStale: { _ in true }, canEnter: { _ in true })
+        #expect(open == .success("/tmp/boardd-65534.sock"))
+        #expect(
+            SocketPath.locate(explicit: nil, environment: [:], uid: 65534, exists: { _ in false }, isWritable: { _ in false }, canEnter: { _ in false })
+                == .success("/tmp/boardd-65534.sock"))
+        let xdg = ["XDG_RUNTIME_DIR": "/run/user/1000"]
+        #expect(
+            SocketPath.locate(
+                explicit: nil, environment: xdg, uid: 1000, exists: { $0 == "/run/boardd" || $0 == "/run/user/1000/boardd.sock" },
+                isWritable: { _ in false }, isStale: { _ in false }, canEnter: { _ in false }) == .success("/run/user/1000/boardd.sock"))
+        #expect(
+            SocketPath.locate(explicit: "/x.sock", environment: [:], exists: { _ in true }, canEnter: { _ in false }) == .success("/x.sock"))
+        // systemd's RUNTIME_DIRECTORY closed to the user, with its group's name.
+        #expect(
+            SocketPath.locate(
+                explicit: nil, environment: ["RUNTIME_DIRECTORY": "/run/mine"], exists: { $0 == "/run/mine" }, isWritable: { _ in false },
+                canEnter: { _ in false }, group: { _ in "staff" }) == .failure(.directoryDenied(path: "/run/mine", group: "staff")))
+    }
+
+    /// The same with a real directory of mode 000 standing for /run/boardd
+    /// (no RUNTIME_DIRECTORY, no XDG_RUNTIME_DIR), with the default checks.
+    /// Root enters any directory whatever its mode, so the permission check
+    /// cannot apply there: skipped when the tests run as root (euid 0).
+    @Test(.enabled(if: geteuid() != 0, "root enters a directory of any mode: permission checks do not apply"))
+    func aRealDirectoryTheUserMayNotEnter() throws {
+        var template = Array("/tmp/boardctl-denied-XXXXXX".utf8CString)
+        let dir = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }.map { String(cString: $0) })
+        defer {
+            chmod(dir, 0o700)
+            rmdir(dir)
+        }
+        #expect(chmod(dir, 0) == 0)
+        let r = SocketPath.locate(explicit: nil, environment: [:], uid: getuid(), isStale: { _ in true }, system: dir)
+        guard case let .failure(error) = r, case let .directoryDenied(path, _) = error else {
+            Issue.record("\(r)")
+            return
+        }
+        #expect(path == dir)
+        #expect(error.exitStatus == 4)
+    }
 }
 
 @Suite struct JSONTests {

@@ -19,7 +19,7 @@ let badConfigs: [(String, [String])] = [
             "active-low-not-bool.yaml:3:47: error: lines.button.input.active_low: expected true or false, found 'maybe'",
     ]),
     ("auto-no-match", [
-            "auto-no-match.yaml:1:8: error: board: auto-detection found no matching board (read model: (none: no proc/device-tree/model); compatible: (none); gpio chips: (none); known boards: demo, generic, gpio-sim, raspberry-pi-3, raspberry-pi-4, raspberry-pi-5); name the board, e.g. board: generic",
+            "auto-no-match.yaml:1:8: error: board: auto-detection found no matching board (read model: (none: no proc/device-tree/model); compatible: (none); gpio chips: (none); known boards: demo, generic, gpio-sim, raspberry-pi-1, raspberry-pi-2, raspberry-pi-3, raspberry-pi-4, raspberry-pi-400, raspberry-pi-5, raspberry-pi-500, raspberry-pi-zero, raspberry-pi-zero-2-w, raspberry-pi-zero-w); name the board, e.g. board: generic",
     ]),
     ("bad-line-name", [
             "bad-line-name.yaml:3:3: error: lines.1led: line name '1led' must start with a letter and use only letters, digits, _ and -",
@@ -28,7 +28,7 @@ let badConfigs: [(String, [String])] = [
             "board-not-a-name.yaml:1:8: error: board: expected a board name or auto, found a list",
     ]),
     ("bom-then-error", [
-            "bom-then-error.yaml:1:8: error: board: unknown board 'demoo'; did you mean 'demo'? (known boards: demo, generic, gpio-sim, raspberry-pi-3, raspberry-pi-4, raspberry-pi-5)",
+            "bom-then-error.yaml:1:8: error: board: unknown board 'demoo'; did you mean 'demo'? (known boards: demo, generic, gpio-sim, raspberry-pi-1, raspberry-pi-2, raspberry-pi-3, raspberry-pi-4, raspberry-pi-400, raspberry-pi-5, raspberry-pi-500, raspberry-pi-zero, raspberry-pi-zero-2-w, raspberry-pi-zero-w)",
     ]),
     ("bare-number-duration", [
             "bare-number-duration.yaml:3:45: error: lines.button.input.debounce: '20' has no unit; write 20ms (units: us, ms, s, min, h)",
@@ -260,7 +260,7 @@ let badConfigs: [(String, [String])] = [
             "unknown-action.yaml:6:25: error: tasks.t.do[0].tggle: unknown key 'tggle'; did you mean 'toggle'?",
     ]),
     ("unknown-board", [
-            "unknown-board.yaml:1:8: error: board: unknown board 'raspbery-pi-4'; did you mean 'raspberry-pi-4', 'raspberry-pi-3' or 'raspberry-pi-5'? (known boards: demo, generic, gpio-sim, raspberry-pi-3, raspberry-pi-4, raspberry-pi-5)",
+            "unknown-board.yaml:1:8: error: board: unknown board 'raspbery-pi-4'; did you mean 'raspberry-pi-4', 'raspberry-pi-1' or 'raspberry-pi-2'? (known boards: demo, generic, gpio-sim, raspberry-pi-1, raspberry-pi-2, raspberry-pi-3, raspberry-pi-4, raspberry-pi-400, raspberry-pi-5, raspberry-pi-500, raspberry-pi-zero, raspberry-pi-zero-2-w, raspberry-pi-zero-w)",
     ]),
     ("unknown-duration-unit", [
             "unknown-duration-unit.yaml:3:45: error: lines.button.input.debounce: unknown unit 'sec' in '20sec'; units are us, ms, s, min, h; did you mean 's'?",
@@ -285,7 +285,7 @@ let badConfigs: [(String, [String])] = [
     ]),
     ("unknown-top-key", [
             "unknown-top-key.yaml:1:1: error: boards: unknown key 'boards'; did you mean 'board'?",
-            "unknown-top-key.yaml:1:1: error: no board given (board: NAME or auto): auto-detection found no matching board (read model: (none: no proc/device-tree/model); compatible: (none); gpio chips: (none); known boards: demo, generic, gpio-sim, raspberry-pi-3, raspberry-pi-4, raspberry-pi-5); name the board, e.g. board: generic",
+            "unknown-top-key.yaml:1:1: error: no board given (board: NAME or auto): auto-detection found no matching board (read model: (none: no proc/device-tree/model); compatible: (none); gpio chips: (none); known boards: demo, generic, gpio-sim, raspberry-pi-1, raspberry-pi-2, raspberry-pi-3, raspberry-pi-4, raspberry-pi-400, raspberry-pi-5, raspberry-pi-500, raspberry-pi-zero, raspberry-pi-zero-2-w, raspberry-pi-zero-w); name the board, e.g. board: generic",
     ]),
     ("wait-in-reaction", [
             "wait-in-reaction.yaml:7:24: error: reactions[0].do[1].wait: wait is only allowed in a sequence's steps; move these actions into a sequence",

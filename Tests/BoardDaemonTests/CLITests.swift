@@ -156,7 +156,27 @@ enum Boardd {
                 """))
         let none = try Boardd.run(["--board-detect", "--root", Fixtures.packageRoot + "/Tests/BoardSupportTests/Fixtures/roots/no-match"])
         #expect(none.status == 1)
-        #expect(none.stdout.contains("verdict: no board matches (known boards: demo, generic, gpio-sim, raspberry-pi-3"))
+        #expect(none.stdout.contains("verdict: no board matches (known boards: demo, generic, gpio-sim, raspberry-pi-1"))
+    }
+
+    /// The naming of the board's lines is said.
+    @Test func boardDetectSaysTheNaming() throws {
+        let roots = Fixtures.packageRoot + "/Tests/BoardSupportTests/Fixtures/roots"
+        let r = try Boardd.run(["--board-detect", "--root", roots + "/raspberry-pi-4-model-b"])
+        #expect(r.stdout.contains("naming: pinctrl-bcm2711: not present (line names as the board file gives them, both namings accepted)"))
+    }
+
+    /// A compute module is no header board: the carrier's board file is asked for.
+    @Test func boardDetectRefusesAComputeModule() throws {
+        let roots = Fixtures.packageRoot + "/Tests/BoardSupportTests/Fixtures/roots"
+        let cm = try Boardd.run(["--board-detect", "--root", roots + "/compute-module-4"])
+        #expect(cm.status == 1)
+        #expect(
+            cm.stdout.contains(
+                "verdict: a compute module (compatible \"raspberrypi,4-compute-module\"): name the carrier's board file (board: NAME or --board NAME)"),
+            "\(cm.stdout)")
+        let zero = try Boardd.run(["--board-detect", "--root", roots + "/raspberry-pi-zero-w"])
+        #expect(zero.stdout.contains("verdict: raspberry-pi-zero-w (compatible \"raspberrypi,model-zero-w\")"))
     }
 
     @Test func checkWithoutConfigIsAUsageError() throws {

@@ -54,7 +54,10 @@ final class MockFlagTests: XCTestCase {
         XCTAssertEqual(mock.chips.count, 1)
         XCTAssertEqual(chip.lineCount, pi4.chips[0].lines)
         XCTAssertEqual(try chip.offset(.name("GPIO17")), offset, "the line carries the board's name at the board's offset")
-        XCTAssertEqual(try chip.offset(.name("SDA1")), 2, "a pin's line_name is the mock line's name")
+        XCTAssertEqual(try chip.offset(.name("GPIO2")), 2, "the mock line has the name a current Raspberry Pi OS kernel gives it")
+        XCTAssertThrowsError(try chip.offset(.name("SDA1")), "not mainline's name")
+        XCTAssertEqual(try chip.offset(.name("STATUS_LED_G_CLK")), 42, "every line is named, not only the header's")
+        XCTAssertEqual(try chip.offset(.name("ID_SDA")), 0)
         XCTAssertTrue(try chip.level(.offset(offset)), "the active-low button rests high (released)")
         XCTAssertFalse(try chip.level(.offset(ledOffset)))
 

@@ -174,13 +174,70 @@ import Testing
             board: raspberry-pi-4
             lines:
               a: { pin: SPI_CE0_N, output: {} }
-              b: { pin: txd0, output: {} }
+              b: { pin: txd, output: {} }
               c: { line_name: SDA1, input: {} }
               d: { pin: bcm26, output: {} }
+              e: { line_name: GPIO_GCLK, input: {} }
+              f: { line_name: GPIO22, input: {} }
             """
         let c = try #require(ConfigLoader.load(text: text, file: "n.yaml", options: Fixtures.options()).config)
-        #expect(c.lines.map { $0.address.labelAndOffset!.offset } == [8, 14, 2, 26])
-        #expect(c.lines.map(\.boardPin) == ["GPIO8", "GPIO14", "GPIO2", "GPIO26"])
+        #expect(c.lines.map { $0.address.labelAndOffset!.offset } == [8, 14, 2, 26, 4, 22])
+        #expect(c.lines.map(\.boardPin) == ["GPIO8", "GPIO14", "GPIO2", "GPIO26", "GPIO4", "GPIO22"])
+    }
+
+    /// `line_name:` on a Pi board means what `gpioinfo` says: with no chip
+    /// here, as the board file names the lines (every line, both namings).
+    @Test func lineNamesOnAPiBoardAreTheKernelsNames() throws {
+        let text = """
+            board: raspberry-pi-4
+            lines:
+              bt_tx: { line_name: TXD0, output: {} }
+              act_led: { line_name: STATUS_LED_G_CLK, output: {} }
+              eeprom_sda: { line_name: ID_SDA, input: {} }
+              mdc: { line_name: RGMII_MDC, input: {} }
+            """
+        let r = ConfigLoader.load(text: text, file: "n.yaml", options: Fixtures.options())
+        let c = try #require(r.config, "\(r.diagnostics.map(\.description))")
+        #expect(c.lines.map(\.address) == [32, 42, 0, 29].map { .offset(chip: .label("pinctrl-bcm2711"), offset: $0) })
+        #expect(c.lines.map(\.boardPin) == [nil, nil, nil, nil])
+    }
+
+    /// With the chip on this machine, its own names come first; a name it
+    /// does not have is looked up in the board file's namings.
+    @Test func lineNamesAreLookedUpOnTheChipFirst() throws {
+        var names = Array(repeating: "", count: 58)
+        names[5] = "TXD0"  // a kernel that names lines its own way
+        names[9] = "MY_SENSOR"
+        let machine = MachineInfo(
+            cpuCount: 4, facts: MachineFacts(chipLabels: ["pinctrl-bcm2711"], lineNames: ["pinctrl-bcm2711": names]))
+        let text = """
+            board: raspberry-pi-4
+            lines:
+              a: { line_name: TXD0, output: {} }
+              b: { line_name: MY_SENSOR, input: {} }
+              c: { chip: pinctrl-bcm2711, line_name: MY_SENSOR, input: {} }
+              d: { line_name: SDA1, input: {} }
+            """
+        let r = ConfigLoader.load(text: text, file: "n.yaml", options: Fixtures.options(machine: machine))
+        #expect(r.errors.map(\.description) == ["n.yaml:5:14: error: lines.c.chip: pinctrl-bcm2711:9 is already used by line 'b' (line 4)"])
+        let options = Fixtures.options(machine: machine)
+        let ok = ConfigLoader.load(text: text.replacingOccurrences(of: "  c: { chip: pinctrl-bcm2711, line_name: MY_SENSOR, input: {} }\n", with: ""), file: "n.yaml", options: options)
+        let c = try #require(ok.config, "\(ok.diagnostics.map(\.description))")
+        #expect(c.lines.map { $0.address.labelAndOffset!.offset } == [5, 9, 2])
+        // On mock chips (--mock) this machine's chips are not the board's.
+        var mock = options
+        mock.mock = true
+        let m = ConfigLoader.load(text: "board: raspberry-pi-4\nlines:\n  a: { line_name: TXD0, output: {} }\n", file: "n.yaml", options: mock)
+        #expect(m.config?.lines.first?.address.labelAndOffset?.offset == 32)
+    }
+
+    @Test func aPinNamedAsAnotherLineSaysWhichLineThatIs() throws {
+        let r = ConfigLoader.load(
+            text: "board: raspberry-pi-4\nlines:\n  tx: { pin: TXD0, output: {} }\n", file: "n.yaml", options: Fixtures.options())
+        #expect(
+            r.errors.map(\.description) == [
+                "n.yaml:3:14: error: lines.tx.pin: the raspberry-pi-4 board has no pin 'TXD0': the kernel names line 32 of pinctrl-bcm2711 so, which is not on the header; write line_name: TXD0 for that line"
+            ])
     }
 }
 

@@ -25,14 +25,23 @@ let piHeaderGPIO: [Int: Int] = [
     24: 8, 26: 7, 29: 5, 31: 6, 32: 12, 33: 13, 35: 19, 36: 16, 37: 26, 38: 20, 40: 21,
 ]
 let piBoards: [(String, String, Int)] = [
-    ("raspberry-pi-3", "pinctrl-bcm2835", 54), ("raspberry-pi-4", "pinctrl-bcm2711", 58), ("raspberry-pi-5", "pinctrl-rp1", 54),
+    ("raspberry-pi-zero", "pinctrl-bcm2835", 54), ("raspberry-pi-zero-w", "pinctrl-bcm2835", 54), ("raspberry-pi-1", "pinctrl-bcm2835", 54),
+    ("raspberry-pi-2", "pinctrl-bcm2835", 54), ("raspberry-pi-3", "pinctrl-bcm2835", 54), ("raspberry-pi-zero-2-w", "pinctrl-bcm2835", 54),
+    ("raspberry-pi-4", "pinctrl-bcm2711", 58), ("raspberry-pi-400", "pinctrl-bcm2711", 58), ("raspberry-pi-5", "pinctrl-rp1", 54),
+    ("raspberry-pi-500", "pinctrl-rp1", 54),
 ]
+/// The boards whose kernels name the Bluetooth UART's lines (32, 33) TXD0 and RXD0.
+let bluetoothUARTBoards = ["raspberry-pi-zero-w", "raspberry-pi-3", "raspberry-pi-zero-2-w", "raspberry-pi-4", "raspberry-pi-400"]
 
 @Suite struct BoardDataTests {
     @Test func everyBoardFileLoads() throws {
         let (boards, problems) = Paths.catalog.loadAll()
         #expect(problems.map(\.description) == [])
-        #expect(boards.map(\.name) == ["demo", "generic", "gpio-sim", "raspberry-pi-3", "raspberry-pi-4", "raspberry-pi-5"])
+        #expect(
+            boards.map(\.name) == [
+                "demo", "generic", "gpio-sim", "raspberry-pi-1", "raspberry-pi-2", "raspberry-pi-3", "raspberry-pi-4", "raspberry-pi-400",
+                "raspberry-pi-5", "raspberry-pi-500", "raspberry-pi-zero", "raspberry-pi-zero-2-w", "raspberry-pi-zero-w",
+            ])
         for b in boards {
             // No physical pin twice, no GPIO name twice, every GPIO on a declared chip.
             let physical = b.pins.compactMap(\.physical)
@@ -52,8 +61,8 @@ let piBoards: [(String, String, Int)] = [
     func piHeaderMatchesThePublishedPinout(_ name: String) throws {
         let b = try Paths.board(name)
         let (_, label, lines) = try #require(piBoards.first { $0.0 == name })
-        #expect(b.chips == [Board.Chip(label: label, lines: lines)])
-        #expect(b.cpus == 4)
+        #expect(b.chips.map(\.label) == [label])
+        #expect(b.chips.map(\.lines) == [lines])
         #expect(b.pins.compactMap(\.physical) == Array(1...40))
         for (pin, gpio) in piHeaderGPIO {
             let p = try #require(b.pin(physical: pin))
@@ -81,8 +90,12 @@ let piBoards: [(String, String, Int)] = [
         // Function names.
         #expect(b.pin(named: "SDA1")?.physical == 3)
         #expect(b.pin(named: "SCL1")?.physical == 5)
-        #expect(b.pin(named: "TXD0")?.physical == 8)
-        #expect(b.pin(named: "RXD0")?.physical == 10)
+        #expect(b.pin(named: "TXD")?.physical == 8)
+        #expect(b.pin(named: "RXD")?.physical == 10)
+        // TXD0/RXD0 name the header's UART only where no other line is so named.
+        let bt = bluetoothUARTBoards.contains(name)
+        #expect(b.pin(named: "TXD0")?.physical == (bt ? nil : 8))
+        #expect(b.pin(named: "RXD0")?.physical == (bt ? nil : 10))
         #expect(b.pin(named: "SPI0_MOSI")?.physical == 19)
         #expect(b.pin(named: "PCM_CLK")?.physical == 12)
     }
@@ -96,6 +109,63 @@ let piBoards: [(String, String, Int)] = [
             #expect(b.pin(named: "ID_SDA")?.physical == 27)
         }
         #expect(try Paths.board("raspberry-pi-5").pin(named: "ID_SCL")?.physical == 28)
+    }
+
+    /// Both namings of every header line: GPIO2 … GPIO27 (Raspberry Pi OS
+    /// since 2024) and mainline's (SDA1, GPIO_GCLK, SPI_*, TXD1 …), each the
+    /// kernel's name of the pin's own line.
+    @Test(arguments: piBoards.map(\.0))
+    func chipsNameEveryLineInBothNamings(_ name: String) throws {
+        let b = try Paths.board(name)
+        let c = try #require(b.chips.first)
+        let lines = try #require(c.lines)
+        #expect(c.names.count == lines, "every line is named")
+        #expect(c.naming == "Raspberry Pi OS since 2024")
+        #expect(c.altNaming != nil)
+        for g in 2...27 { #expect(c.names[UInt32(g)] == "GPIO\(g)", "line \(g)") }
+        let rp1 = c.label == "pinctrl-rp1"
+        #expect(c.names[0] == (rp1 ? "ID_SD" : "ID_SDA"))
+        #expect(c.names[1] == (rp1 ? "ID_SC" : "ID_SCL"))
+        for (pin, gpio) in piHeaderGPIO {
+            _ = try #require(b.pin(physical: pin))
+            for n in c.kernelNames(of: UInt32(gpio)) { #expect(b.pin(named: n)?.physical == pin, "\(n)") }
+        }
+        if rp1 {
+            #expect(c.altNames[2] == "PIN3")
+        } else {
+            for (g, n) in [(2, "SDA1"), (3, "SCL1"), (4, "GPIO_GCLK"), (7, "SPI_CE1_N"), (8, "SPI_CE0_N"), (9, "SPI_MISO"), (10, "SPI_MOSI"), (11, "SPI_SCLK")] {
+                #expect(c.altNames[UInt32(g)] == n, "line \(g)")
+            }
+        }
+    }
+
+    /// No name of a pin is the kernel's name of another line: `TXD0` on a
+    /// Pi 4 is line 32 (the Bluetooth UART), not GPIO14.
+    @Test(arguments: piBoards.map(\.0))
+    func noPinNameShadowsAnotherLine(_ name: String) throws {
+        let b = try Paths.board(name)
+        for p in b.pins {
+            guard let (label, offset) = p.chipLine, let c = b.chip(label: label) else { continue }
+            for n in p.allNames {
+                if let o = c.offset(ofLine: n) { #expect(o == offset, "\(name): \(p.name) answers to \(n), line \(o)'s name") }
+            }
+        }
+    }
+
+    @Test func anAliasThatIsAnotherLinesKernelNameIsAnError() {
+        let log = DiagnosticLog(file: "b.yaml")
+        let text = """
+            name: b
+            chips:
+              - { label: c, lines: 40, names: { 14: GPIO14, 32: TXD0 } }
+            header:
+              - { pin: 8, gpio: 14, aliases: [TXD0, TXD] }
+            """
+        #expect(BoardFile.parse(text, file: "b.yaml", log: log) == nil)
+        #expect(
+            log.items.map(\.description) == [
+                "b.yaml:5:5: error: header[0]: name 'TXD0' is the kernel's name of line 32 of c, not of this pin's line 14; drop it"
+            ])
     }
 
     @Test func nearestPinNamesForAMisspelling() throws {

@@ -153,6 +153,12 @@ extension ConfigParser {
             return (nil, nil)
         }
         guard let pin = board.pin(named: text) else {
+            if let (label, offset) = kernelLine(named: text, on: board.chips) {
+                r.error(
+                    e.value, e.path,
+                    "the \(board.name) board has no pin '\(text)': the kernel names line \(offset) of \(label) so, which is not on the header; write line_name: \(text) for that line")
+                return (nil, nil)
+            }
             let near = board.nearestPinNames(to: text)
             r.error(
                 e.value, e.path,
@@ -207,11 +213,10 @@ extension ConfigParser {
             return .offset(chip: chip, offset: UInt32(v))
         case let (nil, n?):
             guard let name = r.string(n.value, n.path, what: "a line name") else { return nil }
-            if let bc = boardChip, !bc.names.isEmpty {
-                guard let off = bc.names.first(where: { $0.value == name })?.key else {
-                    r.error(
-                        n.value, n.path,
-                        "chip '\(bc.label)' has no line named '\(name)'" + DidYouMean.hint(name, in: Array(bc.names.values)))
+            if let bc = boardChip, !bc.names.isEmpty || liveLineNames(bc.label) != nil {
+                guard let (_, off) = kernelLine(named: name, on: [bc]) else {
+                    let known = liveLineNames(bc.label).map { Array(Set($0.filter { !Board.Chip.isPlaceholder($0) })) } ?? bc.allLineNames
+                    r.error(n.value, n.path, "chip '\(bc.label)' has no line named '\(name)'" + DidYouMean.hint(name, in: known))
                     return nil
                 }
                 return .offset(chip: chip, offset: off)
@@ -226,14 +231,34 @@ extension ConfigParser {
     func resolveLineName(_ e: YAMLReader.Entry) -> LineAddress? {
         guard let name = r.string(e.value, e.path, what: "a line name") else { return nil }
         guard let board, !board.isGeneric else { return .named(chip: nil, name: name) }
-        for c in board.chips {
-            if let off = c.names.first(where: { $0.value == name })?.key { return .offset(chip: .label(c.label), offset: off) }
-        }
+        if let (label, off) = kernelLine(named: name, on: board.chips) { return .offset(chip: .label(label), offset: off) }
         if let pin = board.pin(named: name), case let .gpio(c, o) = pin.kind { return .offset(chip: .label(c), offset: o) }
         r.error(
             e.value, e.path,
             "the \(board.name) board has no line named '\(name)'"
                 + (board.nearestPinNames(to: name).isEmpty ? "" : " (nearest: \(board.nearestPinNames(to: name).joined(separator: ", ")))"))
+        return nil
+    }
+
+    /// The line names of the chip with this label on this machine (what
+    /// `gpioinfo` shows), when it is here and the config is not run on mock
+    /// chips.
+    func liveLineNames(_ label: String) -> [String]? {
+        options.mock ? nil : options.machine.facts.lineNames[label]
+    }
+
+    /// The line the kernel names `name` on one of `chips`: on the chip
+    /// itself first when it is on this machine (`line_name` means what
+    /// `gpioinfo` says), else (and for a name the chip does not have) as
+    /// the board file names its lines, in either naming.
+    func kernelLine(named name: String, on chips: [Board.Chip]) -> (label: String, offset: UInt32)? {
+        guard !Board.Chip.isPlaceholder(name) else { return nil }
+        for c in chips {
+            if let live = liveLineNames(c.label), let i = live.firstIndex(of: name) { return (c.label, UInt32(i)) }
+        }
+        for c in chips {
+            if let o = c.offset(ofLine: name) { return (c.label, o) }
+        }
         return nil
     }
 
