@@ -106,7 +106,10 @@ import Testing
                 Issue.record("an error without a position for input \(i): \(e)\n\(text)")
             }
         }
-        #expect(slowest.0 < 2, "the slowest input took \(slowest.0) s:\n\(slowest.1)")
+        // A bound against a blow-up (an input whose cost grows without
+        // limit takes far longer), not a speed figure: it holds on a loaded
+        // 2-core machine, where the slowest input has taken over 2 s.
+        #expect(slowest.0 < 5, "the slowest input took \(slowest.0) s:\n\(slowest.1)")
         // The mutations keep some configs good (the walk goes past the YAML).
         #expect(configs > 5)
     }
