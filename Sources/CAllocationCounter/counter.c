@@ -48,6 +48,29 @@ static inline void note(size_t bytes) {
 #  define BL_NO_INTERPOSER 1
 #endif
 
+// Which sanitizer this build runs under (the test support's `Sanitizers`).
+int bl_sanitizer_thread(void) {
+#if defined(__SANITIZE_THREAD__)
+    return 1;
+#elif defined(__has_feature)
+#  if __has_feature(thread_sanitizer)
+    return 1;
+#  endif
+#endif
+    return 0;
+}
+
+int bl_sanitizer_address(void) {
+#if defined(__SANITIZE_ADDRESS__)
+    return 1;
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer)
+    return 1;
+#  endif
+#endif
+    return 0;
+}
+
 #ifndef BL_NO_INTERPOSER
 void *malloc(size_t n) { note(n); return __libc_malloc(n); }
 void *calloc(size_t a, size_t b) { note(a * b); return __libc_calloc(a, b); }

@@ -32,6 +32,8 @@ uint64_t bl_alloc_thread_count(void);
 void bl_alloc_thread_reset(void);
 /// 1 when the interposer is the process's malloc (a self-check).
 int bl_alloc_interposer_active(void);
+int bl_sanitizer_thread(void);
+int bl_sanitizer_address(void);
 
 #ifdef __cplusplus
 }
