@@ -106,11 +106,10 @@ extension ControlServer {
         case "trace": return try startTrace(r, from: c)
         case "record": return try startRecording(r, from: c)
         default:
-            throw Failure("unknown-command", "no command \(Echo(cmd))\(DidYouMean.hint(cmd, in: Self.commands)) (commands: \(list(Self.commands)))")
+            throw Failure("unknown-command", "no command \(Echo(cmd))\(DidYouMean.hint(cmd, in: Self.commands)) (commands: \(RemoteCommands.list(Self.commands)))")
         }
     }
 
-    func list(_ names: [String]) -> String { names.isEmpty ? "none" : names.joined(separator: ", ") }
 
     /// Logged at notice for every mutating request, with the peer's credentials.
     func mutation(_ c: Client, _ what: String) {

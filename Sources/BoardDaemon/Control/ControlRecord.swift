@@ -72,7 +72,7 @@ extension ControlServer {
                 guard case let .string(name) = n else { throw Failure("bad-argument", "lines: expected line names, found \(n.kind)") }
                 guard let id = config.line(named: name) else {
                     let all = config.lines.map(\.name)
-                    throw Failure("unknown-line", "no line named \(Echo(name))\(DidYouMean.hint(name, in: all)) (lines: \(list(all)))")
+                    throw Failure("unknown-line", "no line named \(Echo(name))\(DidYouMean.hint(name, in: all)) (lines: \(RemoteCommands.list(all)))")
                 }
                 w[id.index] = true
             }

@@ -158,13 +158,14 @@ public enum Replay {
         // on the recorded inputs.
         var diffs: [String] = []
         var lateness = Lateness()
+        var cells = 0
         let timed = taskWritten(config)
         let lines = Set(writes.map(\.line)).union(rec.writes.map(\.line)).subtracting(timed).sorted()
         for line in lines {
             let mine = writes.filter { $0.line == line }.map { ($0.at, $0.value) }
             let theirs = rec.writes.filter { $0.line == line }
             diffs += compare(
-                line, board: theirs.map { ($0.at, $0.value) }, replay: mine, tolerance: s.tolerance, late: s.lateTimers,
+                line, board: theirs.map { ($0.at, $0.value) }, replay: mine, tolerance: s.tolerance, cells: &cells, late: s.lateTimers,
                 timers: theirs.map(\.timer), lateness: &lateness)
         }
         for name in Set(rec.reactions.keys).union(fired.map(\.key)).sorted() {

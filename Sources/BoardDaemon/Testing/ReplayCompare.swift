@@ -16,17 +16,6 @@ extension Replay {
         var most: Duration = .zero
     }
 
-    /// `compare`, where the board's writes a timer made (`timers`) may be
-    /// up to `late` (beyond `tolerance`) later than the replay's: counted
-    /// in `lateness`, not differences. Earlier is a difference as ever.
-    static func compare(
-        _ line: String, board: [(Duration, Bool)], replay: [(Duration, Bool)], tolerance: Duration, late: Duration, timers: [Bool],
-        lateness: inout Lateness
-    ) -> [String] {
-        var cells = 0
-        return compare(line, board: board, replay: replay, tolerance: tolerance, cells: &cells, late: late, timers: timers, lateness: &lateness)
-    }
-
     /// `compare`, counting the alignment table's cells in `cells`. The
     /// writes the two share at the start and at the end (the values, in
     /// order) are paired as they come; only what lies between is aligned
@@ -40,6 +29,9 @@ extension Replay {
         return compare(line, board: board, replay: replay, tolerance: tolerance, cells: &cells, late: .zero, timers: [], lateness: &lateness)
     }
 
+    /// `compare`, where the board's writes a timer made (`timers`) may be
+    /// up to `late` (beyond `tolerance`) later than the replay's: counted
+    /// in `lateness`, not differences. Earlier is a difference as ever.
     static func compare(
         _ line: String, board: [(Duration, Bool)], replay: [(Duration, Bool)], tolerance: Duration, cells: inout Int, late: Duration,
         timers: [Bool], lateness: inout Lateness
