@@ -7,17 +7,6 @@ import XCTest
 /// A port source's fd closed, or closed and its number reused, behind the
 /// source's back.
 final class FDReuseTests: XCTestCase {
-    /// A non-blocking pipe as raw fds (the test closes them itself).
-    func rawPipe() -> (read: Int32, write: Int32) {
-        var fds: [Int32] = [0, 0]
-        precondition(pipe(&fds) == 0)
-        for fd in fds {
-            _ = fcntl(fd, F_SETFL, O_NONBLOCK)
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        }
-        return (fds[0], fds[1])
-    }
-
     /// A stale source (its fd closed, the number then reused by another
     /// file) is refused when added: it would read the new file's data.
     func testAddingAStaleSourceWhoseFDNumberWasReusedIsRefused() throws {

@@ -10,17 +10,6 @@ import XCTest
 /// The child holds copies of the loops as well; it must not be able to use
 /// them.
 final class ForkTests: XCTestCase {
-    /// A non-blocking, close-on-exec pipe.
-    func rawPipe() -> (read: Int32, write: Int32) {
-        var fds: [Int32] = [0, 0]
-        precondition(pipe(&fds) == 0)
-        for fd in fds {
-            _ = fcntl(fd, F_SETFL, O_NONBLOCK)
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        }
-        return (fds[0], fds[1])
-    }
-
     /// Waits (on its pidfd, at most `testDeadline`) for child `pid` and
     /// returns its exit code; a child that does not exit in time is killed
     /// and reported as -1, so a child stuck in a lock fails the test rather

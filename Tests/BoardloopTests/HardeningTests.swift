@@ -590,10 +590,15 @@ final class Holder: @unchecked Sendable {
     init(loop: BoardRunLoop) { self.loop = loop }
 }
 
+/// A non-blocking, close-on-exec pipe as raw fds (the test closes them
+/// itself; a child a test forks or spawns inherits neither across exec).
 func rawPipe() -> (read: Int32, write: Int32) {
     var fds: [Int32] = [0, 0]
     precondition(pipe(&fds) == 0)
-    for fd in fds { _ = fcntl(fd, F_SETFL, O_NONBLOCK) }
+    for fd in fds {
+        _ = fcntl(fd, F_SETFL, O_NONBLOCK)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+    }
     return (fds[0], fds[1])
 }
 
