@@ -33,7 +33,7 @@ import Testing
             "(at most \(writer.queueCapacity) lines; never waiting on stderr)",
             "A busy writer drains every \(LogWriter.busyPollMilliseconds) ms",
             "it looks again every \(LogWriter.napMilliseconds) ms by itself) for \(LogWriter.napAfterTraces / 1_000_000_000) s after",
-            "at most \(writer.rateLimit.burst) lines per \(writer.rateLimit.interval.components.seconds) s",
+            "at most \(LogWriter.RateLimit().burst) lines per \(LogWriter.RateLimit().interval.components.seconds) s",
         ]
         for p in phrases { #expect(text.contains(p), "docs/daemon.md lacks: \(p)") }
     }

@@ -34,7 +34,8 @@ extension ControlServer {
         /// Per loop: its index, name and tracer (nil: the loop did not answer).
         let loops: [(index: Int, name: String, tracer: LoopTracer?)]
         let program: Program
-        let levels: [Logger.Level]
+        /// The program's trace levels and names.
+        let names: TraceNames
         let origin: UInt64
         var loop = 0
         var next = 0
@@ -45,7 +46,7 @@ extension ControlServer {
             self.id = id
             self.loops = loops
             self.program = program
-            levels = program.traceLevels()
+            names = TraceNames(program)
             origin = loops.compactMap { $0.tracer?.started }.min() ?? 0
         }
     }
@@ -234,7 +235,7 @@ extension ControlServer {
         case .record:
             let r = s.record
             guard r.generation == dump.program.generation,
-                let described = TraceLog.describe(r, loop: loop, config: config, levels: dump.levels)
+                let described = TraceLog.describe(r, loop: loop, names: dump.names)
             else {
                 (name, cat) = ("an event of an earlier config", "event")
                 instant = true

@@ -95,7 +95,7 @@ public final class LogWriter: @unchecked Sendable {
     /// boardd's writer, on stderr.
     public static let shared = LogWriter(fd: 2)
 
-    public struct RateLimit: Sendable {
+    public struct RateLimit: Sendable, Equatable {
         public var burst: Int
         public var interval: Duration
         public init(burst: Int = 200, interval: Duration = .seconds(5)) {
@@ -105,7 +105,9 @@ public final class LogWriter: @unchecked Sendable {
     }
 
     public let fd: Int32
-    public let rateLimit: RateLimit
+    /// The rate limit given at init (a config without `log: rate_limit`
+    /// goes back to it).
+    public let defaultRateLimit: RateLimit?
     let queueCapacity: Int
     /// How often a busy writer drains the rings (it sleeps on the wake pipe
     /// once two polls in a row found nothing).
@@ -134,6 +136,8 @@ public final class LogWriter: @unchecked Sendable {
     private var gaveUp = false
     private var traces: [TraceLog] = []
     private var windows: [String: Window] = [:]
+    /// nil: off.
+    private var limit: RateLimit?
 
     private struct Window {
         var start: UInt64
@@ -141,17 +145,34 @@ public final class LogWriter: @unchecked Sendable {
         var suppressed: UInt64
     }
 
-    public init(fd: Int32, rateLimit: RateLimit = RateLimit(), queueCapacity: Int = 2048) {
+    public init(fd: Int32, rateLimit: RateLimit? = RateLimit(), queueCapacity: Int = 2048) {
         self.fd = fd
-        self.rateLimit = rateLimit
+        defaultRateLimit = rateLimit
+        limit = rateLimit
         self.queueCapacity = queueCapacity
         journal = getenv("JOURNAL_STREAM") != nil
         start = MonotonicInstant.now.nanoseconds
         lines.reserveCapacity(queueCapacity)
     }
 
+    /// The rate limit in force (nil: off).
+    public var rateLimit: RateLimit? {
+        get { lock.withLock { limit } }
+        set {
+            lock.withLock {
+                guard limit != newValue else { return }
+                // Lines suppressed under the old limit are still reported
+                // when their window ends.
+                limit = newValue
+            }
+        }
+    }
+
     /// Whether the writer's thread runs (lines are queued, not written by the caller).
     public var isRunning: Bool { lock.withLock { running } }
+
+    /// Lines of `source` suppressed in its current window, not yet reported.
+    func suppressed(_ source: String) -> UInt64 { lock.withLock { windows[source]?.suppressed ?? 0 } }
 
     /// Lines dropped because the queue was full, not yet reported.
     var pendingDrops: UInt64 { lock.withLock { dropped } }
@@ -160,17 +181,12 @@ public final class LogWriter: @unchecked Sendable {
 
     /// Queues a formatted line (ending in a newline) of `source`, or writes
     /// it at once when no thread runs. Never blocks on the fd while the
-    /// thread runs.
-    public func submit(_ text: String, source: String, level: Logger.Level = .info) {
-        let now = MonotonicInstant.now.nanoseconds
+    /// thread runs. `admitted`: `admits(source:level:)` let it through already.
+    public func submit(_ text: String, source: String, level: Logger.Level = .info, admitted: Bool = false) {
+        let now = admitted ? 0 : MonotonicInstant.now.nanoseconds
         var summary: String?
         let queuedIt = lock.withLock { () -> Bool? in
-            // The daemon's own notices and worse (start, reload, stop, its
-            // figures at stop) are never suppressed: what floods has a
-            // source of its own (a log action, a reaction, a command, a
-            // sequence).
-            let exempt = source == Self.daemonSource && level >= .notice
-            guard exempt || admit(source, now: now, summary: &summary) else { return nil }
+            guard admitted || admitsLocked(source, level: level, now: now, summary: &summary) else { return nil }
             guard running else { return false }
             if let summary { enqueue(summary) }
             enqueue(text)
@@ -185,6 +201,36 @@ public final class LogWriter: @unchecked Sendable {
         }
     }
 
+    /// Whether a line of `source` at `level` is written now, by the rate
+    /// limit: true takes its place in the window (the line must follow,
+    /// `submit(_:source:level:admitted:)`), false counts it as suppressed.
+    /// Lets a caller decide before it formats the line.
+    func admits(source: String, level: Logger.Level) -> Bool {
+        let now = MonotonicInstant.now.nanoseconds
+        var summary: String?
+        let (ok, queuedSummary) = lock.withLock { () -> (Bool, Bool) in
+            let ok = admitsLocked(source, level: level, now: now, summary: &summary)
+            guard let summary, running else { return (ok, false) }
+            enqueue(summary)
+            return (ok, true)
+        }
+        if queuedSummary {
+            wake.pokeNow()
+        } else if let summary {
+            writeAll(summary)
+        }
+        return ok
+    }
+
+    /// With the lock held. The daemon's own notices and worse (start,
+    /// reload, stop, its figures at stop) are never suppressed: what floods
+    /// has a source of its own (a log action, a reaction, a command, a
+    /// sequence).
+    private func admitsLocked(_ source: String, level: Logger.Level, now: UInt64, summary: inout String?) -> Bool {
+        guard let limit, !(level >= .notice && source == Self.daemonSource) else { return true }
+        return admit(source, limit: limit, now: now, summary: &summary)
+    }
+
     /// With the lock held.
     private func enqueue(_ text: String) {
         if lines.count >= queueCapacity {
@@ -197,39 +243,44 @@ public final class LogWriter: @unchecked Sendable {
 
     /// The rate limit, with the lock held: false drops the line. A window
     /// that ended with lines suppressed gives its summary (`summary`).
-    private func admit(_ source: String, now: UInt64, summary: inout String?) -> Bool {
-        let interval = UInt64(rateLimit.interval.nanosecondsClamped)
-        if var w = windows[source] {
-            if now &- w.start >= interval {
-                if w.suppressed > 0 { summary = suppressedLine(source, w.suppressed) }
-                w = Window(start: now, count: 0, suppressed: 0)
-            }
-            if w.count >= rateLimit.burst {
-                w.suppressed &+= 1
-                windows[source] = w
-                return false
-            }
-            w.count += 1
-            windows[source] = w
-        } else {
-            windows[source] = Window(start: now, count: 1, suppressed: 0)
-        }
-        return true
+    private func admit(_ source: String, limit: RateLimit, now: UInt64, summary: inout String?) -> Bool {
+        let interval = UInt64(limit.interval.nanosecondsClamped)
+        var w = windows[source] ?? Window(start: now, count: 0, suppressed: 0)
+        let (ok, ended) = Self.admit(&w, burst: limit.burst, interval: interval, now: now)
+        windows[source] = w
+        if ended > 0 { summary = suppressedLine(source, ended, limit) }
+        return ok
     }
 
-    private func suppressedLine(_ source: String, _ n: UInt64) -> String {
-        format(
-            .notice,
-            "\(Self.sourceName(source)): suppressed \(n) messages (rate limit: \(rateLimit.burst) lines per \(rateLimit.interval.short))")
+    /// The window's part of `admit`: whether the line goes, and how many
+    /// lines the window that ended (if one did) suppressed.
+    private static func admit(_ w: inout Window, burst: Int, interval: UInt64, now: UInt64) -> (Bool, UInt64) {
+        var ended: UInt64 = 0
+        if now &- w.start >= interval {
+            ended = w.suppressed
+            w = Window(start: now, count: 0, suppressed: 0)
+        }
+        if w.count >= burst {
+            w.suppressed &+= 1
+            return (false, ended)
+        }
+        w.count += 1
+        return (true, ended)
+    }
+
+    private func suppressedLine(_ source: String, _ n: UInt64, _ limit: RateLimit?) -> String {
+        let rule = limit.map { "rate limit: \($0.burst) lines per \($0.interval.short)" } ?? "rate limit, since turned off"
+        return format(.notice, "\(Self.sourceName(source)): suppressed \(n) messages (\(rule))")
     }
 
     /// The summaries of the windows that ended (`all`: every window with
     /// suppressed lines, at stop), with the lock held.
     private func endedWindows(now: UInt64, all: Bool) -> [String] {
-        let interval = UInt64(rateLimit.interval.nanosecondsClamped)
+        // With the limit turned off, what it suppressed is reported now.
+        let interval = limit.map { UInt64($0.interval.nanosecondsClamped) } ?? 0
         var out: [String] = []
         for (source, w) in windows where w.suppressed > 0 && (all || now &- w.start >= interval) {
-            out.append(suppressedLine(source, w.suppressed))
+            out.append(suppressedLine(source, w.suppressed, limit))
             windows[source] = Window(start: w.start, count: w.count, suppressed: 0)
         }
         return out
@@ -237,7 +288,7 @@ public final class LogWriter: @unchecked Sendable {
 
     /// When the next window with suppressed lines ends (nil: none).
     private func nextWindowEnd() -> UInt64? {
-        let interval = UInt64(rateLimit.interval.nanosecondsClamped)
+        let interval = limit.map { UInt64($0.interval.nanosecondsClamped) } ?? 0
         return windows.values.filter { $0.suppressed > 0 }.map { $0.start &+ interval }.min()
     }
 

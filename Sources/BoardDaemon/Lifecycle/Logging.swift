@@ -47,6 +47,11 @@ public struct BoarddLogHandler: LogHandler {
         writer.submit(Self.format(level: event.level, message: "\(event.message)", journal: journal, start: start), source: event.source, level: event.level)
     }
 
+    /// `message` as this handler writes it (`format(level:message:journal:start:)`).
+    func format(_ level: Logger.Level, _ message: String) -> String {
+        Self.format(level: level, message: message, journal: journal, start: start)
+    }
+
     /// A line as boardd writes it: `<N>message` under journald, else the
     /// seconds since `start` (ms), the level and the message. The message is
     /// one line whatever it holds: control characters (a newline in a

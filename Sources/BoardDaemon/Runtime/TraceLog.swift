@@ -195,11 +195,17 @@ final class TraceLog: @unchecked Sendable {
     let rings: [TraceRing]
     let logger: Logger
     let writer: LogWriter
+    /// The logger's handler when it is boardd's own, writing through
+    /// `writer`: then a record's level and its source's rate limit are
+    /// decided before the record is described, so a line that is not
+    /// written costs a counter (nil: another handler, as tests use, which
+    /// gets every record at its level).
+    private let direct: BoarddLogHandler?
     /// Every formatted record, for the control socket's `events`.
     let feed = EventFeed()
     private let lock = Lock()
     // With `lock` held:
-    private var programs: [(program: Program, levels: [Logger.Level])] = []
+    private var programs: [TraceNames] = []
     private var droppedReported: [UInt64]
     private var stale: UInt64 = 0
     /// Its own lock (not `lock`, which the log writer holds while it
@@ -219,7 +225,8 @@ final class TraceLog: @unchecked Sendable {
         droppedReported = Array(repeating: 0, count: loops)
         self.logger = logger
         self.writer = writer
-        programs = [(program, program.traceLevels())]
+        if let h = logger.handler as? BoarddLogHandler, h.writer === writer { direct = h } else { direct = nil }
+        programs = [TraceNames(program)]
     }
 
     /// While a control client follows the events or the MQTT bridge runs,
@@ -237,9 +244,9 @@ final class TraceLog: @unchecked Sendable {
 
     /// A reload's program, before it is swapped into the loops.
     func register(_ p: Program) {
-        let levels = p.traceLevels()
+        let names = TraceNames(p)
         lock.withLock {
-            programs.append((p, levels))
+            programs.append(names)
             if programs.count > Self.generationsKept { programs.removeFirst() }
         }
     }
@@ -259,46 +266,72 @@ final class TraceLog: @unchecked Sendable {
     /// Formats and logs every waiting record; reports drops. Returns
     /// whether there was anything.
     @discardableResult
-    func drain() -> Bool {
-        lock.withLock {
-            // One offset for the batch: its events keep their order. Kept
-            // from batch to batch unless the wall clock moved by more than
-            // a millisecond (a step, or that much slewing): the two clock
-            // reads are a few nanoseconds apart, and a gap that varies
-            // would put events at the same monotonic time (a manual clock's,
-            // two edges within a nanosecond) out of order across batches.
-            let fresh = EventFeed.now() &- MonotonicClock.nanoseconds
-            let moved = Int64(bitPattern: fresh &- clockOffset)
-            if clockOffset == 0 || moved > Self.offsetTolerance || moved < -Self.offsetTolerance { clockOffset = fresh }
-            var any = false
-            for (i, ring) in rings.enumerated() {
-                let n = ring.consume { r in log(r, loop: i) }
-                if n > 0 { any = true }
-                let d = ring.dropped.load(ordering: .relaxed)
-                if d > droppedReported[i] {
-                    let name = programs.last!.program.config.loops[i].name
-                    logger.warning(
-                        "loop \(name): \(d - droppedReported[i]) trace lines dropped (its trace ring of \(ring.capacity) records was full; \(d) in all)",
-                        source: "trace")
-                    droppedReported[i] = d
-                    any = true
-                }
+    func drain() -> Bool { lock.withLock { drainLocked() } }
+
+    /// `drain`, with the lock held (a method, not a closure: a batch costs
+    /// no allocation, whatever it holds).
+    private func drainLocked() -> Bool {
+        // One offset for the batch: its events keep their order. Kept
+        // from batch to batch unless the wall clock moved by more than
+        // a millisecond (a step, or that much slewing): the two clock
+        // reads are a few nanoseconds apart, and a gap that varies
+        // would put events at the same monotonic time (a manual clock's,
+        // two edges within a nanosecond) out of order across batches.
+        let fresh = EventFeed.now() &- MonotonicClock.nanoseconds
+        let moved = Int64(bitPattern: fresh &- clockOffset)
+        if clockOffset == 0 || moved > Self.offsetTolerance || moved < -Self.offsetTolerance { clockOffset = fresh }
+        var any = false
+        var i = 0
+        while i < rings.count {
+            let ring = rings[i]
+            let loop = i
+            if ring.consume({ r in log(r, loop: loop) }) > 0 { any = true }
+            let d = ring.dropped.load(ordering: .relaxed)
+            if d > droppedReported[i] {
+                let name = programs.last!.program.config.loops[i].name
+                logger.warning(
+                    "loop \(name): \(d - droppedReported[i]) trace lines dropped (its trace ring of \(ring.capacity) records was full; \(d) in all)",
+                    source: "trace")
+                droppedReported[i] = d
+                any = true
             }
-            return any
+            i += 1
         }
+        return any
+    }
+
+    /// The program of `generation`, newest first (with the lock held; an
+    /// index loop, no closure).
+    private func program(_ generation: Int32) -> TraceNames? {
+        var i = programs.count - 1
+        while i >= 0 {
+            if programs[i].program.generation == generation { return programs[i] }
+            i -= 1
+        }
+        return nil
     }
 
     /// With the lock held.
     private func log(_ r: TraceRecord, loop: Int) {
-        guard let (p, levels) = programs.last(where: { $0.program.generation == r.generation }) else {
+        guard let names = program(r.generation) else {
             stale &+= 1
             return
         }
-        let config = p.config
-        guard let d = Self.describe(r, loop: loop, config: config, levels: levels) else { return }
+        let feeding = feed.attached.load(ordering: .acquiring)
+        if !feeding, let h = direct {
+            // Level and rate limit first: a record that is not written is
+            // not described.
+            guard let (level, source) = Self.levelAndSource(r, names), level >= h.logLevel else { return }
+            let from = source ?? LogWriter.daemonSource
+            guard writer.admits(source: from, level: level), let d = Self.describe(r, loop: loop, names: names) else { return }
+            writer.submit(h.format(d.level, d.text), source: from, level: d.level, admitted: true)
+            return
+        }
+        let config = names.program.config
+        guard let d = Self.describe(r, loop: loop, names: names) else { return }
         let line = r.line >= 0 ? config.lines[Int(r.line)].name : ""
         if let source = d.source { logger.log(level: d.level, "\(d.text)", source: source) } else { logger.log(level: d.level, "\(d.text)") }
-        if feed.attached.load(ordering: .acquiring) {
+        if feeding {
             // An edge at its kernel timestamp, a reaction when its actions
             // ended (its trigger and the time they took): both on the
             // monotonic clock, put on the wall clock by the offset between
@@ -314,128 +347,6 @@ final class TraceLog: @unchecked Sendable {
                 TraceEvent(
                     nanoseconds: t, loop: config.loops[loop].name, kind: d.kind, line: r.line >= 0 ? line : nil, text: d.text,
                     level: "\(d.level)", fields: fields))
-        }
-    }
-
-    /// A record in words: what the log writes and `events` and traces show.
-    struct Described {
-        var level: Logger.Level
-        var text: String
-        /// The log line's source (nil: the daemon's own).
-        var source: String?
-        var kind: String
-        var fields: [(String, TraceEvent.Value)]
-    }
-
-    /// `r` (of `config`'s program, made on loop `loop`) in words; nil for
-    /// a record whose codes are not known.
-    static func describe(_ r: TraceRecord, loop: Int, config: DaemonConfig, levels: [Logger.Level]) -> Described? {
-        let line = r.line >= 0 ? config.lines[Int(r.line)].name : ""
-        let level: Logger.Level
-        let text: String
-        var source: String? = "line \(line)"
-        let kind: String
-        var fields: [(String, TraceEvent.Value)] = []
-        switch r.kind {
-        case .reaction:
-            let reaction = config.reactions[Int(r.index)]
-            level = Int(r.index) < levels.count ? levels[Int(r.index)] : .info
-            text = "\(line): \(reaction.trigger.traceName)\(r.repeatCount > 0 ? " (repeat \(r.repeatCount))" : "") -> \(reaction.name)\(held(r.nanoseconds))"
-            source = "reaction \(reaction.name)"
-            kind = "reaction"
-            fields = [("reaction", .string(reaction.name)), ("took_ns", .int(Int64(clamping: r.nanoseconds)))]
-            if r.repeatCount > 0 { fields.append(("repeat", .int(Int64(r.repeatCount)))) }
-        case .skipped:
-            let name = config.reactions[Int(r.index)].name
-            level = .debug
-            text = "\(line): \(name) skipped (its condition does not hold)"
-            kind = "skipped"
-            fields = [("reaction", .string(name))]
-        case .edge:
-            level = .debug
-            text = "\(line): \(r.flag ? "on" : "off")\(held(r.nanoseconds))"
-            kind = "edge"
-            fields = [("value", .bool(r.flag)), ("late_ns", .int(Int64(clamping: r.nanoseconds)))]
-        case .output:
-            level = .debug
-            text = "\(line) = \(r.flag ? "on" : "off")"
-            kind = "output"
-            fields = [("value", .bool(r.flag))]
-        case .gesture:
-            guard let g = GestureKind(code: r.index) else { return nil }
-            level = .debug
-            text = "\(line): gesture \(g.traceName)"
-            kind = "gesture"
-            fields = [("gesture", .string(g.traceName))]
-        case .sequence:
-            let name = config.sequences[Int(r.index)].name
-            guard let step = EventSink.SequenceStep(code: r.step, number: Int(r.number), max: Int(r.other)) else { return nil }
-            level = step.level
-            text = "sequence \(name): \(step.text)"
-            source = "sequence \(name)"
-            kind = "sequence"
-            fields = [("sequence", .string(name)), ("step", .string(step.name))]
-        case .mode:
-            guard let why = EventSink.ModeReason(code: r.step, sequence: Int(r.other)) else { return nil }
-            let new = Int(r.index)
-            let held = config.lines.filter { l in
-                l.isInput && l.loop.index == loop && !(new == 0 || config.modes[new].admits.contains(l.priority))
-            }.map(\.name)
-            level = .info
-            text =
-                "mode \(config.modes[Int(r.number)].name) -> \(config.modes[new].name) (\(why.text(config)))\(held.isEmpty ? "" : "; holding \(held.joined(separator: ", "))")"
-            source = nil
-            kind = "mode"
-            fields = [("mode", .string(config.modes[new].name)), ("from", .string(config.modes[Int(r.number)].name))]
-        case .heldDelivered:
-            level = .info
-            text = "\(line): delivering \(r.number) held events, in order"
-            source = nil
-            kind = "held"
-            fields = [("count", .int(Int64(r.number)))]
-        case .lost:
-            level = .warning
-            text = "\(line): \(EventSink.LossKind(rawValue: r.step)?.text(r.nanoseconds) ?? "\(r.nanoseconds) event(s) lost")"
-            source = nil
-            kind = "lost"
-            fields = [("count", .int(Int64(clamping: r.nanoseconds)))]
-        case .ringFull:
-            level = .warning
-            text = "\(line): held-event ring full (\(r.number) events); \(r.nanoseconds) lost so far"
-            source = nil
-            kind = "ring-full"
-        case .deadlinesDeferred:
-            level = .warning
-            text = "\(line): \(r.number) deadlines were due at once; the rest fire in the next pass"
-            source = nil
-            kind = "deadlines-deferred"
-        case .skippedPeriods:
-            let name = config.tasks[Int(r.index)].name
-            level = .notice
-            text = "task \(name): \(r.nanoseconds) period(s) skipped (it ran late)"
-            source = "task \(name)"
-            kind = "skipped-periods"
-            fields = [("task", .string(name)), ("count", .int(Int64(clamping: r.nanoseconds)))]
-        case .rawEdge, .command: return nil
-        }
-        return Described(level: level, text: text, source: source, kind: kind, fields: fields)
-    }
-
-    private static func held(_ ns: UInt64) -> String {
-        ns > 50_000_000 ? " (held \(Duration.nanoseconds(Int64(clamping: ns)).short))" : ""
-    }
-}
-
-extension Program {
-    /// The level each reaction's firing is traced at: debug for a reaction
-    /// that only logs at debug (a chattering contact), else info.
-    func traceLevels() -> [Logger.Level] {
-        reactions.map { r in
-            for pc in r.start..<r.end {
-                if case let .log(site) = ops[Int(pc)], logSites[Int(site)].level == .debug { continue }
-                return .info
-            }
-            return .debug
         }
     }
 }
