@@ -176,6 +176,14 @@ let badConfigs: [(String, [String])] = [
     ("pulse-on-input", [
             "pulse-on-input.yaml:7:20: error: reactions[0].do[0].pulse.button: line 'button' is an input; pulse needs an output line",
     ]),
+    ("log-rate-limit", [
+            "log-rate-limit.yaml:3:24: error: log.rate_limit.lines: 0 is out of range; it must be between 1 and 1000000",
+            "log-rate-limit.yaml:3:32: error: log.rate_limit.per: a rate limit's interval is at most 1h; found 2h",
+            "log-rate-limit.yaml:4:3: error: log.level: unknown key 'level' (known keys: rate_limit)",
+    ]),
+    ("log-rate-limit-not-a-mapping", [
+            "log-rate-limit-not-a-mapping.yaml:2:20: error: log.rate_limit: expected rate_limit: { lines: 200, per: 5s }, or rate_limit: off, found 'sometimes'",
+    ]),
     ("rate-limit-missing-per", [
             "rate-limit-missing-per.yaml:3:37: error: lines.button.rate_limit: rate_limit needs per (rate_limit: { events: 100, per: 1s })",
     ]),

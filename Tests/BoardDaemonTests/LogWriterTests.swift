@@ -82,4 +82,49 @@ final class LogWriterTests: XCTestCase {
         }
         XCTAssertTrue(p.log.contains("stopped: 1 outputs at their safe values") || p.log.contains("stopped: 0 outputs"), p.log)
     }
+
+    /// `log: { rate_limit: … }` raises the limit, and `rate_limit: off`
+    /// lifts it: a task logging every millisecond for 2 s gets more than
+    /// the default's 200 lines written, and nothing is reported suppressed.
+    func testTheRateLimitIsTheConfigs() throws {
+        for block in ["log: { rate_limit: { lines: 100000, per: 1h } }", "log: { rate_limit: off }"] {
+            let file = try ConfigFile(
+                """
+                board: demo
+                \(block)
+                lines:
+                  led: { pin: LED, output: {} }
+                tasks:
+                  chatty: { every: 1ms, do: [ log: "tick" ] }
+
+                """)
+            let p = try Spawned(["--config", file.path, "--for", "2s"])
+            XCTAssertEqual(p.exitStatus(seconds: 30), 0, p.log)
+            let lines = p.log.split(separator: "\n")
+            let ticks = lines.filter { $0.hasSuffix(" tick") }.count
+            // The stop's summary says how often the task ran: each run's line
+            // is in the log.
+            let summary = lines.first { $0.contains("task chatty: ") && $0.contains(" runs (") }.map(String.init) ?? ""
+            let runs = Int(summary.components(separatedBy: "task chatty: ").last?.split(separator: " ").first ?? "")
+            XCTAssertEqual(ticks, runs, "\(block): \(ticks) ticks written; \(summary)")
+            XCTAssertGreaterThan(ticks, 5 * LogWriter.RateLimit().burst, "\(block): \(ticks) ticks written; \(summary)")
+            XCTAssertFalse(p.log.contains("suppressed"), "\(block): nothing suppressed:\n\(lines.suffix(10).joined(separator: "\n"))")
+        }
+    }
+
+    /// A reload that changes `log:` changes the writer's limit; the stop
+    /// gives the writer its own back.
+    func testAReloadChangesTheRateLimit() throws {
+        let file = try ConfigFile("board: demo\nlines:\n  led: { pin: LED, output: {} }\n")
+        let h = try Harness(path: file.path)
+        XCTAssertEqual(LogWriter.shared.rateLimit, LogWriter.RateLimit())
+        try file.write("board: demo\nlog: { rate_limit: { lines: 20, per: 2s } }\nlines:\n  led: { pin: LED, output: {} }\n")
+        XCTAssertTrue(h.daemon.reload().applied)
+        XCTAssertEqual(LogWriter.shared.rateLimit, LogWriter.RateLimit(burst: 20, interval: .seconds(2)))
+        try file.write("board: demo\nlog: { rate_limit: off }\nlines:\n  led: { pin: LED, output: {} }\n")
+        XCTAssertTrue(h.daemon.reload().applied)
+        XCTAssertNil(LogWriter.shared.rateLimit)
+        h.daemon.shutdown()
+        XCTAssertEqual(LogWriter.shared.rateLimit, LogWriter.RateLimit())
+    }
 }

@@ -198,7 +198,7 @@ extension ConfigParser {
                 name: board?.name ?? "", title: board?.title ?? "", file: board?.file ?? "", backend: board?.backend ?? .kernel,
                 chips: board?.chips ?? [], detected: boardDetected, pins: board?.pins ?? [], mock: options.mock),
             priorities: priorities, lines: lines, modes: modes, tasks: tasks, reactions: reactions, sequences: sequences,
-            commands: commands, loops: loops, warnings: [], control: control, mqtt: mqtt)
+            commands: commands, loops: loops, warnings: [], control: control, log: logging, mqtt: mqtt)
     }
 
     /// The backend capabilities the plan counts with (`LoopBudget.planningCapabilities`).

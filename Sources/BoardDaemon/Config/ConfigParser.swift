@@ -5,7 +5,7 @@ import Yams
 /// Walks a config's node tree, resolves names and reports every problem
 /// with its position and key path. One parser per load.
 final class ConfigParser {
-    static let topKeys = ["board", "priorities", "lines", "modes", "tasks", "reactions", "sequences", "commands", "workers", "control", "mqtt"]
+    static let topKeys = ["board", "priorities", "lines", "modes", "tasks", "reactions", "sequences", "commands", "workers", "control", "mqtt", "log"]
     static let lineKeys = ["pin", "chip", "offset", "line_name", "input", "output", "priority", "rate_limit", "gestures", "description"]
     static let inputKeys = [
         "edge", "bias", "active_low", "debounce", "delayed_on", "delayed_off", "settle", "buffer", "drain", "drain_every", "max_rate",
@@ -66,6 +66,8 @@ final class ConfigParser {
     var lookupSteps = 0
     /// The `control:` block.
     var control = ControlConfig()
+    /// The `log:` block.
+    var logging = LogConfig()
     var mqtt: MQTTConfig?
     /// Names to indexes: lines (parsed), declared sequences, commands (the
     /// first of a name) and declared commands.
@@ -151,6 +153,7 @@ final class ConfigParser {
         if let e = entry("tasks") { parseTasks(e) }
         if let e = entry("reactions") { parseReactions(e) }
         if let e = entry("control") { control = parseControl(e) }
+        if let e = entry("log") { logging = parseLog(e) }
         if let e = entry("mqtt") { mqtt = parseMQTT(e) }
         planHeldEvents()  // before the capacities: a chosen drain_every is a timer
         computeCapacities(root: root)

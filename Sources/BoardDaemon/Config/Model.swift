@@ -28,6 +28,8 @@ public struct DaemonConfig: Sendable, Equatable {
     public var warnings: [Diagnostic]
     /// The control socket (`control:`).
     public var control = ControlConfig()
+    /// How the log is written (`log:`).
+    public var log = LogConfig()
     /// The MQTT client (`mqtt:`; nil: none).
     public var mqtt: MQTTConfig?
 

@@ -199,6 +199,7 @@ public final class Daemon: @unchecked Sendable {
         }
         // Once the daemon runs: what `boardd --safe-outputs` falls back to.
         writeSafeTable()
+        traceLog.writer.rateLimit = config.log.rateLimit
         // Inline, the records are logged on this thread only (`flushEvents`
         // after each settle), so a run's log is the same every time.
         if !options.inlineWorkers { traceLog.writer.attach(traceLog) }

@@ -76,7 +76,9 @@ extension Daemon {
             }
         }
         let (totals, failures) = swapAll(to: program, timeout: .seconds(5))
+        let limitChanged = new.log != config.log
         config = new
+        if limitChanged { traceLog.writer.rateLimit = new.log.rateLimit }
         writeSafeTable()
         for s in services { s.configApplied(new) }
         reloads.applied += 1

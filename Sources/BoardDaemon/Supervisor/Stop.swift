@@ -201,6 +201,9 @@ extension Daemon {
     /// log writer writes what is queued (at most 2 s: a stderr nobody reads
     /// does not hold the exit).
     func detachLogWriter() {
+        // The writer outlives the daemon (a process's next daemon, a
+        // test's): it goes back to its own rate limit.
+        defer { traceLog.writer.rateLimit = traceLog.writer.defaultRateLimit }
         if options.inlineWorkers {
             _ = traceLog.drain()
             return
