@@ -105,4 +105,38 @@ final class LogAdmissionTests: XCTestCase {
         let got = text.withLock { $0 }
         XCTAssertEqual(got.split(separator: "\n").filter { $0.hasSuffix("both edge -> toggle") }.count, 10, got)
     }
+
+    /// A `log:` action whose lines the rate limit suppresses costs its loop
+    /// no allocation: the level and the limit are asked before the line is
+    /// made (boardd's own handler, the shared writer).
+    func testASuppressedLogActionAllocatesNothingOnItsLoop() throws {
+        try XCTSkipUnless(AllocationCounter.isActive, "malloc interposer not linked (ThreadSanitizer build)")
+        var logger = Logger(label: "test") { l in BoarddLogHandler(label: l, level: .notice, journal: true) }
+        logger.logLevel = .notice
+        let h = try Harness(
+            """
+            board: demo
+            log: { rate_limit: { lines: 1, per: 1h } }
+            lines:
+              button: { pin: BUTTON, input: { edge: both, active_low: true } }
+              led: { pin: LED, output: {} }
+            reactions:
+              - { name: chatter, on: { line: button, edge: both }, do: [ toggle: led, log: { message: "button moved", level: notice } ] }
+            """, logger: logger)
+        let loop = h.daemon.loop
+        var level = false
+        func edge() throws {
+            level.toggle()
+            try h.chip.setLevel(17, level)
+            _ = try loop.run(mode: .default, timeout: .zero)
+        }
+        for _ in 0..<10 { try edge() }  // the one line of the window, written
+        let before = LogWriter.shared.suppressed("log \"button moved\"")
+        let fired = h.fires("chatter")
+        let m = try AllocationCounter.measure { () throws in for _ in 0..<1000 { try edge() } }
+        XCTAssertEqual(h.fires("chatter") - fired, 1000)
+        XCTAssertEqual(m.allocations, 0, "1,000 suppressed log lines: \(m.allocations) allocations (\(m.bytes) bytes)")
+        XCTAssertEqual(LogWriter.shared.suppressed("log \"button moved\"") - before, 1000, "each suppressed line counted")
+        h.daemon.shutdown()
+    }
 }

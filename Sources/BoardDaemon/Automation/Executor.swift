@@ -160,7 +160,13 @@ extension LoopRuntime {
             if isMain, let commands { commands.run(site: Int(site), ctx) } else { post(pc, ctx, to: .main) }
         case let .log(site):
             let s = program.logSites[Int(site)]
-            logger.log(level: s.level, s.message(ctx), source: s.source)
+            if let h = directLog {
+                // Level and rate limit first: a line not written is not made.
+                guard s.level >= h.logLevel, h.writer.admits(source: s.source, level: s.level) else { break }
+                h.writer.submit(h.format(s.level, "\(s.message(ctx))"), source: s.source, level: s.level, admitted: true)
+            } else {
+                logger.log(level: s.level, s.message(ctx), source: s.source)
+            }
         case let .mode(m):
             setBaseMode(Int(m))
         case let .start(s):

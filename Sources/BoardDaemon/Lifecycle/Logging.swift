@@ -47,6 +47,14 @@ public struct BoarddLogHandler: LogHandler {
         writer.submit(Self.format(level: event.level, message: "\(event.message)", journal: journal, start: start), source: event.source, level: event.level)
     }
 
+    /// `logger`'s handler when it is this type writing through `writer`: a
+    /// caller may then ask the writer's rate limit (`LogWriter.admits`)
+    /// before it formats a line, and hand the line over admitted.
+    static func direct(_ logger: Logger, writer: LogWriter = .shared) -> BoarddLogHandler? {
+        guard let h = logger.handler as? BoarddLogHandler, h.writer === writer else { return nil }
+        return h
+    }
+
     /// `message` as this handler writes it (`format(level:message:journal:start:)`).
     func format(_ level: Logger.Level, _ message: String) -> String {
         Self.format(level: level, message: message, journal: journal, start: start)

@@ -36,6 +36,10 @@ final class LoopRuntime: @unchecked Sendable {
     /// of an action list (`run`).
     @exclusivity(unchecked) private var retiredProgram: Program?
     let logger: Logger
+    /// `logger`'s handler when it is boardd's own (`BoarddLogHandler.direct`):
+    /// a `log:` action then asks the level and its rate limit before it
+    /// formats its line.
+    let directLog: BoarddLogHandler?
     let driver: ModeDriver
     /// Every loop's port, by loop index (posts across loops).
     let ports: [BoardMessagePort]
@@ -120,6 +124,7 @@ final class LoopRuntime: @unchecked Sendable {
         onManualClock = loop.manualClock != nil
         self.program = program
         self.logger = logger
+        directLog = BoarddLogHandler.direct(logger)
         self.driver = driver
         self.ports = ports
         portRefs = ports.map(Unmanaged.passUnretained)

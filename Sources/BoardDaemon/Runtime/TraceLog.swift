@@ -225,7 +225,7 @@ final class TraceLog: @unchecked Sendable {
         droppedReported = Array(repeating: 0, count: loops)
         self.logger = logger
         self.writer = writer
-        if let h = logger.handler as? BoarddLogHandler, h.writer === writer { direct = h } else { direct = nil }
+        direct = BoarddLogHandler.direct(logger, writer: writer)
         programs = [TraceNames(program)]
     }
 
