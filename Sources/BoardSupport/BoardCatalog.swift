@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The board files a program can use: found in a list of directories, then
 /// among the boards built into the program; an earlier directory wins over a
 /// later one for the same board name, and any directory over a built-in board.
@@ -14,6 +16,15 @@ public struct BoardCatalog: Sendable {
     /// Board files built into the program (name to the file's text), for a
     /// name no directory has.
     public let builtIn: [String: String]
+    /// Boards this catalog (and its copies) parsed so far, files and built-in
+    /// ones: a start parses the board its config names and no other unless
+    /// it must detect.
+    public var boardsParsed: Int { parsed.value.load(ordering: .relaxed) }
+    private let parsed = ParseCount()
+
+    private final class ParseCount: Sendable {
+        let value = Atomic<Int>(0)
+    }
 
     public init(directories: [String], builtIn: [String: String] = [:]) {
         self.directories = directories
@@ -119,7 +130,10 @@ public struct BoardCatalog: Sendable {
     {
         let all = files()
         guard let file = all.first(where: { $0.name == name }) else {
-            if let text = builtIn[name] { return Self.load(name: name, text: text, log: log) }
+            if let text = builtIn[name] {
+                parsed.value.add(1, ordering: .relaxed)
+                return Self.load(name: name, text: text, log: log)
+            }
             let known = names
             log.error(
                 position, path,
@@ -128,6 +142,7 @@ public struct BoardCatalog: Sendable {
             )
             return nil
         }
+        parsed.value.add(1, ordering: .relaxed)
         return Self.load(file, log: log)
     }
 
@@ -159,6 +174,7 @@ public struct BoardCatalog: Sendable {
         var problems: [Diagnostic] = []
         let files = files()
         for name in Set(files.map(\.name)).union(builtIn.keys).sorted() {
+            parsed.value.add(1, ordering: .relaxed)
             if let file = files.first(where: { $0.name == name }) {
                 let log = DiagnosticLog(file: file.path)
                 if let b = Self.load(file, log: log) { boards.append(b) }

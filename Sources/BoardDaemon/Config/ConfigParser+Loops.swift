@@ -166,25 +166,30 @@ extension ConfigParser {
     /// A warning when a program is not there to run: an absolute (or
     /// relative) path that is missing or not an executable file, or a name
     /// not found on PATH. Only on the machine the config is for (elsewhere
-    /// the programs are the other machine's), once per program.
+    /// the programs are the other machine's), once per program. The
+    /// program is looked for first: whether this is the machine the config
+    /// is for (detection, which reads every board file) is asked only when
+    /// it is missing, so a start whose programs are there reads no other
+    /// board's file.
     func warnIfMissing(_ program: String, _ node: Node, _ path: String) {
         guard !program.isEmpty, !programsLookedFor.contains(program) else { return }
         programsLookedFor.insert(program)
-        guard checkedHere else { return }
+        guard let problem = Self.missing(program), checkedHere else { return }
+        r.warning(node, path, problem)
+    }
+
+    /// Why `program` cannot be run here (nil: it can).
+    static func missing(_ program: String) -> String? {
         let executable = FileSystem.isExecutableFile
         if program.contains("/") {
-            if !FileSystem.exists(program) {
-                r.warning(node, path, "'\(program)' does not exist on this machine: running it will fail")
-            } else if !executable(program) {
-                r.warning(node, path, "'\(program)' is not an executable file: running it will fail")
-            }
-            return
+            if !FileSystem.exists(program) { return "'\(program)' does not exist on this machine: running it will fail" }
+            if !executable(program) { return "'\(program)' is not an executable file: running it will fail" }
+            return nil
         }
         let searchPath = getenv("PATH").map { String(cString: $0) } ?? "/usr/local/bin:/usr/bin:/bin"
         let dirs = searchPath.split(separator: ":", omittingEmptySubsequences: false).map { $0.isEmpty ? "." : String($0) }
-        if !dirs.contains(where: { executable(FileSystem.join($0, program)) }) {
-            r.warning(node, path, "'\(program)' is not found on PATH: running it will fail (give its absolute path)")
-        }
+        if dirs.contains(where: { executable(FileSystem.join($0, program)) }) { return nil }
+        return "'\(program)' is not found on PATH: running it will fail (give its absolute path)"
     }
 
     // MARK: Capacities

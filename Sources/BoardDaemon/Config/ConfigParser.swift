@@ -210,6 +210,9 @@ final class ConfigParser {
     var forThisMachine: Bool {
         guard let board else { return true }
         if boardDetected || board.backend == .mock { return true }
+        // A board that does not match this machine is not the one
+        // detection finds here: the other boards' files are not read.
+        guard BoardDetection.match(board, options.machine.facts) != nil else { return false }
         let (boards, _) = options.catalog.loadAll()
         if case let .found(b, _) = BoardDetection.detect(options.machine.facts, boards: boards) { return b.name == board.name }
         return false
