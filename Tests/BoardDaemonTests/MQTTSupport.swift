@@ -90,8 +90,16 @@ final class Broker: @unchecked Sendable {
         process = nil
     }
 
+    /// Stops it where it is (SIGSTOP: it answers nothing, its sockets stay
+    /// open, as a broker that hangs) or lets it go on (SIGCONT).
+    func pause(_ on: Bool) {
+        guard let p = process, p.isRunning else { return }
+        Glibc.kill(p.processIdentifier, on ? SIGSTOP : SIGCONT)
+    }
+
     func stop() {
         guard let p = process, p.isRunning else { return }
+        Glibc.kill(p.processIdentifier, SIGCONT)
         Glibc.kill(p.processIdentifier, SIGTERM)
         let end = Date().addingTimeInterval(5)
         while p.isRunning && Date() < end { usleep(10_000) }

@@ -8,9 +8,10 @@ import Logging
 /// libmosquitto driven by the main loop, with no thread of its own: its
 /// socket is a port source (readable → `mosquitto_loop_read`; writable
 /// interest only while `mosquitto_want_write` says so →
-/// `mosquitto_loop_write`), a one-second timer calls `mosquitto_loop_misc`
-/// (keepalive pings), and it connects again by itself after any loss, with
-/// exponential back-off and jitter, forever.
+/// `mosquitto_loop_write`), a timer armed for when the keepalive is due
+/// calls `mosquitto_loop_misc` (the ping; idle, the client wakes twice per
+/// keepalive: the ping and its answer), and it connects again by itself
+/// after any loss, with exponential back-off and jitter, forever.
 ///
 /// Connecting blocks (the broker's name is resolved with `getaddrinfo`,
 /// which may wait for DNS), so each attempt runs `mosquitto_connect_async`
@@ -72,7 +73,16 @@ final class MQTTClient {
     private var source: PortSource?
     /// Whether the source watches for writability now.
     private var wantsWrite = false
+    /// Armed for when the keepalive is due (`keepaliveDue`), only while
+    /// connected.
     private var misc: RunLoopTimer?
+    /// When the connection last read and last wrote (called into the
+    /// library that may have), on the loop's clock: libmosquitto pings
+    /// once either is a keepalive old.
+    private var lastRead = MonotonicInstant(nanoseconds: 0)
+    private var lastWrite = MonotonicInstant(nanoseconds: 0)
+    /// Keepalive ticks (`mosquitto_loop_misc` calls), for the tests.
+    private(set) var keepaliveTicks: UInt64 = 0
     /// The next attempt, or the handshake's deadline.
     private var retry: RunLoopTimer?
     private let opened: PerformWorkItem
@@ -119,9 +129,7 @@ final class MQTTClient {
     // MARK: Start, stop
 
     func start() throws {
-        let m = RunLoopTimer(fireAt: loop.now + .seconds(1), interval: .seconds(1), tolerance: .milliseconds(100)) { [unowned self] _ in
-            self.miscTick()
-        }
+        let m = RunLoopTimer.rearmable(tolerance: .milliseconds(100)) { [unowned self] _ in self.miscTick() }
         try loop.add(m, mode: .common)
         misc = m
         let r = RunLoopTimer.rearmable { [unowned self] _ in self.retryTick() }
@@ -193,6 +201,7 @@ final class MQTTClient {
             }
             return false
         }
+        lastWrite = loop.now
         updateInterest()
         return true
     }
@@ -201,12 +210,14 @@ final class MQTTClient {
         guard state == .up, let m = mosq else { return }
         let rc = bdm_subscribe(m, nil, pattern, Int32(qos))
         if rc != MOSQ_ERR_SUCCESS.rawValue { logger.warning("mqtt: cannot subscribe to \(pattern): \(Self.describe(rc))") }
+        lastWrite = loop.now
         updateInterest()
     }
 
     func unsubscribe(_ pattern: String) {
         guard state == .up, let m = mosq else { return }
         _ = bdm_unsubscribe(m, nil, pattern)
+        lastWrite = loop.now
         updateInterest()
     }
 
@@ -332,6 +343,9 @@ final class MQTTClient {
         lastError = nil
         connections &+= 1
         retry?.disarm()
+        lastRead = loop.now
+        lastWrite = lastRead
+        misc?.arm(at: keepaliveDue)
         logger.notice("mqtt: connected to \(settings.host):\(settings.port) as \(settings.clientID)\(settings.tls != nil ? " (TLS)" : "")")
         onUp()
         updateInterest()
@@ -349,6 +363,7 @@ final class MQTTClient {
             // (A callback may have ended this connection: then it is not ours to judge.)
             guard mosq == m else { return }
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return lost(rc) }
+            lastRead = loop.now
             // A reset that came with data: the data was read, the socket is gone.
             if ev.contains(.hangup) || ev.contains(.error) { return lost(MOSQ_ERR_CONN_LOST.rawValue) }
         }
@@ -356,14 +371,42 @@ final class MQTTClient {
             let rc = bdm_loop_write(m, 1)
             guard mosq == m else { return }
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return lost(rc) }
+            lastWrite = loop.now
         }
         updateInterest()
     }
 
+    /// When libmosquitto's keepalive is due: a keepalive after the older
+    /// of the last read and the last write, and a second more (it counts
+    /// whole seconds, so then it is due by its clock too, and still is for
+    /// a tick up to `keepaliveEarly` before). Traffic moves it later
+    /// without touching the timer: a tick that comes earlier than that
+    /// arms it again for the new time.
+    var keepaliveDue: MonotonicInstant {
+        min(lastRead, lastWrite) + .seconds(Int64(max(settings.keepalive, 1)) + 1)
+    }
+
+    /// How early a tick may call `mosquitto_loop_misc` (less than the
+    /// second `keepaliveDue` adds).
+    static let keepaliveEarly: Duration = .milliseconds(500)
+
+    /// The keepalive: `mosquitto_loop_misc` sends a ping (and ends a
+    /// connection whose last ping had no answer); both times are then
+    /// now, as they are in the library.
     private func miscTick() {
-        guard let m = mosq else { return }
+        guard state == .up, let m = mosq else { return }
+        let due = keepaliveDue
+        if loop.now + Self.keepaliveEarly < due {
+            misc?.arm(at: due)
+            return
+        }
+        keepaliveTicks &+= 1
         let rc = bdm_loop_misc(m)
+        guard mosq == m else { return }
         guard rc == MOSQ_ERR_SUCCESS.rawValue else { return lost(rc) }
+        lastRead = loop.now
+        lastWrite = lastRead
+        misc?.arm(at: keepaliveDue)
         updateInterest()
     }
 
@@ -413,6 +456,7 @@ final class MQTTClient {
         }
         if state == .up || state == .handshaking { state = .waiting }
         retry?.disarm()
+        misc?.disarm()
     }
 
     private func fail(_ why: String) {
@@ -454,6 +498,9 @@ final class MQTTClient {
             if e == EAFNOSUPPORT { text += " (" + networkDropInHint + ")" }
         } else if rc == MOSQ_ERR_EAI.rawValue {
             text = "cannot resolve the broker's name"
+        } else if rc == MOSQ_ERR_KEEPALIVE.rawValue {
+            // (libmosquitto 2.0's own text for it is "Unknown error.")
+            text = "the broker did not answer the keepalive ping"
         } else {
             text = String(cString: bdm_strerror(rc))
         }
