@@ -46,7 +46,12 @@ final class MQTTBridge {
     var statsTimer: RunLoopTimer?
     var discoveryTimer: RunLoopTimer?
     /// Once a second: each published line's state against its value now.
-    private var syncTimer: RunLoopTimer?
+    /// The trace records and feed events lost so far (`missed`): when it
+    /// grows, a state change may be among them, and the lines' states are
+    /// checked against their values.
+    private var missedSeen: UInt64 = 0
+    /// How many times that check ran (for the tests).
+    private(set) var resyncs: UInt64 = 0
     /// When the connection went down (for the log line on reconnect).
     private var downSince: UInt64?
 
@@ -66,8 +71,8 @@ final class MQTTBridge {
     /// The most a command's payload may be.
     static let maxPayload = 256
 
-    /// The MQTT client and the bridge's timers (stats, discovery, the states' check).
-    static let budget = LoopBudget(timers: 3, performs: 2) + MQTTClient.budget
+    /// The MQTT client and the bridge's timers (stats, discovery).
+    static let budget = LoopBudget(timers: 2, performs: 2) + MQTTClient.budget
 
     init(daemon: Daemon, config: MQTTConfig) {
         self.daemon = daemon
@@ -98,17 +103,13 @@ final class MQTTBridge {
         try loop.add(s, mode: .common)
         statsTimer = s
         if let i = config.statsInterval { s.arm(after: i) }
-        let sync = RunLoopTimer(fireAt: loop.now + .seconds(1), interval: .seconds(1), tolerance: .milliseconds(100)) { [unowned self] _ in
-            self.syncLines()
-        }
-        try loop.add(sync, mode: .common)
-        syncTimer = sync
         let box = WeakBridge(self)
         let item = PerformWorkItem(modes: [.common]) { box.bridge?.takeEvents() }
         feedItem = item
         let loop = self.loop
         consumer = daemon.traceLog.feed.attach { _ = try? loop.perform(item) }
         daemon.traceLog.watch(true)
+        missedSeen = daemon.traceLog.missedRecords
         seedStates()
         try client.start()
         logger.info(
@@ -160,7 +161,6 @@ final class MQTTBridge {
         daemon.traceLog.watch(false)
         statsTimer?.invalidate()
         discoveryTimer?.invalidate()
-        syncTimer?.invalidate()
     }
 
     // MARK: Topics
@@ -200,10 +200,11 @@ final class MQTTBridge {
         }
     }
 
-    /// Each published line's state against its value now: the records an
-    /// edge flood crowded out of a trace ring (counted and logged as
-    /// dropped trace lines) cannot leave a retained state wrong for more
-    /// than a second.
+    /// Each published line's state against its value now: run when trace
+    /// records or feed events were lost (an edge flood that filled a trace
+    /// ring, counted and logged as dropped trace lines; a full feed queue),
+    /// so a lost change cannot leave a retained state wrong; and at the
+    /// stop. Nothing lost, nothing to check: idle, the bridge sleeps.
     private func syncLines() {
         let program = daemon.main.program
         for id in config.published where id.index < program.cells.count {
@@ -327,6 +328,13 @@ final class MQTTBridge {
         let (batch, overflowed) = daemon.traceLog.feed.take(c)
         stats.feedOverflowed = overflowed
         for e in batch { handle(e) }
+        // The writer pokes the feed when it finds records lost.
+        let missed = daemon.traceLog.missedRecords &+ overflowed
+        if missed != missedSeen {
+            missedSeen = missed
+            resyncs &+= 1
+            syncLines()
+        }
     }
 
     private func published(_ line: String) -> Bool {

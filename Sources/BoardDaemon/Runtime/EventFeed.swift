@@ -129,6 +129,13 @@ final class EventFeed: @unchecked Sendable {
         for w in wakes { w() }
     }
 
+    /// Wakes every consumer, with events or without: something was lost
+    /// before the feed (`TraceLog.missedRecords`). On the writer's thread.
+    func poke() {
+        let wakes = lock.withLock { consumers.map(\.wake) }
+        for w in wakes { w() }
+    }
+
     /// On the consumer's thread: every event waiting for `c`, and how many
     /// were dropped in all because its queue was full.
     func take(_ c: Consumer) -> (events: [TraceEvent], overflowed: UInt64) {

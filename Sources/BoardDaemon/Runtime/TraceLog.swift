@@ -207,7 +207,10 @@ final class TraceLog: @unchecked Sendable {
     // With `lock` held:
     private var programs: [TraceNames] = []
     private var droppedReported: [UInt64]
-    private var stale: UInt64 = 0
+    /// A stale record in this drain.
+    private var staleSeen = false
+    /// Records of a program no longer kept (not written).
+    private let stale = Atomic<UInt64>(0)
     /// Its own lock (not `lock`, which the log writer holds while it
     /// formats a batch): with it held, `watchers`.
     private let watchLock = Lock()
@@ -263,6 +266,20 @@ final class TraceLog: @unchecked Sendable {
         return false
     }
 
+    /// Records lost before the feed, in all: dropped by a full ring, or of
+    /// a program no longer kept. Any thread. A consumer that keeps state
+    /// from the events (the MQTT bridge) is poked when it grows, and reads
+    /// the truth again.
+    var missedRecords: UInt64 {
+        var n = stale.load(ordering: .relaxed)
+        var i = 0
+        while i < rings.count {
+            n &+= rings[i].dropped.load(ordering: .relaxed)
+            i += 1
+        }
+        return n
+    }
+
     /// Formats and logs every waiting record; reports drops. Returns
     /// whether there was anything.
     @discardableResult
@@ -281,6 +298,8 @@ final class TraceLog: @unchecked Sendable {
         let moved = Int64(bitPattern: fresh &- clockOffset)
         if clockOffset == 0 || moved > Self.offsetTolerance || moved < -Self.offsetTolerance { clockOffset = fresh }
         var any = false
+        var lost = false
+        staleSeen = false
         var i = 0
         while i < rings.count {
             let ring = rings[i]
@@ -294,9 +313,11 @@ final class TraceLog: @unchecked Sendable {
                     source: "trace")
                 droppedReported[i] = d
                 any = true
+                lost = true
             }
             i += 1
         }
+        if (lost || staleSeen) && feed.attached.load(ordering: .acquiring) { feed.poke() }
         return any
     }
 
@@ -314,7 +335,8 @@ final class TraceLog: @unchecked Sendable {
     /// With the lock held.
     private func log(_ r: TraceRecord, loop: Int) {
         guard let names = program(r.generation) else {
-            stale &+= 1
+            stale.add(1, ordering: .relaxed)
+            staleSeen = true
             return
         }
         let feeding = feed.attached.load(ordering: .acquiring)
