@@ -135,20 +135,44 @@ public final class LogWriter: @unchecked Sendable {
     /// blocks): later flushes do not wait for it again.
     private var gaveUp = false
     private var traces: [TraceLog] = []
-    private var windows: [String: Window] = [:]
+    private var windows: [String: SourceWindow] = [:]
     /// nil: off.
-    private var limit: RateLimit?
+    private var limit: RateLimit? {
+        didSet {
+            interval = limit.map { UInt64(max(1, $0.interval.nanosecondsClamped)) } ?? 0
+            burst = limit?.burst ?? 0
+        }
+    }
+    /// `limit`'s period in nanoseconds (0: off) and its lines, read for
+    /// every record the trace log may write (no exclusivity check: the
+    /// lock orders them).
+    @exclusivity(unchecked) private var interval: UInt64 = 0
+    @exclusivity(unchecked) private var burst = 0
 
-    private struct Window {
-        var start: UInt64
-        var count: Int
-        var suppressed: UInt64
+    /// One source's rate-limit window, kept for the writer's life (its
+    /// fields with the writer's lock held). The trace log holds the window
+    /// of each reaction, line, sequence and task it logs for, so that the
+    /// limit asks no dictionary for a record (`admits(_:level:now:)`).
+    final class SourceWindow: @unchecked Sendable {
+        let source: String
+        /// The daemon's own messages: its notices and worse are never suppressed.
+        let isDaemon: Bool
+        @exclusivity(unchecked) fileprivate var start: UInt64 = 0
+        @exclusivity(unchecked) fileprivate var count = 0
+        @exclusivity(unchecked) fileprivate var suppressed: UInt64 = 0
+        @exclusivity(unchecked) fileprivate var started = false
+        fileprivate init(_ source: String) {
+            self.source = source
+            isDaemon = source == LogWriter.daemonSource
+        }
     }
 
     public init(fd: Int32, rateLimit: RateLimit? = RateLimit(), queueCapacity: Int = 2048) {
         self.fd = fd
         defaultRateLimit = rateLimit
         limit = rateLimit
+        interval = rateLimit.map { UInt64(max(1, $0.interval.nanosecondsClamped)) } ?? 0
+        burst = rateLimit?.burst ?? 0
         self.queueCapacity = queueCapacity
         journal = getenv("JOURNAL_STREAM") != nil
         start = MonotonicInstant.now.nanoseconds
@@ -174,6 +198,17 @@ public final class LogWriter: @unchecked Sendable {
     /// Lines of `source` suppressed in its current window, not yet reported.
     func suppressed(_ source: String) -> UInt64 { lock.withLock { windows[source]?.suppressed ?? 0 } }
 
+    /// The window of `source` (made the first time it is asked for): what
+    /// `admits(_:level:now:)` takes.
+    func window(_ source: String) -> SourceWindow { lock.withLock { windowLocked(source) } }
+
+    private func windowLocked(_ source: String) -> SourceWindow {
+        if let w = windows[source] { return w }
+        let w = SourceWindow(source)
+        windows[source] = w
+        return w
+    }
+
     /// Lines dropped because the queue was full, not yet reported.
     var pendingDrops: UInt64 { lock.withLock { dropped } }
 
@@ -186,7 +221,7 @@ public final class LogWriter: @unchecked Sendable {
         let now = admitted ? 0 : MonotonicInstant.now.nanoseconds
         var summary: String?
         let queuedIt = lock.withLock { () -> Bool? in
-            guard admitted || admitsLocked(source, level: level, now: now, summary: &summary) else { return nil }
+            guard admitted || admitsLocked(windowLocked(source), level: level, now: now, summary: &summary) else { return nil }
             guard running else { return false }
             if let summary { enqueue(summary) }
             enqueue(text)
@@ -209,7 +244,7 @@ public final class LogWriter: @unchecked Sendable {
         let now = MonotonicInstant.now.nanoseconds
         var summary: String?
         let (ok, queuedSummary) = lock.withLock { () -> (Bool, Bool) in
-            let ok = admitsLocked(source, level: level, now: now, summary: &summary)
+            let ok = admitsLocked(windowLocked(source), level: level, now: now, summary: &summary)
             guard let summary, running else { return (ok, false) }
             enqueue(summary)
             return (ok, true)
@@ -222,13 +257,36 @@ public final class LogWriter: @unchecked Sendable {
         return ok
     }
 
+    /// `admits(source:level:)` for a window already at hand, at `now` (the
+    /// trace log reads the clock once a batch): no dictionary, no clock.
+    func admits(_ w: SourceWindow, level: Logger.Level, now: UInt64) -> Bool {
+        // (The mutex by hand, not `withLock`'s closure: this runs for every
+        // record the trace log may write.)
+        pthread_mutex_lock(lock.mutex)
+        guard interval != 0, !(level >= .notice && w.isDaemon) else {
+            pthread_mutex_unlock(lock.mutex)
+            return true
+        }
+        var summary: String?
+        let ok = admit(w, now: now, summary: &summary)
+        guard let summary else {
+            pthread_mutex_unlock(lock.mutex)
+            return ok
+        }
+        let queuedSummary = running
+        if queuedSummary { enqueue(summary) }
+        pthread_mutex_unlock(lock.mutex)
+        if queuedSummary { wake.pokeNow() } else { writeAll(summary) }
+        return ok
+    }
+
     /// With the lock held. The daemon's own notices and worse (start,
     /// reload, stop, its figures at stop) are never suppressed: what floods
     /// has a source of its own (a log action, a reaction, a command, a
     /// sequence).
-    private func admitsLocked(_ source: String, level: Logger.Level, now: UInt64, summary: inout String?) -> Bool {
-        guard let limit, !(level >= .notice && source == Self.daemonSource) else { return true }
-        return admit(source, limit: limit, now: now, summary: &summary)
+    private func admitsLocked(_ w: SourceWindow, level: Logger.Level, now: UInt64, summary: inout String?) -> Bool {
+        guard interval != 0, !(level >= .notice && w.isDaemon) else { return true }
+        return admit(w, now: now, summary: &summary)
     }
 
     /// With the lock held.
@@ -243,29 +301,22 @@ public final class LogWriter: @unchecked Sendable {
 
     /// The rate limit, with the lock held: false drops the line. A window
     /// that ended with lines suppressed gives its summary (`summary`).
-    private func admit(_ source: String, limit: RateLimit, now: UInt64, summary: inout String?) -> Bool {
-        let interval = UInt64(limit.interval.nanosecondsClamped)
-        var w = windows[source] ?? Window(start: now, count: 0, suppressed: 0)
-        let (ok, ended) = Self.admit(&w, burst: limit.burst, interval: interval, now: now)
-        windows[source] = w
-        if ended > 0 { summary = suppressedLine(source, ended, limit) }
-        return ok
-    }
-
-    /// The window's part of `admit`: whether the line goes, and how many
-    /// lines the window that ended (if one did) suppressed.
-    private static func admit(_ w: inout Window, burst: Int, interval: UInt64, now: UInt64) -> (Bool, UInt64) {
-        var ended: UInt64 = 0
-        if now &- w.start >= interval {
-            ended = w.suppressed
-            w = Window(start: now, count: 0, suppressed: 0)
+    private func admit(_ w: SourceWindow, now: UInt64, summary: inout String?) -> Bool {
+        guard interval != 0 else { return true }
+        if !w.started || now &- w.start >= interval {
+            // A new window; the one that ended says what it suppressed.
+            if w.suppressed > 0 { summary = suppressedLine(w.source, w.suppressed, limit) }
+            w.start = now
+            w.count = 0
+            w.suppressed = 0
+            w.started = true
         }
         if w.count >= burst {
             w.suppressed &+= 1
-            return (false, ended)
+            return false
         }
         w.count += 1
-        return (true, ended)
+        return true
     }
 
     private func suppressedLine(_ source: String, _ n: UInt64, _ limit: RateLimit?) -> String {
@@ -276,20 +327,20 @@ public final class LogWriter: @unchecked Sendable {
     /// The summaries of the windows that ended (`all`: every window with
     /// suppressed lines, at stop), with the lock held.
     private func endedWindows(now: UInt64, all: Bool) -> [String] {
-        // With the limit turned off, what it suppressed is reported now.
-        let interval = limit.map { UInt64($0.interval.nanosecondsClamped) } ?? 0
+        // With the limit turned off (`interval` 0), what it suppressed is reported now.
         var out: [String] = []
         for (source, w) in windows where w.suppressed > 0 && (all || now &- w.start >= interval) {
             out.append(suppressedLine(source, w.suppressed, limit))
-            windows[source] = Window(start: w.start, count: w.count, suppressed: 0)
+            w.suppressed = 0
         }
         return out
     }
 
     /// When the next window with suppressed lines ends (nil: none).
     private func nextWindowEnd() -> UInt64? {
-        let interval = limit.map { UInt64($0.interval.nanosecondsClamped) } ?? 0
-        return windows.values.filter { $0.suppressed > 0 }.map { $0.start &+ interval }.min()
+        var next: UInt64?
+        for w in windows.values where w.suppressed > 0 { next = min(next ?? .max, w.start &+ interval) }
+        return next
     }
 
     /// The daemon's own messages carry their module as source.

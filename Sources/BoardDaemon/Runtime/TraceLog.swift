@@ -205,10 +205,12 @@ final class TraceLog: @unchecked Sendable {
     let feed = EventFeed()
     private let lock = Lock()
     // With `lock` held:
-    private var programs: [TraceNames] = []
+    @exclusivity(unchecked) private var programs: [TraceNames] = []
     private var droppedReported: [UInt64]
     /// A stale record in this drain.
     private var staleSeen = false
+    /// The drain's time, for the rate limit (one clock read a batch).
+    @exclusivity(unchecked) private var batchNow: UInt64 = 0
     /// Records of a program no longer kept (not written).
     private let stale = Atomic<UInt64>(0)
     /// Its own lock (not `lock`, which the log writer holds while it
@@ -297,6 +299,7 @@ final class TraceLog: @unchecked Sendable {
         let fresh = EventFeed.now() &- MonotonicClock.nanoseconds
         let moved = Int64(bitPattern: fresh &- clockOffset)
         if clockOffset == 0 || moved > Self.offsetTolerance || moved < -Self.offsetTolerance { clockOffset = fresh }
+        batchNow = MonotonicInstant.now.nanoseconds
         var any = false
         var lost = false
         staleSeen = false
@@ -343,10 +346,10 @@ final class TraceLog: @unchecked Sendable {
         if !feeding, let h = direct {
             // Level and rate limit first: a record that is not written is
             // not described.
-            guard let (level, source) = Self.levelAndSource(r, names), level >= h.logLevel else { return }
-            let from = source ?? LogWriter.daemonSource
-            guard writer.admits(source: from, level: level), let d = Self.describe(r, loop: loop, names: names) else { return }
-            writer.submit(h.format(d.level, d.text), source: from, level: d.level, admitted: true)
+            guard let (level, source) = Self.admission(r, names), level >= h.logLevel else { return }
+            let w = names.window(source, writer)
+            guard writer.admits(w, level: level, now: batchNow), let d = Self.describe(r, loop: loop, names: names) else { return }
+            writer.submit(h.format(d.level, d.text), source: w.source, level: d.level, admitted: true)
             return
         }
         let config = names.program.config

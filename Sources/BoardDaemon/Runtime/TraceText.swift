@@ -3,9 +3,11 @@ import Logging
 
 /// What the log writer needs of one program to make lines of its records,
 /// made once when the program is registered: each reaction's trace level,
-/// and the rate limit's source of every reaction, line, sequence and task,
-/// so that deciding whether a record is written (its level, its source's
-/// rate limit) describes nothing and allocates nothing.
+/// and the rate limit's source of every reaction, line, sequence and task
+/// with its window (asked of the writer the first time one is needed), so
+/// that deciding whether a record is written (its level, its source's rate
+/// limit) describes nothing, hashes nothing and allocates nothing. Used
+/// with the trace log's lock held.
 final class TraceNames {
     let program: Program
     let levels: [Logger.Level]
@@ -13,6 +15,20 @@ final class TraceNames {
     let lineSources: [String]
     let sequenceSources: [String]
     let taskSources: [String]
+    // (No exclusivity checks: read for every record, with the trace
+    // log's lock held, which orders them.)
+    @exclusivity(unchecked) private var reactionWindows: [LogWriter.SourceWindow?]
+    @exclusivity(unchecked) private var lineWindows: [LogWriter.SourceWindow?]
+    @exclusivity(unchecked) private var sequenceWindows: [LogWriter.SourceWindow?]
+    @exclusivity(unchecked) private var taskWindows: [LogWriter.SourceWindow?]
+    @exclusivity(unchecked) private var daemonWindow: LogWriter.SourceWindow?
+
+    /// A record's rate-limit source, by index.
+    enum Source {
+        case reaction(Int), line(Int32), sequence(Int), task(Int)
+        /// The daemon's own (a mode change, a loss).
+        case daemon
+    }
 
     init(_ p: Program) {
         program = p
@@ -22,9 +38,49 @@ final class TraceNames {
         lineSources = c.lines.map { "line \($0.name)" }
         sequenceSources = c.sequences.map { "sequence \($0.name)" }
         taskSources = c.tasks.map { "task \($0.name)" }
+        reactionWindows = Array(repeating: nil, count: reactionSources.count)
+        lineWindows = Array(repeating: nil, count: lineSources.count)
+        sequenceWindows = Array(repeating: nil, count: sequenceSources.count)
+        taskWindows = Array(repeating: nil, count: taskSources.count)
     }
 
     func lineSource(_ line: Int32) -> String { line >= 0 ? lineSources[Int(line)] : "line " }
+
+    /// The source's name (nil: the daemon's own).
+    func name(_ s: Source) -> String? {
+        switch s {
+        case .reaction(let i): return reactionSources[i]
+        case .line(let l): return lineSource(l)
+        case .sequence(let i): return sequenceSources[i]
+        case .task(let i): return taskSources[i]
+        case .daemon: return nil
+        }
+    }
+
+    /// The source's rate-limit window in `writer`.
+    func window(_ s: Source, _ writer: LogWriter) -> LogWriter.SourceWindow {
+        switch s {
+        case .reaction(let i): return Self.cached(&reactionWindows, i, reactionSources, writer)
+        case .line(let l) where l >= 0: return Self.cached(&lineWindows, Int(l), lineSources, writer)
+        case .sequence(let i): return Self.cached(&sequenceWindows, i, sequenceSources, writer)
+        case .task(let i): return Self.cached(&taskWindows, i, taskSources, writer)
+        case .line: return writer.window("line ")
+        case .daemon:
+            if let w = daemonWindow { return w }
+            let w = writer.window(LogWriter.daemonSource)
+            daemonWindow = w
+            return w
+        }
+    }
+
+    @inline(__always) private static func cached(
+        _ windows: inout [LogWriter.SourceWindow?], _ i: Int, _ names: [String], _ writer: LogWriter
+    ) -> LogWriter.SourceWindow {
+        if let w = windows[i] { return w }
+        let w = writer.window(names[i])
+        windows[i] = w
+        return w
+    }
 }
 
 extension TraceLog {
@@ -32,23 +88,30 @@ extension TraceLog {
     /// own), without describing it; nil for a record that is not logged
     /// (a recording's) or whose codes are not known.
     static func levelAndSource(_ r: TraceRecord, _ n: TraceNames) -> (Logger.Level, String?)? {
+        guard let (level, source) = admission(r, n) else { return nil }
+        return (level, n.name(source))
+    }
+
+    /// `levelAndSource`, the source by index: what the writer asks for
+    /// every record before it describes one.
+    @inline(__always) static func admission(_ r: TraceRecord, _ n: TraceNames) -> (Logger.Level, TraceNames.Source)? {
         switch r.kind {
         case .reaction:
             let i = Int(r.index)
-            return (i < n.levels.count ? n.levels[i] : .info, n.reactionSources[i])
-        case .skipped, .edge, .output: return (.debug, n.lineSource(r.line))
+            return (i < n.levels.count ? n.levels[i] : .info, .reaction(i))
+        case .skipped, .edge, .output: return (.debug, .line(r.line))
         case .gesture:
             guard GestureKind(code: r.index) != nil else { return nil }
-            return (.debug, n.lineSource(r.line))
+            return (.debug, .line(r.line))
         case .sequence:
             guard let step = EventSink.SequenceStep(code: r.step, number: Int(r.number), max: Int(r.other)) else { return nil }
-            return (step.level, n.sequenceSources[Int(r.index)])
+            return (step.level, .sequence(Int(r.index)))
         case .mode:
             guard EventSink.ModeReason(code: r.step, sequence: Int(r.other)) != nil else { return nil }
-            return (.info, nil)
-        case .heldDelivered: return (.info, nil)
-        case .lost, .ringFull, .deadlinesDeferred: return (.warning, nil)
-        case .skippedPeriods: return (.notice, n.taskSources[Int(r.index)])
+            return (.info, .daemon)
+        case .heldDelivered: return (.info, .daemon)
+        case .lost, .ringFull, .deadlinesDeferred: return (.warning, .daemon)
+        case .skippedPeriods: return (.notice, .task(Int(r.index)))
         case .rawEdge, .command: return nil
         }
     }
