@@ -76,6 +76,75 @@ func boarddReaction(_ n: Int, level: Logger.Level = .critical, second: Bool = fa
     daemon.shutdown()
 }
 
+/// The same reaction at `info` in a flood the log's rate limit throttles,
+/// counted whole: the loop's record and the log writer's part, the
+/// deciding that a suppressed line is not written. The records are drained
+/// on this thread every 64 edges, where the writer's thread drains them
+/// every 20 ms in boardd (inline, on the manual clock: no writer thread, so
+/// the count is exact run to run); the window is an hour, so both runs
+/// write the same 200 lines and the difference is suppressed records
+/// alone. At `.notice` (nothing traced), the same setup's reference;
+/// `describedFirst`: through a handler the trace log does not know as
+/// boardd's own, so each record is described and formatted before the
+/// rate limit drops it (how every record went before the level and the
+/// limit were asked first).
+func boarddReactionFlood(_ n: Int, level: Logger.Level, describedFirst: Bool = false) throws {
+    let yaml = """
+        board: demo
+        log: { rate_limit: { lines: 200, per: 1h } }
+        lines:
+          button: { pin: BUTTON, input: { edge: both, active_low: true } }
+          led: { pin: LED, output: { initial: off } }
+        reactions:
+          - name: toggle
+            on: { line: button, edge: both }
+            do: [ toggle: led ]
+        """
+    let config = loadConfig(yaml, file: "instr.yaml")
+    let clock = ManualClock()
+    let mock = try Demo.makeChips(clock: .manual(clock))
+    var logger = instrLogger(level)
+    if describedFirst {
+        logger = Logger(label: "instr") { label in Forwarding(BoarddLogHandler(label: label, level: level, journal: false)) }
+        logger.logLevel = level
+    }
+    var options = Daemon.Options(logger: logger, clock: .manual(clock), modeDriver: .external, summaryInterval: nil, mock: mock)
+    options.inlineWorkers = true
+    let daemon = try Daemon(config: config, options: options)
+    let loop = daemon.loop
+    let mode = RunLoopMode.default
+    var edges = 0
+    try drive(mock.chips[0], n) {
+        _ = try loop.run(mode: mode, timeout: .zero, returnAfterSourceHandled: true)
+        edges += 1
+        if edges & 63 == 0 { daemon.flushEvents() }
+    }
+    daemon.flushEvents()
+    let fired = daemon.counters.reactionFires["toggle"] ?? 0
+    precondition(fired == UInt64(n), "reaction boardd-flood: \(fired) of \(n) edges")
+    daemon.shutdown()
+}
+
+/// boardd's handler under another type: the trace log hands it every
+/// record described, as any handler not its own.
+struct Forwarding: LogHandler {
+    var inner: BoarddLogHandler
+    init(_ h: BoarddLogHandler) { inner = h }
+    var logLevel: Logger.Level {
+        get { inner.logLevel }
+        set { inner.logLevel = newValue }
+    }
+    var metadata: Logger.Metadata {
+        get { inner.metadata }
+        set { inner.metadata = newValue }
+    }
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { inner[metadataKey: key] }
+        set { inner[metadataKey: key] = newValue }
+    }
+    func log(event: LogEvent) { inner.log(event: event) }
+}
+
 /// `drive`, under a name of its own: at `info`, scripts/instructions.sh
 /// counts only what runs inside it on the loop's thread (callgrind's
 /// `--toggle-collect`), so the log writer's formatting on its thread and

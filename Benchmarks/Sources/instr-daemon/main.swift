@@ -9,7 +9,12 @@
 //     (Reaction.swift); boardd-2 and engine-2: a second reaction on the
 //     same edge toggles a second output (what one more reaction costs);
 //     boardd-thread: boardd's on a thread of its own, as a worker's loop
-//     is (a loop made off the main thread is remembered by its thread)
+//     is (a loop made off the main thread is remembered by its thread);
+//     boardd-flood: at info in a flood the log's rate limit throttles,
+//     every thread's part counted (the records drained on this thread;
+//     boardd-flood-notice: the same at notice, its reference;
+//     boardd-flood-described: each record described before the limit
+//     drops it, as before the limit was asked first)
 //
 //   instr-daemon deadlines boardd | boardd-1 EVENTS
 //     a deadline-heavy config: 50 inputs (boardd-1: one), each with
@@ -21,13 +26,19 @@
 //     an edge on the main loop toggles an output a worker owns: the action
 //     is posted to the worker's port (boardd-local: the output is the main
 //     loop's, no post); every loop on this thread (Post.swift)
+//
+//   instr-daemon start boardd | boardd-detect STARTS
+//     examples/doorbell.yaml loaded and its daemon made and stopped on
+//     mock chips (boardd-detect: with board detection over every board
+//     file besides, as a start used to run it) (Start.swift)
 import Glibc
 
 let args = CommandLine.arguments
 let usage = """
-    usage: instr-daemon reaction boardd|boardd-info|engine|boardd-2|engine-2|boardd-thread EVENTS
+    usage: instr-daemon reaction boardd|boardd-info|boardd-flood|boardd-flood-notice|boardd-flood-described|engine|boardd-2|engine-2|boardd-thread EVENTS
            instr-daemon deadlines boardd|boardd-1 EVENTS
            instr-daemon post boardd|boardd-local EVENTS
+           instr-daemon start boardd|boardd-detect STARTS
 
     """
 guard args.count == 4, let events = Int(args[3]), events > 0 else {
@@ -56,12 +67,17 @@ do {
     switch (args[1], args[2]) {
     case ("reaction", "boardd"): try boarddReaction(events)
     case ("reaction", "boardd-info"): try boarddReaction(events, level: .info)
+    case ("reaction", "boardd-flood"): try boarddReactionFlood(events, level: .info)
+    case ("reaction", "boardd-flood-notice"): try boarddReactionFlood(events, level: .notice)
+    case ("reaction", "boardd-flood-described"): try boarddReactionFlood(events, level: .info, describedFirst: true)
     case ("reaction", "engine"): try engineReaction(events)
     case ("reaction", "boardd-2"): try boarddReaction(events, second: true)
     case ("reaction", "engine-2"): try engineReaction(events, second: true)
     case ("reaction", "boardd-thread"): try onThread { try boarddReaction(events) }
     case ("deadlines", "boardd"): try deadlinesScenario(events, lines: 50)
     case ("deadlines", "boardd-1"): try deadlinesScenario(events, lines: 1)
+    case ("start", "boardd"): try startScenario(events, detect: false)
+    case ("start", "boardd-detect"): try startScenario(events, detect: true)
     case ("post", "boardd"): try postScenario(events, crossLoop: true)
     case ("post", "boardd-local"): try postScenario(events, crossLoop: false)
     default:
