@@ -4,7 +4,8 @@
 # engine loop, a 1 kHz critical task under a 20k edges/s flood), then the
 # process figures, measured with /proc and /usr/bin/time -v on a release
 # build with the Swift stdlib linked statically:
-#   - wake-ups per second while idle (no tasks), and with one 500 ms task:
+#   - wake-ups per second while idle (no tasks), and with one 500 ms task;
+#     idle with MQTT connected to a mosquitto of its own (keepalive 10 s):
 #     the context switches of every thread (/proc/PID/task/*/status) and
 #     the times they were scheduled (/proc/PID/task/*/schedstat) over 10 s;
 #   - CPU time (utime + stime, /proc/PID/stat) over 60 s idle;
@@ -155,6 +156,27 @@ row("figure", "boardd", "reference / goal", "")
 row("wake-ups/s idle, no tasks (ctx switches, %.0f s)" % window, "%.2f" % (vi + ii), "goal 0", "schedstat runs/s %.2f, %d thread(s)" % (si, threads))
 (vt, it, st), _ = wakes(task)
 row("wake-ups/s with one 500 ms task", "%.2f" % (vt + it), "expected 2", "schedstat runs/s %.2f" % st)
+# Idle with MQTT connected (a broker of our own on 127.0.0.1, keepalive
+# 10 s): the ping and its answer per keepalive, nothing else.
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close(); return port
+port = free_port()
+conf = os.path.join(work, "mosquitto.conf")
+open(conf, "w").write("listener %d 127.0.0.1\nallow_anonymous true\npersistence false\n" % port)
+broker = subprocess.Popen(["/usr/sbin/mosquitto", "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for _ in range(200):
+    try: socket.create_connection(("127.0.0.1", port), 0.1).close(); break
+    except OSError: time.sleep(0.05)
+mqtt = os.path.join(work, "mqtt.yaml")
+open(mqtt, "w").write(open(idle).read() + "mqtt: { broker: 127.0.0.1, port: %d, client_id: bench, keepalive: 10s }\n" % port)
+mqtt_window = 3.0 if quick else 60.0
+p, _ = start(mqtt)
+time.sleep(1.0)  # connected, its first messages acknowledged
+a = switches(p.pid); time.sleep(mqtt_window); b = switches(p.pid)
+stop(p); broker.terminate(); broker.wait()
+mv = (b[0] - a[0] + b[1] - a[1])
+row("wake-ups idle with MQTT connected (keepalive 10 s, %.0f s)" % mqtt_window, "%d (%.2f/s)" % (mv, mv / mqtt_window),
+    "goal <= 2 per keepalive", "%.1f per keepalive" % (mv / (mqtt_window / 10.0)))
 p, _ = start(idle)
 time.sleep(0.5)
 c0 = cpu_ms(p.pid); time.sleep(cpu_window); c1 = cpu_ms(p.pid)
