@@ -31,6 +31,9 @@ final class TaskRunner {
     }
 
     private func fired(_ t: RunLoopTimer) {
+        // A fire in the pass the stop began in does not run: it is not a
+        // run (the stop's figures count what ran).
+        guard !rt.stopping else { return }
         runs &+= 1
         var late = Duration.zero
         var skipped: UInt64 = 0
