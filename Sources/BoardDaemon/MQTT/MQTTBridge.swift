@@ -45,8 +45,8 @@ final class MQTTBridge {
     var discovered: [String: String] = [:]
     var statsTimer: RunLoopTimer?
     var discoveryTimer: RunLoopTimer?
-    /// Once a second: each published line's state against its value now.
-    /// The trace records and feed events lost so far (`missed`): when it
+    /// The trace records and feed events lost so far
+    /// (`TraceLog.missedRecords` and the feed queue's overflow): when it
     /// grows, a state change may be among them, and the lines' states are
     /// checked against their values.
     private var missedSeen: UInt64 = 0
