@@ -138,16 +138,19 @@ public final class LogWriter: @unchecked Sendable {
     private var windows: [String: SourceWindow] = [:]
     /// nil: off.
     private var limit: RateLimit? {
-        didSet {
-            interval = limit.map { UInt64(max(1, $0.interval.nanosecondsClamped)) } ?? 0
-            burst = limit?.burst ?? 0
-        }
+        didSet { (interval, burst) = Self.counts(limit) }
     }
     /// `limit`'s period in nanoseconds (0: off) and its lines, read for
     /// every record the trace log may write (no exclusivity check: the
     /// lock orders them).
     @exclusivity(unchecked) private var interval: UInt64 = 0
     @exclusivity(unchecked) private var burst = 0
+
+    /// A limit's period in nanoseconds (at least 1; 0: off) and its lines.
+    private static func counts(_ l: RateLimit?) -> (UInt64, Int) {
+        guard let l else { return (0, 0) }
+        return (UInt64(max(1, l.interval.nanosecondsClamped)), l.burst)
+    }
 
     /// One source's rate-limit window, kept for the writer's life (its
     /// fields with the writer's lock held). The trace log holds the window
@@ -171,8 +174,7 @@ public final class LogWriter: @unchecked Sendable {
         self.fd = fd
         defaultRateLimit = rateLimit
         limit = rateLimit
-        interval = rateLimit.map { UInt64(max(1, $0.interval.nanosecondsClamped)) } ?? 0
-        burst = rateLimit?.burst ?? 0
+        (interval, burst) = Self.counts(rateLimit)
         self.queueCapacity = queueCapacity
         journal = getenv("JOURNAL_STREAM") != nil
         start = MonotonicInstant.now.nanoseconds
@@ -242,33 +244,24 @@ public final class LogWriter: @unchecked Sendable {
     /// Lets a caller decide before it formats the line.
     func admits(source: String, level: Logger.Level) -> Bool {
         let now = MonotonicInstant.now.nanoseconds
-        var summary: String?
-        let (ok, queuedSummary) = lock.withLock { () -> (Bool, Bool) in
-            let ok = admitsLocked(windowLocked(source), level: level, now: now, summary: &summary)
-            guard let summary, running else { return (ok, false) }
-            enqueue(summary)
-            return (ok, true)
-        }
-        if queuedSummary {
-            wake.pokeNow()
-        } else if let summary {
-            writeAll(summary)
-        }
-        return ok
+        pthread_mutex_lock(lock.mutex)
+        return admitsUnlocking(windowLocked(source), level: level, now: now)
     }
 
     /// `admits(source:level:)` for a window already at hand, at `now` (the
     /// trace log reads the clock once a batch): no dictionary, no clock.
     func admits(_ w: SourceWindow, level: Logger.Level, now: UInt64) -> Bool {
-        // (The mutex by hand, not `withLock`'s closure: this runs for every
-        // record the trace log may write.)
         pthread_mutex_lock(lock.mutex)
-        guard interval != 0, !(level >= .notice && w.isDaemon) else {
-            pthread_mutex_unlock(lock.mutex)
-            return true
-        }
+        return admitsUnlocking(w, level: level, now: now)
+    }
+
+    /// Both `admits`, from the lock taken: decides, releases the lock, then
+    /// queues (or writes) the summary of a window that ended. (The mutex by
+    /// hand, not `withLock`'s closure: this runs for every record the trace
+    /// log may write.)
+    private func admitsUnlocking(_ w: SourceWindow, level: Logger.Level, now: UInt64) -> Bool {
         var summary: String?
-        let ok = admit(w, now: now, summary: &summary)
+        let ok = admitsLocked(w, level: level, now: now, summary: &summary)
         guard let summary else {
             pthread_mutex_unlock(lock.mutex)
             return ok
@@ -299,10 +292,10 @@ public final class LogWriter: @unchecked Sendable {
         }
     }
 
-    /// The rate limit, with the lock held: false drops the line. A window
+    /// The rate limit, with the lock held and a limit in force
+    /// (`admitsLocked` asks): false drops the line. A window
     /// that ended with lines suppressed gives its summary (`summary`).
     private func admit(_ w: SourceWindow, now: UInt64, summary: inout String?) -> Bool {
-        guard interval != 0 else { return true }
         if !w.started || now &- w.start >= interval {
             // A new window; the one that ended says what it suppressed.
             if w.suppressed > 0 { summary = suppressedLine(w.source, w.suppressed, limit) }
