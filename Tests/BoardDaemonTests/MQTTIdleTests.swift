@@ -42,6 +42,21 @@ final class MQTTIdleTests: XCTestCase {
             config: config, options: .init(logger: logger, modeDriver: .external, summaryInterval: nil, mock: try Demo.makeChips()))
     }
 
+    /// A daemon of `yaml(…)` connected to `broker` (its loop run until the
+    /// connection is up, at most 20 s); shut down here if it cannot be.
+    private func connected(_ broker: Broker, keepalive: String) throws -> (Daemon, MQTTBridge) {
+        let d = try daemon(Self.yaml(port: broker.port, keepalive: keepalive))
+        do {
+            let bridge = try XCTUnwrap(d.mqtt)
+            try run(d, for: 20) { bridge.client.state == .up }
+            XCTAssertEqual(bridge.client.state, .up)
+            return (d, bridge)
+        } catch {
+            d.shutdown()
+            throw error
+        }
+    }
+
     private func run(_ d: Daemon, for seconds: Double, until done: () -> Bool = { false }) throws {
         let end = Date().addingTimeInterval(seconds)
         while Date() < end && !done() {
@@ -57,11 +72,8 @@ final class MQTTIdleTests: XCTestCase {
     /// keeps the connection: the pings went out on time.
     func testAConnectedIdleDaemonWakesForTheKeepaliveOnly() throws {
         let broker = try Broker()
-        let d = try daemon(Self.yaml(port: broker.port, keepalive: "5s"))
+        let (d, bridge) = try connected(broker, keepalive: "5s")
         defer { d.shutdown() }
-        let bridge = try XCTUnwrap(d.mqtt)
-        try run(d, for: 20) { bridge.client.state == .up }
-        XCTAssertEqual(bridge.client.state, .up)
         // What the connection published at its start is acknowledged.
         try run(d, for: 0.5)
         let ticks0 = bridge.client.keepaliveTicks
@@ -88,11 +100,8 @@ final class MQTTIdleTests: XCTestCase {
     /// then tries again, as after any loss.
     func testABrokerThatStopsAnsweringIsGivenUpAfterAnUnansweredPing() throws {
         let broker = try Broker()
-        let d = try daemon(Self.yaml(port: broker.port, keepalive: "5s"))
+        let (d, bridge) = try connected(broker, keepalive: "5s")
         defer { d.shutdown() }
-        let bridge = try XCTUnwrap(d.mqtt)
-        try run(d, for: 20) { bridge.client.state == .up }
-        XCTAssertEqual(bridge.client.state, .up)
         try run(d, for: 0.3)
         broker.pause(true)
         defer { broker.pause(false) }
@@ -111,11 +120,8 @@ final class MQTTIdleTests: XCTestCase {
     /// sends or reads moves the ping later (a busy connection needs none).
     func testTrafficMovesTheKeepaliveLater() throws {
         let broker = try Broker()
-        let d = try daemon(Self.yaml(port: broker.port, keepalive: "60s"))
+        let (d, bridge) = try connected(broker, keepalive: "60s")
         defer { d.shutdown() }
-        let bridge = try XCTUnwrap(d.mqtt)
-        try run(d, for: 20) { bridge.client.state == .up }
-        XCTAssertEqual(bridge.client.state, .up)
         let first = bridge.client.keepaliveDue
         XCTAssertGreaterThanOrEqual(first, d.loop.now + .seconds(59), "due a keepalive and a second after the connection")
         XCTAssertLessThanOrEqual(first, d.loop.now + .seconds(61))
@@ -138,12 +144,11 @@ final class MQTTIdleTests: XCTestCase {
         let broker = try Broker()
         let topic = "boardd/idle/line/relay/state"
         let probe = try Probe(port: broker.port, subscribe: topic)
-        let d = try daemon(Self.yaml(port: broker.port, keepalive: "60s"))
+        let (d, bridge) = try connected(broker, keepalive: "60s")
         defer { d.shutdown() }
-        let bridge = try XCTUnwrap(d.mqtt)
         // The main loop is the test's thread: it runs while the probe is waited for.
         func states() -> [String] { probe.on(topic).map(\.payload) }
-        try run(d, for: 20) { bridge.client.state == .up && states() == ["OFF"] }
+        try run(d, for: 20) { states() == ["OFF"] }
         XCTAssertEqual(states(), ["OFF"])
         let chip = try XCTUnwrap(d.mock?.chips.first)
         let button = GPIOLineSelector.offset(Harness.offset("BUTTON"))
