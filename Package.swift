@@ -5,7 +5,8 @@
 //
 // Layers (lower never imports higher), see README.md ("Layers"):
 //   1. C shims      CLinux (epoll/eventfd/timerfd/signalfd/futex), CGPIOD (libgpiod 1.6 / 2.x),
-//                   CMosquitto (libmosquitto, loaded for the daemon's MQTT client)
+//                   CMosquitto (libmosquitto, loaded for the daemon's MQTT client),
+//                   Clibyaml (libyaml, the config reader's parser)
 //   2. Engine       Boardloop             (Glibc only, never Foundation)
 //   3. GPIO         BoardloopGPIO, BoardloopGPIOMock
 //   4. Board        BoardSupport
@@ -63,7 +64,6 @@ let package = Package(
         .executable(name: "boardctl", targets: ["boardctl"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
@@ -84,6 +84,9 @@ let package = Package(
         // (Clibmosquitto, flags from pkg-config).
         .target(name: "CMosquitto", linkerSettings: [.linkedLibrary("dl")]),
         .systemLibrary(name: "Clibmosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        // libyaml: the config reader's YAML parser (its event API; the
+        // daemon composes the nodes itself, BoardSupport/YAML).
+        .systemLibrary(name: "Clibyaml", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
 
         // Layer 2: the engine.
         .target(name: "Boardloop", dependencies: ["CLinux"], swiftSettings: strict),
@@ -95,7 +98,7 @@ let package = Package(
         // Layer 4 and 5: board descriptions and detection; the daemon library
         // (config language, loading, validation, the resolved model).
         .target(
-            name: "BoardSupport", dependencies: ["BoardloopGPIO", .product(name: "Yams", package: "Yams")],
+            name: "BoardSupport", dependencies: ["BoardloopGPIO", "Clibyaml"],
             // Every board file, compiled in (links to boards/, the only
             // copies) as the catalog's built-in boards: a boardd copied
             // anywhere knows every board; files in /etc/boardd/boards and
@@ -113,7 +116,7 @@ let package = Package(
             name: "BoardDaemon",
             dependencies: [
                 "BoardSupport", "BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "CDaemon", "CLinux", "BoardControl", "CMosquitto",
-                .product(name: "Yams", package: "Yams"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             // `boardd --demo`: the demo config and its scripted person,
             // compiled in (links to examples/, the only copies; the demo

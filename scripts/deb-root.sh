@@ -3,7 +3,7 @@
 # scripts/deploy-test.sh and prints the path of its tarball:
 # `debootstrap --variant=minbase bookworm` with what installing the boardd
 # package needs already in it (systemd, for systemd-analyze verify and
-# deb-systemd-helper; libgpiod2 and libmosquitto1, which boardd links; procps), so that
+# deb-systemd-helper; libgpiod2, libmosquitto1 and libyaml-0-2, which boardd links; procps), so that
 # `apt-get install ./boardd_….deb` resolves its Depends offline,
 # openssh-server and sudo (the "board" deploy-test.sh deploys to over ssh,
 # as root and as a user with sudo), and dbus, so that the root boots under
@@ -17,7 +17,7 @@ set -eu
 # change, a point release worth having).
 root_version=3
 suite=bookworm
-include=systemd,dbus,libgpiod2,libmosquitto1,procps,openssh-server,sudo
+include=systemd,dbus,libgpiod2,libmosquitto1,libyaml-0-2,procps,openssh-server,sudo
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 key="$suite-minbase-$(echo "$include" | tr , +)-v$root_version"
 cache="${BOARDLOOP_CACHE:-$HOME/.cache/boardloop}/debootstrap"

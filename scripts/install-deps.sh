@@ -2,7 +2,8 @@
 # Installs Debian/Raspberry Pi OS packages that are not installed yet.
 #   scripts/install-deps.sh            what boardloop builds against: libgpiod
 #                                      (headers + library, via pkg-config) and the gpiod tools;
-#                                      libmosquitto (boardd's MQTT client); for the tests, the
+#                                      libmosquitto (boardd's MQTT client); libyaml (the config
+#                                      reader's YAML parser); for the tests, the
 #                                      mosquitto broker and its clients, openssl (a throwaway CA),
 #                                      and paho-mqtt from PyPI in a venv (~/.cache/boardloop/venv)
 #                                      for the fleet test's controller;
@@ -12,7 +13,7 @@
 # Swift itself is expected on PATH (swift.org toolchain, 6.1 or later).
 set -eu
 default=0
-[ $# -gt 0 ] || { default=1; set -- libgpiod-dev gpiod pkg-config python3 python3-prometheus-client python3-venv libmosquitto-dev mosquitto mosquitto-clients openssl; }
+[ $# -gt 0 ] || { default=1; set -- libgpiod-dev gpiod pkg-config python3 python3-prometheus-client python3-venv libmosquitto-dev libyaml-dev mosquitto mosquitto-clients openssl; }
 need=""
 for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need="$need $p"

@@ -1,4 +1,3 @@
-import Yams
 
 /// Reads a board file (`boards/NAME.yaml`); the format is in
 /// `docs/config.md` ("Board files").

@@ -2,7 +2,6 @@ import BoardSupport
 import Foundation
 import Glibc
 import Testing
-import Yams
 
 @testable import BoardDaemon
 
@@ -284,8 +283,9 @@ let fleetGoodConfigs: [(String, [String])] = [
         let text = "board: demo\nsubstitutions: { who: mqtt }\npassword: !secret ${who}_password\nwritten: plain-text\n"
         let root = try #require(parser.r.compose(text))
         let assembled = try #require(parser.assemble(root))
-        let password = try #require(assembled.mapping?.first { $0.key.string == "password" }?.value)
-        let written = try #require(assembled.mapping?.first { $0.key.string == "written" }?.value)
+        guard case let .mapping(top) = assembled else { Issue.record("not a mapping: \(assembled)"); return }
+        let password = try #require(top.first { $0.key.string == "password" }?.value)
+        let written = try #require(top.first { $0.key.string == "written" }?.value)
         #expect(parser.isSecret(password))
         #expect(!parser.isSecret(written))
         // The node keeps the name; only `secret` has the value.

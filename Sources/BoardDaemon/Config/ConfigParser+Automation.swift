@@ -1,6 +1,5 @@
 import BoardSupport
 import BoardloopGPIO
-import Yams
 
 extension ConfigParser {
     static let actionKeys = ["set", "toggle", "pulse", "wait", "run", "log", "mode", "sequence", "stop", "if"]

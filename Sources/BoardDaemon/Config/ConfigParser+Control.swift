@@ -1,5 +1,4 @@
 import BoardSupport
-import Yams
 
 /// The `control:` block: boardd's control socket (docs/control.md).
 public struct ControlConfig: Sendable, Equatable {

@@ -1,6 +1,5 @@
 import BoardSupport
 import Glibc
-import Yams
 
 /// One config for many boards: what makes a config's files one document
 /// before its sections are read.
@@ -93,8 +92,6 @@ extension ConfigParser {
         case let .sequence(q):
             let items = q.enumerated().map { resolveIncludes($0.element, YAMLReader.index(path, $0.offset), in: stack) }
             return .sequence(Node.Sequence(items, q.tag, q.style, q.mark))
-        case .alias:
-            return node
         }
     }
 
@@ -161,13 +158,12 @@ extension ConfigParser {
         let own = DiagnosticLog(file: shown)
         var reader = YAMLReader(log: own)
         reader.scalarTags = r.scalarTags
-        let composed = reader.compose(text)
+        let composed = reader.compose(text, source: source)
         log.append(own, via: via)
         guard let document = composed else {
             if !own.hasErrors { r.error(node, path, "cannot include '\(name)': \(shown) is empty (it must hold a YAML document)") }
             return nil
         }
-        r.files.assign(document, source: source)
         includedFiles.append(shown)
         return resolveIncludes(document, path, in: stack + [Inclusion(file: shown, real: real, places: places)])
     }
@@ -407,8 +403,6 @@ extension ConfigParser {
         case let .sequence(q):
             let items = q.enumerated().map { substituted($0.element, YAMLReader.index(path, $0.offset), table) }
             return .sequence(Node.Sequence(items, q.tag, q.style, q.mark))
-        case .alias:
-            return node
         }
     }
 
@@ -461,8 +455,6 @@ extension ConfigParser {
             for (k, v) in m { resolveSecrets(v, YAMLReader.key(path, k.string ?? "?")) }
         case let .sequence(q):
             for (i, item) in q.enumerated() { resolveSecrets(item, YAMLReader.index(path, i)) }
-        case .alias:
-            break
         }
     }
 
@@ -524,7 +516,6 @@ extension ConfigParser {
         switch node {
         case .mapping: return "a mapping"
         case .sequence: return "a list"
-        case .alias: return "an alias"
         case let .scalar(s):
             return s.style == .plain && (s.string.isEmpty || s.string == "~" || s.string == "null") ? "nothing (null)" : "a single value"
         }

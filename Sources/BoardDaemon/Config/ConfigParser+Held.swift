@@ -1,5 +1,4 @@
 import BoardSupport
-import Yams
 
 // Held events by default: a line a sequence can hold keeps what comes while
 // it is held. Where the config does not set `drain`, such a line gets a

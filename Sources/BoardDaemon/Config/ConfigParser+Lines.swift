@@ -1,6 +1,5 @@
 import BoardSupport
 import BoardloopGPIO
-import Yams
 
 extension ConfigParser {
     func parseLines(_ e: YAMLReader.Entry) {

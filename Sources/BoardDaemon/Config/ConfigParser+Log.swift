@@ -1,5 +1,4 @@
 import BoardSupport
-import Yams
 
 /// The `log:` block: how boardd's log is written (docs/config.md, "log").
 public struct LogConfig: Sendable, Equatable {

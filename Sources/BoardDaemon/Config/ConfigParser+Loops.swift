@@ -2,7 +2,6 @@ import Boardloop
 import Glibc
 import BoardSupport
 import BoardloopGPIO
-import Yams
 
 extension ConfigParser {
     static let defaultCommandTimeout = Duration.seconds(60)

@@ -1,6 +1,5 @@
 import BoardSupport
 import Glibc
-import Yams
 
 /// The `mqtt:` block: boardd as a client of an MQTT broker (docs/mqtt.md).
 public struct MQTTConfig: Sendable, Equatable {

@@ -1,6 +1,5 @@
 import BoardSupport
 import BoardloopGPIO
-import Yams
 
 /// Reactions: `on:` (a trigger on an input line), `when:`, `do:`. A trigger
 /// kind's syntax is here; what it is and does is in `Automation/Triggers.swift`.
@@ -98,7 +97,7 @@ extension ConfigParser {
             if case let .scalar(s) = k.value, s.string != GestureKind.hold.rawValue {
                 r.error(
                     rep.keyNode, rep.path,
-                    "repeat goes with hold or gesture: hold; a \(s.string.replacingOccurrences(of: "_", with: " ")) does not repeat (on: { line: button, gesture: hold, repeat: 500ms })"
+                    "repeat goes with hold or gesture: hold; a \(s.string.split(separator: "_", omittingEmptySubsequences: false).joined(separator: " ")) does not repeat (on: { line: button, gesture: hold, repeat: 500ms })"
                 )
                 return nil
             }

@@ -1,7 +1,6 @@
 import Boardloop
 import BoardSupport
 import BoardloopGPIO
-import Yams
 
 extension ConfigParser {
     /// What a part of the config adds to its loop, where the file gives it.

@@ -1,6 +1,5 @@
 import BoardSupport
 import BoardloopGPIO
-import Yams
 
 /// Walks a config's node tree, resolves names and reports every problem
 /// with its position and key path. One parser per load.

@@ -3,7 +3,6 @@ import BoardloopGPIO
 import BoardloopGPIOMock
 import BoardSupport
 import Logging
-import Yams
 
 /// `boardd --demo`: `examples/demo.yaml` on the demo board
 /// (`boards/demo.yaml`, mock chips), with a scripted person at the board

@@ -1,5 +1,4 @@
 import BoardSupport
-import Yams
 
 /// A test file for a config (`boardd test FILE`): the config it tests and
 /// its tests, each a list of steps on the manual clock. The format is in

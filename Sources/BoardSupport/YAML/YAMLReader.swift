@@ -1,5 +1,4 @@
 import Boardloop
-import Yams
 
 /// Reads a composed YAML document node by node, reporting what is wrong
 /// with a position and key path instead of stopping at the first problem.
@@ -8,37 +7,34 @@ import Yams
 /// asked for, so a caller carries on with the rest of the document.
 public struct YAMLReader {
     public let log: DiagnosticLog
-    /// Which file each node came from, for a document read from several
-    /// files (a config and what it includes); shared by the copies of a
-    /// reader.
-    public let files: NodeFiles
     /// Tags the language defines, each taking a scalar (`!include`,
     /// `!secret` in a config); any other tag is an error. Empty: no tags.
     public var scalarTags: [String] = []
 
-    public init(log: DiagnosticLog, files: NodeFiles = NodeFiles()) {
+    public init(log: DiagnosticLog) {
         self.log = log
-        self.files = files
     }
 
     /// Nodes that aliases may add to a document, in all: a config never
     /// needs many, and a few nested aliases ("billion laughs") can
     /// otherwise make a small file expand to billions of nodes.
     public static let maximumAliasNodes = 100_000
-    /// How deep lists and mappings may be nested. libyaml stops at 1000;
-    /// the language needs a handful, and the readers recurse.
+    /// How deep lists and mappings may be nested: the language needs a
+    /// handful, and the readers recurse.
     public static let maximumDepth = 100
-    /// Duplicated keys reported in one document at most (each costs a
-    /// compose of the text).
+    /// Keys given twice that one document lists at most (the rest are
+    /// counted).
     static let maximumDuplicateGroups = 64
 
     /// Composes `text` into a node tree. A syntax error is reported with the
     /// parser's own line and column and yields nil. Characters YAML does not
     /// allow, every duplicated key, tags and oversized alias expansion are
-    /// reported with their positions and yield nil as well.
-    public func compose(_ text: String) -> Node? {
+    /// reported with their positions and yield nil as well. `source` is
+    /// stamped into every node's mark: the file the text came from, when it
+    /// is not the log's own (an included file).
+    public func compose(_ text: String, source: Int = 0) -> Node? {
         var skipped: [YAMLSkippedBlock] = []
-        return compose(text, recover: false, skipped: &skipped)
+        return compose(text, recover: false, skipped: &skipped, source: source)
     }
 
     /// Syntax errors one document may recover from: each costs a compose of
@@ -54,55 +50,27 @@ public struct YAMLReader {
     /// `skipped` gets the blocks blanked out: the caller reads the rest
     /// knowing they were there.
     public func compose(recovering text: String, skipped: inout [YAMLSkippedBlock]) -> Node? {
-        compose(text, recover: true, skipped: &skipped)
+        compose(text, recover: true, skipped: &skipped, source: 0)
     }
 
-    func compose(_ text: String, recover: Bool, skipped: inout [YAMLSkippedBlock]) -> Node? {
+    func compose(_ text: String, recover: Bool, skipped: inout [YAMLSkippedBlock], source: Int) -> Node? {
         guard checkCharacters(text) else { return nil }
         var text = text
         // A byte order mark is accepted (editors on Windows write one) and
         // dropped, so that it does not count as a column of line 1.
         if text.unicodeScalars.first == "\u{FEFF}" { text = String(text.unicodeScalars.dropFirst()) }
-        // Keys given twice: Yams stops at the first mapping that has one, so
-        // each first occurrence it reports is renamed (same length, so every
-        // other position stays) and the text composed again, until it
-        // composes; the duplicates are then found in the tree.
-        var renamed: [Position: String] = [:]
-        // Every rename so far: the bound and each rename's own mark (a
-        // recovery drops the renames in the block it blanks, so `renamed`
-        // alone would hand a later rename a mark already used, and two
-        // renamed keys could clash again, without end).
-        var renames = 0
         while true {
+            var composer = YAMLComposer(scalarTags: scalarTags, source: source)
             do {
-                let parser = try Parser(yaml: text, resolver: .basic)
-                guard let root = try parser.singleRoot() else { return nil }
-                // The parser holds the anchors (nodes refer to them weakly).
-                let ok = withExtendedLifetime(parser) { checkTree(root, original: text, renamed: renamed) }
-                return ok && renamed.isEmpty ? root : nil
-            } catch let error as YamlError {
-                if case let .duplicatedKeysInMapping(duplicates, context) = error, renames < Self.maximumDuplicateGroups,
-                    let key = duplicates.first,
-                    let next = Self.renameKey(in: text, at: context.mark, serial: renames), next != text
-                {
-                    renamed[Position(line: context.mark.line, column: context.mark.column)] = key
-                    renames += 1
-                    text = next
-                    continue
-                }
+                let root = try composer.compose(text)
+                for (at, message) in composer.problems { log.error(at, "", message) }
+                return composer.problems.isEmpty ? root : nil
+            } catch let error as YAMLError {
                 if recover, skipped.count < Self.maximumSyntaxRecoveries, let (block, blanked) = recoverable(error, in: text) {
                     report(error, lines: YAMLRecovery.lines(text), path: block.path)
                     skipped.append(block)
-                    renamed = renamed.filter { !block.lines.contains($0.key.line) }
                     text = blanked
                     continue
-                }
-                if !renamed.isEmpty, case .duplicatedKeysInMapping = error {
-                    // Too many to list: report what was found.
-                    for (at, key) in renamed.sorted(by: { ($0.key.line, $0.key.column) < ($1.key.line, $1.key.column) }) {
-                        log.error(at, "", "key '\(key)' is given more than once in this mapping (here first)")
-                    }
-                    return nil
                 }
                 report(error, lines: YAMLRecovery.lines(text))
                 return nil
@@ -116,11 +84,11 @@ public struct YAMLReader {
     /// The block a syntax error sits in and the text with it blanked out;
     /// nil when the error is not one to read past (nesting too deep, not a
     /// syntax error) or blanking would not change the text.
-    func recoverable(_ error: YamlError, in text: String) -> (YAMLSkippedBlock, String)? {
-        let context: YamlError.Context?
+    func recoverable(_ error: YAMLError, in text: String) -> (YAMLSkippedBlock, String)? {
+        let context: YAMLError.Context?
         let mark: Mark
         switch error {
-        case let .scanner(c, problem, m, _), let .parser(c, problem, m, _), let .composer(c, problem, m, _):
+        case let .scanner(c, problem, m), let .parser(c, problem, m), let .composer(c, problem, m):
             if problem.hasPrefix("Maximum nesting level") { return nil }
             context = c
             mark = m
@@ -143,10 +111,10 @@ public struct YAMLReader {
         return blanked == text ? nil : (block, blanked)
     }
 
-    func report(_ error: YamlError, lines: [[Unicode.Scalar]] = [], path: String = "") {
+    func report(_ error: YAMLError, lines: [[Unicode.Scalar]] = [], path: String = "") {
         switch error {
-        case let .scanner(context, problem, mark, _), let .parser(context, problem, mark, _),
-            let .composer(context, problem, mark, _):
+        case let .scanner(context, problem, mark), let .parser(context, problem, mark),
+            let .composer(context, problem, mark):
             if problem.hasPrefix("Maximum nesting level") {
                 log.error(
                     Position(line: mark.line, column: mark.column), "",
@@ -166,44 +134,11 @@ public struct YAMLReader {
             var message = "YAML syntax: \(problem)"
             if let context { message += " (\(context.text) at \(context.mark.line):\(context.mark.column))" }
             log.error(Position(line: mark.line, column: mark.column), path, message)
-        case let .reader(problem, offset, _, _):
+        case let .reader(problem, offset):
             log.error(.none, "", "cannot read the text: \(problem)" + (offset.map { " at character \($0)" } ?? ""))
-        case let .duplicatedKeysInMapping(duplicates, context):
-            let names = duplicates.map { "'\($0)'" }.joined(separator: ", ")
-            log.error(
-                Position(line: context.mark.line, column: context.mark.column), "",
-                "key \(names) is given more than once in this mapping (here first)")
-        default:
-            log.error(.none, "", "YAML: \(error)")
+        case .memory:
+            log.error(.none, "", "YAML: out of memory")
         }
-    }
-
-    /// `text` with the key at `mark` made unique: its first character (after
-    /// a quote) replaced by a private-use character, so that lines and
-    /// columns (counted in Unicode scalars) do not move.
-    static func renameKey(in text: String, at mark: Mark, serial: Int) -> String? {
-        var scalars = Array(text.unicodeScalars)
-        var line = 1
-        var column = 1
-        var i = 0
-        while i < scalars.count && (line, column) < (mark.line, mark.column) {
-            if scalars[i] == "\n" {
-                line += 1
-                column = 1
-            } else {
-                column += 1
-            }
-            i += 1
-        }
-        guard i < scalars.count, (line, column) == (mark.line, mark.column) else { return nil }
-        if scalars[i] == "\"" || scalars[i] == "'" { i += 1 }
-        guard i < scalars.count, scalars[i] != "\n", scalars[i] != "\"", scalars[i] != "'",
-            let mark = Unicode.Scalar(0xE000 + UInt32(serial % 6000))
-        else { return nil }
-        scalars[i] = mark
-        var out = String.UnicodeScalarView()
-        out.append(contentsOf: scalars)
-        return String(out)
     }
 
     /// Characters YAML does not allow in a document (C0 controls other than
@@ -236,148 +171,6 @@ public struct YAMLReader {
         return true
     }
 
-    // MARK: Tags, aliases, depth, duplicates
-
-    /// Walks the composed tree once: tags the language does not define,
-    /// nesting deeper than `maximumDepth`, nodes aliases add beyond
-    /// `maximumAliasNodes` (reported at the alias), and keys renamed by
-    /// `compose` with their duplicates. True when nothing was found.
-    func checkTree(_ root: Node, original: String, renamed: [Position: String]) -> Bool {
-        var walk = TreeWalk(renamed: renamed, scalarTags: scalarTags)
-        _ = walk.visit(root, depth: 0)
-        for (at, message) in walk.problems { log.error(at, "", message) }
-        if let over = walk.aliasOverflow {
-            let uses = YAMLAliasScanner.aliases(in: original).filter { $0.name == over.anchor }
-            let at = over.use < uses.count ? uses[over.use].at : over.definition
-            log.error(
-                at, "",
-                "alias *\(over.anchor) makes the document larger than \(Self.maximumAliasNodes) nodes from aliases (it repeats \(over.size) nodes); a config never needs that many — write the values out or use fewer aliases")
-        }
-        return walk.problems.isEmpty && walk.aliasOverflow == nil
-    }
-
-    struct TreeWalk {
-        let renamed: [Position: String]
-        let scalarTags: [String]
-        var problems: [(Position, String)] = []
-        /// Expanded size of each anchored node walked so far.
-        var sizes: [ObjectIdentifier: Int] = [:]
-        /// Alias uses met so far, per anchor name.
-        var uses: [String: Int] = [:]
-        var aliasNodes = 0
-        var aliasOverflow: (anchor: String, use: Int, size: Int, definition: Position)?
-        var deepReported = false
-
-        init(renamed: [Position: String], scalarTags: [String]) {
-            self.renamed = renamed
-            self.scalarTags = scalarTags
-        }
-
-        /// The node's size with aliases expanded (capped), 0 once stopped.
-        mutating func visit(_ node: Node, depth: Int) -> Int {
-            if aliasOverflow != nil { return 0 }
-            if let anchor = node.anchor, let size = sizes[ObjectIdentifier(anchor)] {
-                // An alias: the same node met again.
-                let use = uses[anchor.rawValue, default: 0]
-                uses[anchor.rawValue] = use + 1
-                aliasNodes += size
-                if aliasNodes > YAMLReader.maximumAliasNodes {
-                    aliasOverflow = (anchor.rawValue, use, size, YAMLReader.position(node))
-                }
-                return size
-            }
-            let at = YAMLReader.position(node)
-            checkTag(node, at)
-            var size = 1
-            switch node {
-            case .scalar:
-                break
-            case let .sequence(items):
-                if depth >= YAMLReader.maximumDepth {
-                    tooDeep(at)
-                } else {
-                    for item in items { size = Self.add(size, visit(item, depth: depth + 1)) }
-                }
-            case let .mapping(pairs):
-                if depth >= YAMLReader.maximumDepth {
-                    tooDeep(at)
-                } else {
-                    if !renamed.isEmpty { duplicates(pairs) }
-                    for (k, v) in pairs {
-                        size = Self.add(size, visit(k, depth: depth + 1))
-                        size = Self.add(size, visit(v, depth: depth + 1))
-                    }
-                }
-            case .alias:
-                break
-            }
-            if let anchor = node.anchor { sizes[ObjectIdentifier(anchor)] = size }
-            return size
-        }
-
-        static func add(_ a: Int, _ b: Int) -> Int { a > Int.max / 2 || b > Int.max / 2 ? Int.max / 2 : a + b }
-
-        mutating func tooDeep(_ at: Position) {
-            guard !deepReported else { return }
-            deepReported = true
-            problems.append(
-                (at, "lists and mappings are nested more than \(YAMLReader.maximumDepth) deep here; a config needs only a few levels"))
-        }
-
-        /// Tags: a config's language has `scalarTags` (`!include FILE`,
-        /// `!secret NAME`), each on a scalar; a board file's has none. The
-        /// standard tags that only say what the node is anyway (`!!str` on a
-        /// scalar, what quotes say; `!!map` on a mapping, `!!seq` on a list)
-        /// are accepted; any other tag is an error, with the nearest defined
-        /// one.
-        mutating func checkTag(_ node: Node, _ at: Position) {
-            // The tag as written: Node.tag would resolve it.
-            let raw: String
-            switch node {
-            case let .scalar(s):
-                raw = s.tag.description
-                if raw == Tag.Name.str.rawValue || scalarTags.contains(raw) { return }
-            case let .mapping(m):
-                raw = m.tag.description
-                if raw == Tag.Name.map.rawValue { return }
-            case let .sequence(q):
-                raw = q.tag.description
-                if raw == Tag.Name.seq.rawValue { return }
-            case .alias: return
-            }
-            if raw.isEmpty { return }
-            let shown = raw.hasPrefix("tag:yaml.org,2002:") ? "!!" + raw.dropFirst(18) : raw
-            if scalarTags.contains(raw) {
-                problems.append((at, "\(shown) takes a single value (\(shown) NAME), found \(YAMLReader.kind(node))"))
-            } else if scalarTags.isEmpty {
-                problems.append(
-                    (at, "unknown tag '\(shown)': the config language has no tags (write the value itself; quotes make a string)"))
-            } else {
-                let defined = scalarTags.joined(separator: " and ")
-                let hint = DidYouMean.hint(shown, in: scalarTags)
-                problems.append(
-                    (at,
-                     hint.isEmpty
-                        ? "unknown tag '\(shown)': the config language has only the tags \(defined) (write the value itself; quotes make a string)"
-                        : "unknown tag '\(shown)'\(hint) (the config language has only the tags \(defined))"))
-            }
-        }
-
-        mutating func duplicates(_ pairs: Node.Mapping) {
-            var first: [String: Position] = [:]
-            for (k, _) in pairs {
-                guard case let .scalar(s) = k else { continue }
-                let at = YAMLReader.position(k)
-                let name = renamed[at] ?? s.string
-                if let earlier = first[name] {
-                    problems.append((at, "key '\(name)' is given more than once in this mapping (first at \(earlier))"))
-                } else {
-                    first[name] = at
-                }
-            }
-        }
-    }
-
     // MARK: Secrets
 
     /// The tag of a value read from the secrets file.
@@ -406,15 +199,14 @@ public struct YAMLReader {
     /// Where a node is in the file it was read from (the log's own: a
     /// reader of one file).
     public static func position(_ node: Node) -> Position {
-        guard let m = node.mark else { return .none }
+        let m = node.mark
         return Position(line: m.line, column: m.column)
     }
 
-    /// Where a node is, with the file it came from (`files`).
+    /// Where a node is, with the file it came from (its mark's source).
     public func position(_ node: Node) -> Position {
-        var at = Self.position(node)
-        at.source = files.source(of: node)
-        return at
+        let m = node.mark
+        return Position(line: m.line, column: m.column, source: m.source)
     }
 
     public static func key(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
@@ -425,7 +217,6 @@ public struct YAMLReader {
         switch node {
         case .mapping: return "a mapping"
         case .sequence: return "a list"
-        case .alias: return "an alias"
         case let .scalar(s):
             if s.tag.description == secretTag { return "a secret (!secret \(s.string))" }
             if s.style == .plain {
