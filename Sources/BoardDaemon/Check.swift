@@ -1,6 +1,5 @@
 import BoardControl
 import BoardSupport
-import Foundation
 
 /// What `boardd --check` and `boardd --board-detect` print and return,
 /// kept out of the executable so tests can call it too: the same value as
@@ -24,12 +23,12 @@ public enum Check {
         }
         var stdout = ""
         if json {
-            struct Failure: Codable {
+            struct Failure: Encodable {
                 var config: String
                 var ok: Bool
                 var diagnostics: [Entry]
             }
-            struct Entry: Codable {
+            struct Entry: Encodable {
                 var file: String
                 var line: Int
                 var column: Int
@@ -42,9 +41,7 @@ public enum Check {
                 diagnostics: result.diagnostics.map {
                     Entry(file: $0.file, line: $0.line, column: $0.column, severity: $0.severity.rawValue, path: $0.path, message: $0.message)
                 })
-            let e = JSONEncoder()
-            e.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            stdout = ((try? e.encode(f)).map { String(decoding: $0, as: UTF8.self) } ?? "{}") + "\n"
+            stdout = JSONValueEncoder.pretty(f) + "\n"
         }
         return CommandOutput(
             stdout: stdout, stderr: (messages + ["\(configPath): \(counts)"]).joined(separator: "\n") + "\n", status: 1)

@@ -1,7 +1,6 @@
 import BoardControl
 import BoardSupport
 import BoardloopGPIO
-import Foundation
 
 /// A short, readable account of a resolved config: what `boardd --check`
 /// prints (as text, or as JSON with `--json`).
@@ -248,9 +247,7 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
 
     /// Pretty, key-sorted JSON.
     public var json: String {
-        let e = JSONEncoder()
-        e.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        return (try? e.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        JSONValueEncoder.pretty(self)
     }
 }
 
