@@ -1,20 +1,8 @@
-/// Where a node begins: its line and column (from 1, columns counted in
-/// Unicode scalars, as libyaml counts them) and the file it was read from
-/// (`source`: 0 for the document's own file, else the number a
+/// Where a node begins: a diagnostic's `Position` (line and column from 1,
+/// columns counted in Unicode scalars, as libyaml counts them, and the file
+/// it was read from: 0 for the document's own, else the number a
 /// `DiagnosticLog` gave an included file).
-public struct Mark: Sendable, Hashable, CustomStringConvertible {
-    public var line: Int
-    public var column: Int
-    public var source: Int
-
-    public init(line: Int, column: Int, source: Int = 0) {
-        self.line = line
-        self.column = column
-        self.source = source
-    }
-
-    public var description: String { "\(line):\(column)" }
-}
+public typealias Mark = Position
 
 /// A node's tag as written, with libyaml's tag handles expanded: empty for
 /// a plain value without one, `tag:yaml.org,2002:str` for a quoted value

@@ -199,15 +199,13 @@ public struct YAMLReader {
     /// Where a node is in the file it was read from (the log's own: a
     /// reader of one file).
     public static func position(_ node: Node) -> Position {
-        let m = node.mark
-        return Position(line: m.line, column: m.column)
+        var at = node.mark
+        at.source = 0
+        return at
     }
 
     /// Where a node is, with the file it came from (its mark's source).
-    public func position(_ node: Node) -> Position {
-        let m = node.mark
-        return Position(line: m.line, column: m.column, source: m.source)
-    }
+    public func position(_ node: Node) -> Position { node.mark }
 
     public static func key(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
     public static func index(_ path: String, _ i: Int) -> String { "\(path)[\(i)]" }
