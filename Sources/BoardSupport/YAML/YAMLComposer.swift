@@ -25,9 +25,9 @@ public enum YAMLError: Error, Sendable {
 /// `YAMLReader.maximumDepth`, keys given twice in one mapping, and aliases
 /// that expand the document past `YAMLReader.maximumAliasNodes` nodes.
 ///
-/// Iterative (an explicit stack of open collections), so a document nested
-/// a million deep costs the stack nothing; a collection past the depth limit
-/// is reported and its contents skipped, never composed.
+/// Iterative (an explicit stack of open collections); a collection past the
+/// depth limit is reported and its contents skipped, never composed, and
+/// reading stops at `maximumNesting`.
 struct YAMLComposer {
     let scalarTags: [String]
     /// Stamped into every mark (the file the text came from).
@@ -133,7 +133,9 @@ struct YAMLComposer {
         let at = mark(event.start_mark)
         if skipDepth > 0 {
             switch event.type {
-            case YAML_SEQUENCE_START_EVENT, YAML_MAPPING_START_EVENT: skipDepth += 1
+            case YAML_SEQUENCE_START_EVENT, YAML_MAPPING_START_EVENT:
+                try checkNesting(at)
+                skipDepth += 1
             case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
                 skipDepth -= 1
                 // The skipped collection stands as an empty scalar: the
@@ -176,6 +178,7 @@ struct YAMLComposer {
             }
             add(anchored.node, size: anchored.size, at: at, anchor: nil)
         case YAML_SEQUENCE_START_EVENT, YAML_MAPPING_START_EVENT:
+            try checkNesting(at)
             let isMapping = event.type == YAML_MAPPING_START_EVENT
             let (implicit, tagText, anchor, style) =
                 isMapping
@@ -207,6 +210,20 @@ struct YAMLComposer {
             add(node, size: f.size, at: f.mark, anchor: f.anchor)
         default:
             break
+        }
+    }
+
+    /// How deep libyaml is let nest before the composer stops reading:
+    /// Debian's libyaml has no limit of its own, and its scanner's work per
+    /// token grows with the flow depth, so a file nested a million deep
+    /// would take hours. 1000 is the limit libyaml releases that have one
+    /// set, and its words are theirs (`YAMLReader.report` says them as a
+    /// person reads them).
+    static let maximumNesting = 1000
+
+    private func checkNesting(_ at: Mark) throws {
+        if stack.count + skipDepth >= Self.maximumNesting {
+            throw YAMLError.parser(context: nil, problem: "Maximum nesting level reached, set with yaml_set_max_nest_level()", at)
         }
     }
 
