@@ -43,7 +43,7 @@ trap 'rm -rf "$work"' EXIT
 # valgrind 3.19 cannot read the debug information the Swift toolchain
 # writes; copies without it keep the symbol names callgrind reports. The
 # daemon's scenario has a driver of its own (instr-driver does not link
-# the daemon, Yams and Foundation).
+# the daemon and libyaml).
 for d in instr-driver instr-daemon; do
     cp "$(cd Benchmarks && swift build -c release --show-bin-path)/$d" "$work/$d"
     strip --strip-debug "$work/$d"

@@ -124,7 +124,7 @@ final class DaemonThread: @unchecked Sendable {
         var line = [CChar](repeating: 0, count: 256)
         while fgets(&line, 256, f) != nil {
             let l = String(cString: line)
-            if l.contains("ctxt_switches:"), let v = Int(l.split(separator: ":")[1].trimmingCharacters(in: .whitespacesAndNewlines)) { n += v }
+            if l.contains("ctxt_switches:"), let v = Int(l.split(separator: ":")[1].filter { !$0.isWhitespace }) { n += v }
         }
         return n
     }
