@@ -47,6 +47,19 @@ final class ControlClient {
 
     func send(_ text: String, _ h: Harness) throws { try send(Array(text.utf8), h) }
 
+    /// The lines the daemon has written, once there is at least one (the
+    /// loop driven until then, up to `within` seconds; none: []).
+    func replies(_ h: Harness, within seconds: Double = 30) throws -> [String] {
+        let end = Date().addingTimeInterval(seconds)
+        var got = lines()
+        while got.isEmpty && !sawEOF && Date() < end {
+            try h.daemon.settle()
+            usleep(1000)
+            got = lines()
+        }
+        return got
+    }
+
     /// Every complete line the daemon has written so far.
     func lines() -> [String] {
         var buf = [UInt8](repeating: 0, count: 65536)
@@ -65,10 +78,14 @@ final class ControlClient {
         return out
     }
 
-    /// Sends one request and returns its one reply, parsed.
-    func request(_ text: String, _ h: Harness, file: StaticString = #filePath, line: UInt = #line) throws -> [String: Any] {
+    /// Sends one request and returns its one reply, parsed. A reply that
+    /// comes later (a reload, read off the main loop) is waited for, the
+    /// daemon's loop driven meanwhile, up to `within` seconds.
+    func request(_ text: String, _ h: Harness, within seconds: Double = 30, file: StaticString = #filePath, line: UInt = #line) throws
+        -> [String: Any]
+    {
         try send(text + "\n", h)
-        let got = lines()
+        let got = try replies(h, within: seconds)
         XCTAssertEqual(got.count, 1, "replies to \(text): \(got)", file: file, line: line)
         guard let first = got.first else { return [:] }
         return try ControlTests.object(first)

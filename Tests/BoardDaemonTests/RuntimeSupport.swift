@@ -48,7 +48,8 @@ final class Harness {
 
     init(
         result: LoadResult, level: Logger.Level, eventModel: MockChip.EventModel, logger given: Logger?, stopTimeout: Duration,
-        levels: [String: Bool] = [:], control: ControlServer.Options? = nil, safeTable: String? = nil, file: StaticString, line: UInt
+        levels: [String: Bool] = [:], control: ControlServer.Options? = nil, safeTable: String? = nil,
+        configure: (inout Daemon.Options) -> Void = { _ in }, file: StaticString, line: UInt
     ) throws {
         guard let config = result.config else {
             XCTFail("config errors: \(result.errors.map(\.description))", file: file, line: line)
@@ -66,6 +67,7 @@ final class Harness {
         // No control socket unless the test asks for one (then in the path it gives).
         options.control = control
         options.safeTable = safeTable
+        configure(&options)
         daemon = try Daemon(config: config, options: options)
         // Every test's config: each loop holds what its plan counts.
         try daemon.checkLoopBudgets("test.yaml", file: file, line: line)

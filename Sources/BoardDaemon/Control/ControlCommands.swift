@@ -32,8 +32,9 @@ extension ControlServer {
         ])
     }
 
-    /// One request line to its reply.
-    func handle(_ line: ArraySlice<UInt8>, from c: Client) -> JSON {
+    /// One request line to its reply; nil when the reply comes later
+    /// (`reload`: the config is read off the main loop).
+    func handle(_ line: ArraySlice<UInt8>, from c: Client) -> JSON? {
         let req: JSON
         do { req = try JSON.parse(line) } catch { return self.error(id: .null, "bad-json", "the request is not JSON: \(error.message)") }
         guard case .object = req else { return error(id: .null, "bad-json", "a request is a JSON object, not \(req.kind)") }
@@ -50,6 +51,10 @@ extension ControlServer {
             return error(id: id, "bad-argument", "cmd: expected the command's name as a string, found \(req["cmd"]?.kind ?? "nothing")")
         }
         do {
+            if cmd == "reload" {
+                try reload(id: id, from: c)
+                return nil
+            }
             let fields = try run(cmd, req, from: c)
             return .object([("v", .int(Self.version)), ("id", id), ("ok", .bool(true))] + fields)
         } catch let f as Failure {
@@ -97,9 +102,6 @@ extension ControlServer {
             }
             return [("name", .string(name))]
         case "mode": return try mode(r, from: c)
-        case "reload":
-            let o = try remote { try $0.reload(by: .control(c.peer)) }
-            return [("applied", .bool(o.applied)), ("errors", .array(o.errors.map(JSON.string)))]
         case "press", "release", "click", "input": return try drive(cmd, r, from: c)
         case "flood": return try flood(r, from: c)
         case "events", "cancel": return try events(cmd, r, from: c)
@@ -110,6 +112,35 @@ extension ControlServer {
         }
     }
 
+
+    /// `reload`: answered once the config read off the main loop is
+    /// applied or refused. Until then the client's further requests wait
+    /// (replies stay in order) and it has no idle timeout.
+    private func reload(id: JSON, from c: Client) throws {
+        // Waiting before the request is made: a reload that cannot be read
+        // off the loop answers before `reload` returns.
+        c.awaiting = true
+        c.idleAt = .max
+        do {
+            try remote { s in
+                try s.reload(by: .control(c.peer)) { [weak self, weak c] o in
+                    guard let self, let c, !c.closed else { return }
+                    c.awaiting = false
+                    self.reply(
+                        .object([
+                            ("v", .int(Self.version)), ("id", id), ("ok", .bool(true)), ("applied", .bool(o.applied)),
+                            ("errors", .array(o.errors.map(JSON.string))),
+                        ]), to: c)
+                    self.resume(c)
+                }
+            }
+        } catch {
+            c.awaiting = false
+            c.idleAt = deadline()
+            throw error
+        }
+        flush(c)
+    }
 
     /// Logged at notice for every mutating request, with the peer's credentials.
     func mutation(_ c: Client, _ what: String) {

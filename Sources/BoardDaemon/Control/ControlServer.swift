@@ -99,6 +99,11 @@ public final class ControlServer {
         var closeWhenFlushed = false
         /// A finished trace still to be sent, a chunk whenever the output drains.
         var traceDump: TraceDump?
+        /// A request whose reply comes later (`reload`) is in progress: the
+        /// client's socket is not read meanwhile, and what was read after
+        /// that request waits in `stash` (replies stay in order).
+        var awaiting = false
+        var stash: [UInt8] = []
 
         init(fd: Int32, idleAt: UInt64) {
             self.fd = fd
@@ -281,7 +286,7 @@ public final class ControlServer {
     }
 
     /// Bytes read from a client: each complete line is a request.
-    private func take(_ bytes: ArraySlice<UInt8>, from c: Client) {
+    func take(_ bytes: ArraySlice<UInt8>, from c: Client) {
         if !c.heardFrom && !bytes.isEmpty {
             // Sending: no longer a connection that only holds a slot.
             c.heardFrom = true
@@ -290,6 +295,16 @@ public final class ControlServer {
         }
         var rest = bytes
         while !rest.isEmpty, !c.closed {
+            if c.awaiting {
+                // Read only at a hangup while a reply is due (the socket's
+                // interest has no readable): at most a request line waits.
+                c.stash += rest
+                if c.stash.count > options.maxLine {
+                    counters.hungUp += 1
+                    close(c)
+                }
+                return
+            }
             if let nl = Self.newline(in: rest) {
                 let piece = rest[rest.startIndex..<nl]
                 rest = rest[(nl + 1)...]
@@ -344,7 +359,19 @@ public final class ControlServer {
         if trimmed.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }  // an empty line asks nothing
         counters.requests += 1
         if followerRequest(trimmed, from: c) { return }
-        reply(handle(trimmed, from: c), to: c)
+        if let r = handle(trimmed, from: c) { reply(r, to: c) }
+    }
+
+    /// A reply that came later was queued for `c`: what the client sent
+    /// meanwhile is taken now, and its socket read again.
+    func resume(_ c: Client) {
+        guard !c.closed else { return }
+        c.idleAt = deadline()
+        armIdle()
+        let waiting = c.stash
+        c.stash = []
+        if !waiting.isEmpty { take(waiting[...], from: c) }
+        flush(c)
     }
 
     /// Queues `reply` for `c` and writes what the socket takes now.
@@ -394,7 +421,8 @@ public final class ControlServer {
             close(c)
             return
         }
-        let want: PortSource.Interest = c.output.isEmpty && c.traceDump == nil ? .readable : [.readable, .writable]
+        let reading: PortSource.Interest = c.awaiting ? [] : .readable
+        let want: PortSource.Interest = c.output.isEmpty && c.traceDump == nil ? reading : reading.union(.writable)
         if let s = c.source, s.interest != want { s.interest = want }
     }
 

@@ -642,8 +642,3 @@ final class Attempt: @unchecked Sendable {
         return false
     }
 }
-
-private final class ThreadBody {
-    let run: @Sendable () -> Void
-    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
-}

@@ -221,10 +221,12 @@ final class RemoteCommands {
         }
     }
 
-    func reload(by r: Requester) throws(RemoteError) -> Daemon.ReloadOutcome {
+    /// Asks for a reload; `done` gets its outcome on the main loop, once
+    /// the config read off the loop is applied or refused.
+    func reload(by r: Requester, _ done: @escaping (Daemon.ReloadOutcome) -> Void) throws(RemoteError) {
         try taking()
         log("reload", by: r)
-        return daemon.reload()
+        daemon.requestReload(done)
     }
 
     // MARK: Performing

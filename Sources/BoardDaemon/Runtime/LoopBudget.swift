@@ -296,10 +296,13 @@ extension Daemon {
     static let runLimitBudget = LoopBudget(timers: 1)
 
     /// The main loop's daemon items: the signal source, the systemd
-    /// watchdog's timer and the demo's timers.
+    /// watchdog's timer and the demo's timers; with signals or the control
+    /// socket (what asks for a reload), the hand-over of a reload read off
+    /// the main loop (`ReloadRead`, one at a time).
     static func budget(_ e: LoopBudget.Extras) -> LoopBudget {
         var b = LoopBudget.zero
         if e.signals { b.sources += 1 }
+        if e.signals || e.control { b.performs += 1 }
         if e.watchdog { b.timers += 1 }
         if e.demo { b += Demo.Script.budget }
         return b

@@ -81,6 +81,8 @@ public final class Daemon: @unchecked Sendable {
         /// Where the safe table of the running config is written, at the
         /// start and after every applied reload (`SafeTable`; nil: nowhere).
         public var safeTable: String?
+        /// Run on a reload's read thread before it reads (tests hold a read there).
+        var reloadReadStarts: (@Sendable () -> Void)?
 
         public init(
             logger: Logger, clock: RunLoopClock = .monotonic, modeDriver: ModeDriver = .nestedRuns,
@@ -121,6 +123,8 @@ public final class Daemon: @unchecked Sendable {
     public internal(set) var stopRequested = false
     var stopResult: Bool?
     public internal(set) var reloads = (applied: 0, refused: 0)
+    /// A reload read off the main loop, and the requests waiting for it.
+    var reloadQueue = ReloadQueue()
     /// Why the last refused reload was refused.
     public internal(set) var lastReloadError: String?
     /// The control socket's server (`Options.control`).
@@ -385,7 +389,7 @@ public final class Daemon: @unchecked Sendable {
 
     private func signal(_ info: SignalSource.Info) {
         if info.signal == SIGHUP {
-            reload()
+            requestReload()
         } else if Self.stopSignals.contains(info.signal) {
             requestStop("\(info.name) from pid \(info.senderPID)")
         } else {

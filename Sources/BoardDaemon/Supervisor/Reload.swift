@@ -13,6 +13,14 @@ import BoardloopGPIO
 // - an output line the new config drops is set to its `safe:` value
 //   before it is released.
 
+/// The reload read off the main loop, who waits for its outcome, and who
+/// asked for a reload while it was read (served by the next read).
+struct ReloadQueue {
+    var read: ReloadRead?
+    var waiting: [((Daemon.ReloadOutcome) -> Void)?] = []
+    var next: [((Daemon.ReloadOutcome) -> Void)?] = []
+}
+
 /// What one loop did in a reload, summed over the loops for the log line.
 struct SwapResult {
     var kept = 0, requested = 0, released = 0
@@ -34,16 +42,91 @@ extension Daemon {
         public var errors: [String]
     }
 
+    /// What a reload asked for while boardd stops gets.
+    static let stoppingOutcome = ReloadOutcome(applied: false, errors: ["boardd is stopping; the reload was not applied"])
+
     /// Loads the config file again (or, from `boardd test`, the file
-    /// `path` names) and swaps it in, or keeps the running one when the
-    /// new one has errors (each is logged with line:column).
+    /// `path` names) on this thread and swaps it in, or keeps the running
+    /// one when the new one has errors (each is logged with line:column).
+    /// The daemon's own reloads (SIGHUP, the control socket) read off the
+    /// main loop instead (`requestReload`).
     @discardableResult
     public func reload(from path: String? = nil) -> ReloadOutcome {
         let file = path ?? config.file
+        announceReload(file, offLoop: false)
+        return apply(ConfigLoader.load(path: file, options: options.loadOptions), file: file)
+    }
+
+    /// Asks for a reload of the config file without holding up the main
+    /// loop: the file is read and checked on a thread of its own
+    /// (`ReloadRead`), and the checked config swapped in on the main loop
+    /// once it is there. `done` gets the outcome on the main loop. A
+    /// request while a read is in flight is served by one more read once
+    /// that one is applied (the file may have changed since it was read):
+    /// requests coalesce, and none is lost. A stop does not wait for a read.
+    public func requestReload(_ done: ((ReloadOutcome) -> Void)? = nil) {
+        guard !stopRequested else {
+            done?(Self.stoppingOutcome)
+            return
+        }
+        if let read = reloadQueue.read {
+            if reloadQueue.next.isEmpty { logger.notice("reload: asked for again while \(read.file) is read; read once more after that") }
+            reloadQueue.next.append(done)
+            return
+        }
+        startRead(waiting: [done])
+    }
+
+    private func startRead(waiting: [((ReloadOutcome) -> Void)?]) {
+        let file = config.file
+        announceReload(file, offLoop: true)
+        let started = ReloadRead.start(file, options: options.loadOptions, on: loop, before: options.reloadReadStarts) { [weak self] in
+            self?.readFinished()
+        }
+        switch started {
+        case let .success(read):
+            reloadQueue.read = read
+            reloadQueue.waiting = waiting
+        case let .failure(e):
+            logger.warning("reload: \(e); reading \(file) on the main loop")
+            let outcome = apply(ConfigLoader.load(path: file, options: options.loadOptions), file: file)
+            for w in waiting { w?(outcome) }
+        }
+    }
+
+    /// On the main loop, when the read in flight has its result.
+    private func readFinished() {
+        guard let read = reloadQueue.read, let result = read.take() else { return }
+        reloadQueue.read = nil
+        let waiting = reloadQueue.waiting
+        reloadQueue.waiting = []
+        let outcome = stopRequested ? Self.stoppingOutcome : apply(result, file: read.file)
+        for w in waiting { w?(outcome) }
+        let next = reloadQueue.next
+        reloadQueue.next = []
+        if !next.isEmpty && !stopRequested { startRead(waiting: next) } else { for w in next { w?(Self.stoppingOutcome) } }
+    }
+
+    /// At a stop: a read in flight is left to end on its own, its result
+    /// dropped; whoever waits for a reload is told it was not applied.
+    func abandonReload() {
+        guard let read = reloadQueue.read else { return }
+        read.abandon()
+        logger.notice("reload: the read of \(read.file) is abandoned (boardd stops)")
+        let waiting = reloadQueue.waiting + reloadQueue.next
+        reloadQueue = ReloadQueue()
+        for w in waiting { w?(Self.stoppingOutcome) }
+    }
+
+    private func announceReload(_ file: String, offLoop: Bool) {
         options.notifier?.send("RELOADING=1\nSTATUS=reloading \(file)\nMONOTONIC_USEC=\(MonotonicInstant.now.nanoseconds / 1000)")
+        logger.notice("reload: reading \(file)\(offLoop ? " (off the main loop)" : "")")
+    }
+
+    /// Swaps in the config `result` read from `file`, or keeps the running
+    /// one; tells systemd the daemon is ready again either way.
+    private func apply(_ result: LoadResult, file: String) -> ReloadOutcome {
         defer { options.notifier?.send("READY=1\nSTATUS=\(status)") }
-        logger.notice("reload: reading \(file)")
-        let result = ConfigLoader.load(path: file, options: options.loadOptions)
         guard let new = result.config else {
             for d in result.errors { logger.error("\(d.description)") }
             reloads.refused += 1

@@ -46,6 +46,8 @@ extension Daemon {
         stopRequested = true
         watchdogTimer?.invalidate()
         signalSource?.invalidate()
+        // A reload being read is not waited for (its waiters are told).
+        abandonReload()
         // The control socket and the command service first: no command is
         // taken from here on, and no pulse ends (the outputs go safe below).
         stopServices(beforeOutputsAreSafe: true, by: .now)

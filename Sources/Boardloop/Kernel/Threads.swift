@@ -16,7 +16,7 @@ package enum OSThread {
     static var cpuCount: Int { Int(bl_cpu_count()) }
 
     /// Names the calling thread (the kernel keeps 15 bytes).
-    static func setName(_ name: String) {
+    package static func setName(_ name: String) {
         _ = name.withCString { bl_set_thread_name($0) }
     }
 
