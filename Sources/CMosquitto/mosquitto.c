@@ -30,9 +30,12 @@
     X(int, disconnect, (struct mosquitto *m), (m)) \
     X(int, publish, (struct mosquitto *m, int *i, const char *t, int n, const void *p, int q, bool r), (m, i, t, n, p, q, r)) \
     X(int, subscribe, (struct mosquitto *m, int *i, const char *s, int q), (m, i, s, q)) \
+    X(int, subscribe_v5, (struct mosquitto *m, int *i, const char *s, int q, int o, const mosquitto_property *p), \
+      (m, i, s, q, o, p)) \
     X(int, unsubscribe, (struct mosquitto *m, int *i, const char *s), (m, i, s)) \
     X(const char *, strerror, (int e), (e)) \
-    X(const char *, connack_string, (int c), (c))
+    X(const char *, connack_string, (int c), (c)) \
+    X(const char *, reason_string, (int c), (c))
 
 #define BDM_POINTER(ret, name, params, args) static ret(*p_##name) params;
 BDM_FUNCTIONS(BDM_POINTER, BDM_POINTER)

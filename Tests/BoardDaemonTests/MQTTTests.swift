@@ -262,6 +262,50 @@ final class MQTTTests: XCTestCase {
         XCTAssertEqual(late.wait("\(p)/status")?.payload, "offline", "retained for who comes later")
     }
 
+    /// A retained command published while boardd is connected: the broker
+    /// forwards it live, and with MQTT 5's retain-as-published it still says
+    /// it is retained, so it is refused and cleared like one found at
+    /// connection, never acted on.
+    func testARetainedCommandPublishedWhileConnectedIsRefusedAndCleared() throws {
+        let broker = try Broker()
+        let probe = try Probe(port: broker.port)
+        let p = prefix
+        let run = try Run(Self.config(port: broker.port))
+        XCTAssertNotNil(probe.wait("\(p)/status", "online"), "\(probe.messages)\n\(run.daemon.log)")
+        XCTAssertTrue(run.daemon.waitFor("mqtt: connected to 127.0.0.1:\(broker.port) as bench-1"), run.daemon.log)
+        XCTAssertFalse(run.daemon.log.contains("with MQTT 3.1.1"), run.daemon.log)
+        // Subscribed: a live command is acted on.
+        probe.publish("\(p)/line/relay/set", "ON")
+        XCTAssertTrue(run.daemon.waitFor("mqtt: set relay on (origin mqtt)"), run.daemon.log)
+        probe.clear()
+
+        probe.publish("\(p)/line/relay/set", "OFF", retain: true)
+        let refusal = try XCTUnwrap(
+            probe.wait { $0.topic == "\(p)/error" && ($0.json?["error"] as? String ?? "").contains("retained") }, "\(probe.messages)")
+        XCTAssertEqual(refusal.json?["payload"] as? String, "OFF")
+        XCTAssertTrue(run.daemon.waitFor("an empty payload is not a command; ignored"), "boardd's clear came back: \(run.daemon.log)")
+        XCTAssertTrue(try run.control(#"{"v":1,"id":1,"cmd":"get","line":"relay"}"#).contains(#""value":true"#), "not acted on")
+        XCTAssertFalse(run.daemon.log.contains("mqtt: set relay off"), run.daemon.log)
+        // Cleared from the broker: a new subscriber finds no retained command.
+        probe.publish("\(p)/marker", "here", retain: true)
+        let newcomer = try Probe(port: broker.port, subscribe: "\(p)/#")
+        XCTAssertNotNil(newcomer.wait("\(p)/marker", "here"), "\(newcomer.messages)")
+        XCTAssertNil(newcomer.messages.first { $0.topic == "\(p)/line/relay/set" }, "\(newcomer.messages)")
+        probe.publish("\(p)/marker", "", retain: true)
+    }
+
+    /// A broker that speaks only MQTT 3.1.1 answers boardd's version-5
+    /// CONNECT with "unacceptable protocol version": boardd connects again
+    /// with 3.1.1, and says so. (A stand-in broker that checks the
+    /// protocol level of each CONNECT, then accepts a 3.1.1 one.)
+    func testABrokerWithoutMQTT5IsSpokenToIn311() throws {
+        let fake = try Only311Broker()
+        let run = try Run(Self.config(port: fake.port))
+        XCTAssertTrue(run.daemon.waitFor("mqtt: connected to 127.0.0.1:\(fake.port) as bench-1 with MQTT 3.1.1", seconds: 30), run.daemon.log)
+        XCTAssertTrue(run.daemon.log.contains("it does not speak MQTT 5; boardd connects with MQTT 3.1.1"), run.daemon.log)
+        XCTAssertEqual(Array(fake.levels.prefix(2)), [5, 4], "\(fake.levels)")
+    }
+
     func testWrongCredentialsAreLoggedAndRetriedWithBackoffThenRightOnesConnect() throws {
         let creds = Broker.Credentials(user: "board", password: "s3cret-pw")
         let broker = try Broker(credentials: creds)
@@ -440,3 +484,74 @@ final class MQTTTests: XCTestCase {
         XCTAssertNotNil(probe.wait { $0.topic == "\(self.prefix)/line/button/state" && !$0.retained })
     }
 }
+
+/// A stand-in for a broker that speaks only MQTT 3.1.1: it refuses a
+/// CONNECT of protocol level 5 (CONNACK return code 1, as MQTT 3.1.1 says)
+/// and accepts a level-4 one, then reads whatever comes. It records the
+/// level of every CONNECT.
+final class Only311Broker {
+    let port: Int
+    private let fd: Int32
+    private let seen = Locked<[UInt8]>([])
+    private let done = Locked(false)
+    private var thread: Thread?
+    var levels: [UInt8] { seen.withLock { $0 } }
+
+    init() throws {
+        let l = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var a = sockaddr_in()
+        a.sin_family = sa_family_t(AF_INET)
+        a.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &a) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(l, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard l >= 0, bound == 0, listen(l, 8) == 0 else { throw POSIXError(.EADDRINUSE) }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(l, $0, &len) } }
+        fd = l
+        port = Int(UInt16(bigEndian: a.sin_port))
+        let (listener, seen, done) = (self.fd, self.seen, self.done)
+        let t = Thread {
+            while !done.withLock({ $0 }) {
+                var pfd = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+                guard poll(&pfd, 1, 100) > 0 else { continue }
+                let c = accept(listener, nil, nil)
+                guard c >= 0 else { continue }
+                var buf = [UInt8](repeating: 0, count: 1024)
+                var tv = timeval(tv_sec: 5, tv_usec: 0)
+                setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+                let n = read(c, &buf, buf.count)
+                // Fixed header (1 byte, a length of 1 to 4 bytes), then the
+                // protocol name's length (2), "MQTT" (4) and the level.
+                var i = 1
+                while i < n && buf[i] & 0x80 != 0 { i += 1 }
+                let at = i + 1 + 6
+                guard n > at, buf[0] == 0x10 else {
+                    close(c)
+                    continue
+                }
+                let level = buf[at]
+                seen.withLock { $0.append(level) }
+                let connack: [UInt8] = [0x20, 0x02, 0x00, level == 4 ? 0x00 : 0x01]
+                _ = connack.withUnsafeBytes { send(c, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if level == 4 {
+                    // Accepted: read what comes until the test ends or boardd hangs up.
+                    while !done.withLock({ $0 }) {
+                        var p = pollfd(fd: c, events: Int16(POLLIN), revents: 0)
+                        if poll(&p, 1, 100) > 0 && read(c, &buf, buf.count) <= 0 { break }
+                    }
+                }
+                close(c)
+            }
+        }
+        t.start()
+        thread = t
+    }
+
+    deinit {
+        done.withLock { $0 = true }
+        while thread?.isFinished == false { usleep(1000) }
+        close(fd)
+    }
+}
+

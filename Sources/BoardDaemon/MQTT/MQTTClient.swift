@@ -97,6 +97,11 @@ final class MQTTClient {
     private(set) var lastError: String?
     /// Why the broker refused the last CONNECT (set from the connect callback).
     private var refused: String?
+    /// The broker refused MQTT 5 (a 3.1.1-only broker): boardd speaks
+    /// MQTT 3.1.1 to it until the settings change. With MQTT 5, every
+    /// subscription asks for retain-as-published, so a retained command
+    /// published while boardd is connected still says it is retained.
+    private(set) var speaks311 = false
     /// The library's last error or warning line (it says what TLS did not accept).
     private let libraryLog = LockedValue<String?>(nil)
 
@@ -143,6 +148,7 @@ final class MQTTClient {
 
     /// New settings (a reload): the connection is made again with them.
     func reconnect(with s: Settings, because why: String) {
+        if s.host != settings.host || s.port != settings.port { speaks311 = false }
         settings = s
         guard state != .idle else { return }
         if state == .opening {
@@ -208,7 +214,12 @@ final class MQTTClient {
 
     func subscribe(_ pattern: String, qos: Int) {
         guard state == .up, let m = mosq else { return }
-        let rc = bdm_subscribe(m, nil, pattern, Int32(qos))
+        // MQTT 5: the broker keeps a message's retain flag on what it
+        // forwards to this subscription (MQTT 3.1.1 clears it on a live one).
+        let rc =
+            speaks311
+            ? bdm_subscribe(m, nil, pattern, Int32(qos))
+            : bdm_subscribe_v5(m, nil, pattern, Int32(qos), Int32(MQTT_SUB_OPT_RETAIN_AS_PUBLISHED.rawValue), nil)
         if rc != MOSQ_ERR_SUCCESS.rawValue { logger.warning("mqtt: cannot subscribe to \(pattern): \(Self.describe(rc))") }
         lastWrite = loop.now
         updateInterest()
@@ -257,6 +268,7 @@ final class MQTTClient {
             logger.error("mqtt: \(what): \(Self.describe(rc))")
             ok = false
         }
+        if !speaks311 { check(bdm_int_option(m, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V5), "MQTT 5") }
         if let u = s.username { check(bdm_username_pw_set(m, u, s.password), "username and password") }
         if let t = s.tls {
             if let ca = t.caFile {
@@ -335,7 +347,14 @@ final class MQTTClient {
     /// CONNACK (from inside `mosquitto_loop_read`).
     private func connected(_ rc: Int32) {
         guard rc == 0 else {
-            refused = Self.connack(rc)
+            if !speaks311 && (rc == 1 || rc == Int32(MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION.rawValue)) {
+                // A 3.1.1-only broker answers a version-5 CONNECT with
+                // "unacceptable protocol version": the next attempt speaks 3.1.1.
+                speaks311 = true
+                refused = "it does not speak MQTT 5; boardd connects with MQTT 3.1.1 (a retained command published while boardd is connected then reaches it as a live one)"
+                return
+            }
+            refused = Self.connack(rc, mqtt5: !speaks311)
             return
         }
         state = .up
@@ -346,7 +365,8 @@ final class MQTTClient {
         lastRead = loop.now
         lastWrite = lastRead
         misc?.arm(at: keepaliveDue)
-        logger.notice("mqtt: connected to \(settings.host):\(settings.port) as \(settings.clientID)\(settings.tls != nil ? " (TLS)" : "")")
+        logger.notice(
+            "mqtt: connected to \(settings.host):\(settings.port) as \(settings.clientID)\(settings.tls != nil ? " (TLS)" : "")\(speaks311 ? " with MQTT 3.1.1" : "")")
         onUp()
         updateInterest()
     }
@@ -508,11 +528,13 @@ final class MQTTClient {
         return text
     }
 
-    static func connack(_ rc: Int32) -> String {
-        let text = String(cString: bdm_connack_string(rc))
-        switch rc {
-        case 4, 5: return "\(text) (check mqtt.username and the password)"
-        case 2: return "\(text) (check mqtt.client_id)"
+    /// A refused CONNACK's code in words: MQTT 3.1.1's return codes, or
+    /// (`mqtt5`) MQTT 5's reason codes.
+    static func connack(_ rc: Int32, mqtt5: Bool) -> String {
+        let text = String(cString: mqtt5 ? bdm_reason_string(rc) : bdm_connack_string(rc))
+        switch (mqtt5, rc) {
+        case (false, 4), (false, 5), (true, 134), (true, 135): return "\(text) (check mqtt.username and the password)"
+        case (false, 2), (true, 133): return "\(text) (check mqtt.client_id)"
         default: return text
         }
     }

@@ -7,6 +7,7 @@
 // header's (libmosquitto-dev); each bdm_NAME calls libmosquitto's
 // mosquitto_NAME through a pointer resolved by bdm_load.
 #include <mosquitto.h>
+#include <mqtt_protocol.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -37,7 +38,9 @@ int bdm_loop_misc(struct mosquitto *mosq);
 int bdm_disconnect(struct mosquitto *mosq);
 int bdm_publish(struct mosquitto *mosq, int *mid, const char *topic, int payloadlen, const void *payload, int qos, bool retain);
 int bdm_subscribe(struct mosquitto *mosq, int *mid, const char *sub, int qos);
+int bdm_subscribe_v5(struct mosquitto *mosq, int *mid, const char *sub, int qos, int options, const mosquitto_property *properties);
 int bdm_unsubscribe(struct mosquitto *mosq, int *mid, const char *sub);
 const char *bdm_strerror(int mosq_errno);
 const char *bdm_connack_string(int connack_code);
+const char *bdm_reason_string(int reason_code);
 #endif
