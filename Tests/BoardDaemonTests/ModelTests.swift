@@ -75,14 +75,14 @@ import Testing
         // runs in pour's mode) and vanish check (its rate limit needs none),
         // led's pulse, 2 tasks, pour, 2 child timeouts, the replay and
         // summary timers, the watchdog, the run-time limit; the control
-        // requests and the drain's work item. The control socket: its
+        // requests, the drain's work item and a reload's hand-over. The control socket: its
         // listening socket and 16 clients (and the 2 kept for root and
         // boardd's own user), its idle and drive timers, and a recording's
         // drain timer; the command service's pulse timer.
         #expect(
             c.loops[0].capacities
                 == BoardRunLoop.Capacities(
-                    sources: 28, timers: 16, observers: 1, modes: 2, pendingPerforms: 33, eventsPerWait: 28, nestingDepth: 4))
+                    sources: 28, timers: 16, observers: 1, modes: 2, pendingPerforms: 34, eventsPerWait: 28, nestingDepth: 4))
         // io: 2 input sources (valve, an output, has none), the port, the
         // thread's exit source; button's debounce, hold and vanish check,
         // estop's vanish check, the replay and summary timers.
