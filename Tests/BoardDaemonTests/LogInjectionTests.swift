@@ -64,4 +64,31 @@ final class InsecureConfigTests: XCTestCase {
         let fine = try Boardd.run(["--check", "--config", file.path])
         XCTAssertFalse(fine.stderr.contains("writable"), fine.stderr)
     }
+
+    /// The board file decides which lines are driven: one that every user
+    /// may change (in `--boards DIR`) is warned about and refused under
+    /// systemd, as a config is.
+    func testAWorldWritableBoardFileIsWarnedAboutAndRefusedUnderSystemd() throws {
+        let file = try ConfigFile("board: demo\nlines:\n  led: { pin: LED, output: {} }\n")
+        let boards = file.dir.appendingPathComponent("boards").path
+        try FileManager.default.createDirectory(atPath: boards, withIntermediateDirectories: true)
+        let board = boards + "/demo.yaml"
+        try String(contentsOfFile: Fixtures.packageRoot + "/Sources/BoardSupport/Boards/demo.yaml", encoding: .utf8)
+            .write(toFile: board, atomically: true, encoding: .utf8)
+        XCTAssertEqual(chmod(board, 0o666), 0)
+        let check = try Boardd.run(["--check", "--config", file.path, "--boards", boards])
+        XCTAssertEqual(check.status, 0, check.stderr)
+        XCTAssertTrue(
+            check.stderr.contains("\(board): warning: the board file is writable by every user (mode 0666): anyone who can change it decides which lines boardd drives"),
+            check.stderr)
+
+        let refused = try Spawned(["--config", file.path, "--boards", boards, "--for", "300ms"], env: ["INVOCATION_ID": "test"])
+        XCTAssertEqual(refused.exitStatus(seconds: 30), Launcher.configErrorStatus, refused.log)
+        XCTAssertTrue(refused.log.contains("error: the board file is writable by every user"), refused.log)
+
+        XCTAssertEqual(chmod(board, 0o644), 0)
+        let fine = try Boardd.run(["--check", "--config", file.path, "--boards", boards])
+        XCTAssertEqual(fine.status, 0, fine.stderr)
+        XCTAssertFalse(fine.stderr.contains("writable"), fine.stderr)
+    }
 }

@@ -54,8 +54,8 @@ public enum ConfigLoader {
     /// Reads `path` and loads it; an unreadable file is one error. Only a
     /// regular file of at most `FileSystem.maximumConfigSize` bytes is read
     /// (never a FIFO or a device, which could block or never end). The
-    /// config and every file it includes must be writable only by their
-    /// owner, root or boardd's user (`whoElseMayWrite`).
+    /// config, every file it includes and the board file it names must be
+    /// writable only by their owner, root or boardd's user (`whoElseMayWrite`).
     public static func load(path: String, options: LoadOptions = LoadOptions()) -> LoadResult {
         switch FileSystem.readConfigText(path) {
         case let .success(text):
@@ -71,6 +71,17 @@ public enum ConfigLoader {
                         severity, file: file, line: 0, column: 0, path: "",
                         message:
                             "\(what) \(who): anyone who can change it decides what boardd runs (its commands run as boardd's user); make it writable only by its owner, root or boardd's user (chmod o-w, chown)\(options.refuseInsecureConfig ? "; --allow-insecure-config accepts it" : "")"
+                    ))
+            }
+            // The board file decides which lines are driven, and how: the
+            // same rule (a built-in board has no file).
+            if let board = result.config?.board.file, let who = whoElseMayWrite(board) {
+                let severity: Diagnostic.Severity = options.refuseInsecureConfig ? .error : .warning
+                insecure.append(
+                    Diagnostic(
+                        severity, file: board, line: 0, column: 0, path: "",
+                        message:
+                            "the board file \(who): anyone who can change it decides which lines boardd drives and how; make it writable only by its owner, root or boardd's user (chmod o-w, chown)\(options.refuseInsecureConfig ? "; --allow-insecure-config accepts it" : "")"
                     ))
             }
             result.diagnostics.insert(contentsOf: insecure, at: 0)
