@@ -58,7 +58,7 @@ public enum BoardFile {
                         default:
                             for ne in r.mapping(ce.value, ce.path) ?? [] {
                                 guard let o = UInt32(ne.key) else {
-                                    r.error(ne.keyNode, ne.path, "expected a line offset, found '\(ne.key)'")
+                                    r.error(ne.keyNode, ne.path, "expected a line offset, found \(Echo(ne.key))")
                                     continue
                                 }
                                 if let n = r.string(ne.value, ne.path) {

@@ -228,6 +228,25 @@ let fleetGoodConfigs: [(String, [String])] = [
         #expect(!text.contains("hunter2"))
     }
 
+    /// A file included by mistake (a key, a file of tokens) is not quoted
+    /// line by line in errors: each error shows at most 64 characters of
+    /// the value it names, then its length.
+    @Test func anErrorQuotesOnlyAShortExcerptOfAnIncludedFile() throws {
+        let dir = try TemporaryDirectory()
+        let body = (0..<20).map { i in String(repeating: Character(UnicodeScalar(UInt8(65 + i))), count: 70) }
+        try dir.write("key", "-----BEGIN PRIVATE KEY-----\n" + body.joined(separator: "\n") + "\n-----END PRIVATE KEY-----\n")
+        try dir.write("tokens", (0..<5).map { "t\($0): " + String(repeating: "z", count: 300) }.joined(separator: "\n") + "\n")
+        try dir.write("a.yaml", "board: gpio-sim\nlines: !include key\n")
+        try dir.write("b.yaml", "board: gpio-sim\nlines: !include tokens\n")
+        let a = ConfigLoader.load(path: dir.path + "/a.yaml", options: Fixtures.options()).errors.map(\.description)
+        #expect(a.count == 1, "\(a)")
+        #expect(a.first?.contains("expected a mapping, found '-----BEGIN PRIVATE KEY----- AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA…' (1473 characters)") == true, "\(a)")
+        #expect(!a.joined().contains("BBBB"), "the second line of the key is not shown")
+        let b = ConfigLoader.load(path: dir.path + "/b.yaml", options: Fixtures.options()).errors.map(\.description)
+        #expect(b.count == 5, "\(b)")
+        for e in b { #expect(e.contains("found '" + String(repeating: "z", count: 64) + "…' (300 characters)") && e.count < 300, "\(e)") }
+    }
+
     /// A single-file config's errors are as they were: no chain, its own file.
     @Test func aTagThatIsNotDefinedIsAnErrorWithTheNearestOne() {
         let result = ConfigLoader.load(

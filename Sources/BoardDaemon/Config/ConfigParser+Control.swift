@@ -40,7 +40,7 @@ extension ConfigParser {
             case "mode":
                 guard let s = r.string(ce.value, ce.path, what: "permission bits in octal (0660)") else { continue }
                 if let m = UInt32(s, radix: 8), m <= 0o777 { c.mode = m } else {
-                    r.error(ce.value, ce.path, "expected permission bits in octal such as 0660 or 0600, found '\(s)'")
+                    r.error(ce.value, ce.path, "expected permission bits in octal such as 0660 or 0600, found \(Echo(s))")
                 }
             case "group": if let g = r.string(ce.value, ce.path, what: "a group name") { c.group = g }
             case "max_clients":

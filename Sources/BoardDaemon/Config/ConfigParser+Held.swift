@@ -19,7 +19,7 @@ extension ConfigParser {
             let bare = Double(t) != nil
             r.error(
                 x.value, x.path,
-                bare ? "a rate needs a unit: write \(t)Hz (or kHz)" : "expected a rate such as 2kHz or 500Hz, found '\(t)'")
+                bare ? "a rate needs a unit: write \(t)Hz (or kHz)" : "expected a rate such as 2kHz or 500Hz, found \(Echo(t))")
             return nil
         }
         let n = v * scale

@@ -98,7 +98,7 @@ extension ConfigParser {
         var broker = ""
         if let s = r.string(b.value, b.path, what: "a host name or address") {
             if s.isEmpty || s.contains(where: { $0.isWhitespace || $0 == "/" }) {
-                r.error(b.value, b.path, "expected a host name or address (such as 192.168.1.10 or mqtt.local; no URL, the port goes in port:), found '\(s)'")
+                r.error(b.value, b.path, "expected a host name or address (such as 192.168.1.10 or mqtt.local; no URL, the port goes in port:), found \(Echo(s))")
             } else {
                 broker = s
             }
@@ -107,7 +107,7 @@ extension ConfigParser {
         var clientID = hostname
         if let c = entry("client_id"), let s = r.string(c.value, c.path, what: "a client id") {
             if s.isEmpty || s.utf8.count > 64 || s.contains(where: { "/+#".contains($0) || $0.isWhitespace }) {
-                r.error(c.value, c.path, "a client id has 1 to 64 characters and no spaces, '/', '+' or '#'; found '\(s)'")
+                r.error(c.value, c.path, "a client id has 1 to 64 characters and no spaces, '/', '+' or '#'; found \(Echo(s))")
             } else {
                 clientID = s
             }
@@ -118,7 +118,7 @@ extension ConfigParser {
         var prefix = "boardd/\(clientID)"
         if let p = entry("topic_prefix"), let s = r.string(p.value, p.path, what: "a topic prefix") {
             if s.isEmpty || s.hasPrefix("/") || s.hasSuffix("/") || s.contains(where: { "+#".contains($0) }) || s.contains("//") {
-                r.error(p.value, p.path, "a topic prefix is one or more levels without '+', '#' or empty levels (such as boardd/greenhouse-1); found '\(s)'")
+                r.error(p.value, p.path, "a topic prefix is one or more levels without '+', '#' or empty levels (such as boardd/greenhouse-1); found \(Echo(s))")
             } else {
                 prefix = s
             }
@@ -210,7 +210,7 @@ extension ConfigParser {
                 default:
                     guard let s = r.string(de.value, de.path, what: "a topic prefix") else { continue }
                     if s.isEmpty || s.contains(where: { "+#".contains($0) }) || s.hasSuffix("/") {
-                        r.error(de.value, de.path, "a discovery prefix is a topic without '+', '#' or a trailing '/'; found '\(s)'")
+                        r.error(de.value, de.path, "a discovery prefix is a topic without '+', '#' or a trailing '/'; found \(Echo(s))")
                     } else {
                         disc.prefix = s
                     }

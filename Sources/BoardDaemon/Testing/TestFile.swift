@@ -243,7 +243,7 @@ extension ConfigTestFile {
         case "on", "true", "yes", "1": return true
         case "off", "false", "no", "0": return false
         default:
-            r.error(node, path, "expected on or off, found '\(s.string)'")
+            r.error(node, path, "expected on or off, found \(Echo(s.string))")
             return nil
         }
     }

@@ -216,13 +216,15 @@ public struct YAMLReader {
         case .mapping: return "a mapping"
         case .sequence: return "a list"
         case let .scalar(s):
-            if s.tag.description == secretTag { return "a secret (!secret \(s.string))" }
+            // A value is quoted as `Echo` shows it (at most 64 characters,
+            // escaped): an error never carries a whole line of a file, which
+            // may be an included file's, to the log or a control reply.
+            if s.tag.description == secretTag { return "a secret (!secret \(Echo(s.string).bare))" }
             if s.style == .plain {
                 if s.string.isEmpty || s.string == "~" || s.string == "null" { return "nothing (null)" }
-                if Int(s.string) != nil { return "the number \(s.string)" }
-                if Double(s.string) != nil { return "the number \(s.string)" }
+                if Int(s.string) != nil || Double(s.string) != nil { return "the number \(Echo(s.string).bare)" }
             }
-            return "'\(s.string)'"
+            return Echo(s.string).description
         }
     }
 
@@ -401,7 +403,7 @@ public enum DurationText {
             case let .unknownUnit(u):
                 "unknown unit '\(Echo(u).bare)' in '\(text)'; units are us, ms, s, min, h" + DidYouMean.hint(u, in: DurationText.units.map(\.0))
             case .negative: "'\(text)' is negative; a duration is zero or more"
-            case .notANumber: "expected a duration such as 20ms, found '\(text)'"
+            case .notANumber: "expected a duration such as 20ms, found \(Echo(text))"
             case .tooPrecise: "'\(text)' is finer than a nanosecond"
             case .tooLarge: "'\(text)' is too long (the limit is about 292 years)"
             }
