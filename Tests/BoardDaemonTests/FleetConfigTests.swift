@@ -247,6 +247,47 @@ let fleetGoodConfigs: [(String, [String])] = [
         for e in b { #expect(e.contains("found '" + String(repeating: "z", count: 64) + "…' (300 characters)") && e.count < 300, "\(e)") }
     }
 
+    /// MQTT command permissions merged from a package and the config: the
+    /// summary says where each was given, and where they all come from one
+    /// file it says nothing more. Where they were written is no part of the
+    /// config: the same permissions one line lower are the same config.
+    @Test func mergedMQTTPermissionsSayWhereEachCameFrom() throws {
+        let dir = try TemporaryDirectory()
+        try dir.write(
+            "mqtt.yaml",
+            """
+            mqtt:
+              broker: 127.0.0.1
+              client_id: gh
+              commands: { outputs: [valve], sequences: [water] }
+            lines:
+              valve: { pin: GPIO17, output: {} }
+            sequences:
+              water: { steps: [ set: { valve: on } ] }
+            """)
+        let own = """
+            board: raspberry-pi-4
+            packages: { mqtt: !include mqtt.yaml }
+            lines:
+              fan: { pin: GPIO27, output: {} }
+            mqtt:
+              commands: { outputs: [fan] }
+            """
+        try dir.write("config.yaml", own)
+        let config = try #require(ConfigLoader.load(path: dir.path + "/config.yaml", options: Fixtures.options()).config)
+        let mqttLine = try #require(ConfigSummary(config).text.split(separator: "\n").first { $0.hasPrefix("mqtt: ") })
+        let pkg = realPathForTest(dir.path + "/mqtt.yaml"), cfg = dir.path + "/config.yaml"
+        #expect(mqttLine.contains("commands: valve (\(pkg):4:25), fan (\(cfg):6:25), sequence water (\(pkg):4:45)"), "\(mqttLine)")
+
+        try dir.write("single.yaml", try String(contentsOfFile: dir.path + "/mqtt.yaml", encoding: .utf8) + "\nboard: raspberry-pi-4\n")
+        let single = try #require(ConfigLoader.load(path: dir.path + "/single.yaml", options: Fixtures.options()).config)
+        #expect(ConfigSummary(single).text.contains("commands: valve, sequence water;"), "\(ConfigSummary(single).text)")
+
+        try dir.write("config.yaml", "\n" + own)
+        let lower = try #require(ConfigLoader.load(path: dir.path + "/config.yaml", options: Fixtures.options()).config)
+        #expect(lower.mqtt == config.mqtt && lower.mqtt?.commandOrigins.places != config.mqtt?.commandOrigins.places)
+    }
+
     /// A single-file config's errors are as they were: no chain, its own file.
     @Test func aTagThatIsNotDefinedIsAnErrorWithTheNearestOne() {
         let result = ConfigLoader.load(

@@ -24,6 +24,10 @@ public struct MQTTConfig: Sendable, Equatable {
     public var writableOutputs: [LineID] = []
     public var writableSequences: [SequenceID] = []
     public var writableModes: [ModeID] = []
+    /// Where each permission was given (`FILE:LINE:COL`), in the order of
+    /// the three lists above: `--check` says so when they come from more
+    /// than one file (packages merged). Not part of the config's equality.
+    public var commandOrigins = Provenance()
     /// How often the stats summary is published (nil: never).
     public var statsInterval: Duration? = .seconds(60)
     /// Events kept while the broker is out of reach, the most recent first
@@ -168,25 +172,40 @@ extension ConfigParser {
             c.published = ids
         }
         if let w = entry("commands") {
+            func origin(_ node: Node) -> String {
+                let at = r.position(node)
+                return "\(r.log.place(at).file):\(at.line):\(at.column)"
+            }
+            var origins: (outputs: [String], sequences: [String], modes: [String]) = ([], [], [])
+            defer { c.commandOrigins.places = origins.outputs + origins.sequences + origins.modes }
             for we in r.mapping(w.value, w.path, allowed: Self.mqttCommandKeys, what: "a mapping of outputs, sequences, modes") ?? [] {
                 let names = r.names(we.value, we.path) ?? []
                 switch we.key {
                 case "outputs":
                     for (name, node, path) in names {
                         guard let id = lineRef(node, path, named: name) else { continue }
-                        if lines[id.index].isOutput { c.writableOutputs.append(id) } else {
+                        if lines[id.index].isOutput {
+                            c.writableOutputs.append(id)
+                            origins.outputs.append(origin(node))
+                        } else {
                             r.error(node, path, "line '\(name)' is an input; only outputs can be commanded")
                         }
                     }
                 case "sequences":
                     for (name, node, path) in names {
-                        if let i = sequenceIndex[name] { c.writableSequences.append(SequenceID(i)) } else {
+                        if let i = sequenceIndex[name] {
+                            c.writableSequences.append(SequenceID(i))
+                            origins.sequences.append(origin(node))
+                        } else {
                             r.error(node, path, "no sequence named '\(name)'\(DidYouMean.hint(name, in: declaredSequences))")
                         }
                     }
                 default:
                     for (name, node, path) in names {
-                        if let m = modes.firstIndex(where: { $0.name == name }) { c.writableModes.append(ModeID(m)) } else {
+                        if let m = modes.firstIndex(where: { $0.name == name }) {
+                            c.writableModes.append(ModeID(m))
+                            origins.modes.append(origin(node))
+                        } else {
                             r.error(node, path, "no mode named '\(name)'\(DidYouMean.hint(name, in: modes.map(\.name)))")
                         }
                     }
@@ -289,4 +308,14 @@ extension ConfigParser {
         let cleaned = String(s.map { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" ? $0 : "-" })
         return cleaned.isEmpty ? "boardd" : cleaned
     }
+}
+
+/// Where settings of a config came from, carried beside them for the
+/// summary; two configs that differ only in where they were written are
+/// the same config (a reload of a file with a line added above is no change).
+public struct Provenance: Sendable, Equatable {
+    /// `FILE:LINE:COL` per setting, in the order its owner documents.
+    public var places: [String] = []
+    public init() {}
+    public static func == (_: Provenance, _: Provenance) -> Bool { true }
 }

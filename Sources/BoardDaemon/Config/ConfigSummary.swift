@@ -179,8 +179,14 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
             parts.append("topics \(m.topicPrefix)/…")
             let published = m.published.map { c.lines[$0.index].name }
             parts.append("publishes \(published.count == c.lines.count ? "every line" : published.isEmpty ? "no line" : published.joined(separator: ", "))")
-            let commanded = m.writableOutputs.map { c.lines[$0.index].name } + m.writableSequences.map { "sequence \(c.sequences[$0.index].name)" }
+            var commanded = m.writableOutputs.map { c.lines[$0.index].name } + m.writableSequences.map { "sequence \(c.sequences[$0.index].name)" }
                 + m.writableModes.map { "mode \(c.modes[$0.index].name)" }
+            // Merged from several files (packages): each says where it was given.
+            let places = m.commandOrigins.places
+            let files = Set(places.map { $0.split(separator: ":").dropLast(2).joined(separator: ":") })
+            if places.count == commanded.count && files.count > 1 {
+                commanded = zip(commanded, places).map { "\($0) (\($1))" }
+            }
             parts.append("commands: \(commanded.isEmpty ? "none" : commanded.joined(separator: ", "))")
             parts.append(m.discovery.map { "Home Assistant discovery under \($0.prefix)" } ?? "no Home Assistant discovery")
             return parts.joined(separator: "; ")
