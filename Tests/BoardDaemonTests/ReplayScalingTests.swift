@@ -42,6 +42,29 @@ import Testing
         #expect(cells <= 4 * n, "table cells for \(n) writes a side: \(cells)")
     }
 
+    /// Writes pair by time as well as value: the same values written a
+    /// second and more apart are two writes each side made alone, not one
+    /// write 1.1 s late; near ones still pair, within or beyond tolerance.
+    @Test func writesFarApartInTimeDoNotPairByTheirValue() {
+        let board: [(Duration, Bool)] = [(.milliseconds(0), true), (.milliseconds(500), false), (.milliseconds(3000), true)]
+        let replay: [(Duration, Bool)] = [(.milliseconds(1100), true), (.milliseconds(1600), false), (.milliseconds(3020), true)]
+        var cells = 0
+        let d = Replay.compare("led", board: board, replay: replay, tolerance: .milliseconds(5), cells: &cells)
+        let expected = [
+            "led -> on at 0 ms on the board; the config did not",
+            "led -> off at 500 ms on the board; the config did not",
+            "led -> on at 1100 ms; the board did not",
+            "led -> off at 1600 ms; the board did not",
+            "led -> on at 3020 ms; the board at 3000 ms",
+        ]
+        #expect(d.sorted() == expected.sorted(), "\(d)")
+        // Within the window (and the tolerance's widening of it) they pair.
+        let near = Replay.compare("led", board: [(.milliseconds(100), true)], replay: [(.milliseconds(103), true)], tolerance: .milliseconds(5))
+        #expect(near == [])
+        let wide = Replay.compare("led", board: [(.milliseconds(0), true)], replay: [(.milliseconds(900), true)], tolerance: .seconds(1))
+        #expect(wide == [])
+    }
+
     /// Where the two disagree everywhere, the table is bounded and the
     /// rest is paired in order.
     @Test func twoLongRunsThatDisagreeThroughoutAreComparedInBoundedWork() {

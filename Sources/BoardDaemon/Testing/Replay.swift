@@ -43,6 +43,10 @@ public enum Replay {
     static let maximumSeconds: Int64 = 86_400
     /// The most cells the table that aligns one output's writes may have.
     static let maximumTable = 1 << 22
+    /// The furthest apart two writes of the same value may be and still be
+    /// one write made early or late (`--tolerance` and `--late-timers`
+    /// widen it): further apart, each is reported as made by one side only.
+    static let pairWindow: Duration = .milliseconds(500)
 
     struct Recording {
         var config: String

@@ -1,8 +1,9 @@
 /// How `boardd replay` compares one output's writes with the board's.
 extension Replay {
     /// One output's writes, the board's against the replay's: the longest
-    /// common run of values aligned (an edit script), then each aligned
-    /// pair further apart than `tolerance`.
+    /// common run of writes aligned (an edit script; two writes pair when
+    /// they set the same value at most `pairWindow` apart), then each
+    /// aligned pair further apart than `tolerance`.
     static func compare(
         _ line: String, board: [(Duration, Bool)], replay: [(Duration, Bool)], tolerance: Duration
     ) -> [String] {
@@ -38,10 +39,17 @@ extension Replay {
     ) -> [String] {
         let n = board.count
         let m = replay.count
+        // Two writes pair when they set the same value close enough in
+        // time to be the same write: a value the replay writes long after
+        // the board did is two writes, each made by one side only.
+        let window = max(pairWindow, tolerance + late)
+        func matches(_ i: Int, _ j: Int) -> Bool {
+            board[i].1 == replay[j].1 && (board[i].0 > replay[j].0 ? board[i].0 - replay[j].0 : replay[j].0 - board[i].0) <= window
+        }
         var head = 0
-        while head < n && head < m && board[head].1 == replay[head].1 { head += 1 }
+        while head < n && head < m && matches(head, head) { head += 1 }
         var tail = 0
-        while tail < n - head && tail < m - head && board[n - 1 - tail].1 == replay[m - 1 - tail].1 { tail += 1 }
+        while tail < n - head && tail < m - head && matches(n - 1 - tail, m - 1 - tail) { tail += 1 }
         var out: [String] = []
         func v(_ b: Bool) -> String { b ? "on" : "off" }
         func step(_ s: Step) {
@@ -59,7 +67,7 @@ extension Replay {
             }
         }
         for k in 0..<head { step(.pair(k, k)) }
-        align(board.map(\.1)[head..<(n - tail)], replay.map(\.1)[head..<(m - tail)], cells: &cells, step)
+        align(head..<(n - tail), head..<(m - tail), matches, cells: &cells, step)
         for k in 0..<tail { step(.pair(n - tail + k, m - tail + k)) }
         return out
     }
@@ -68,25 +76,28 @@ extension Replay {
         case pair(Int, Int), replayOnly(Int), boardOnly(Int)
     }
 
-    /// The edit script of two runs of values, by a longest common
-    /// subsequence table (indices are the slices' own); in order, equal
-    /// values paired, when the table would pass `maximumTable` cells.
-    static func align(_ b: ArraySlice<Bool>, _ r: ArraySlice<Bool>, cells: inout Int, _ step: (Step) -> Void) {
+    /// The edit script of two runs of writes (index ranges of the board's
+    /// and the replay's), pairing those that `matches`, by a longest common
+    /// subsequence table; in order when the table would pass `maximumTable`
+    /// cells.
+    static func align(
+        _ b: Range<Int>, _ r: Range<Int>, _ matches: (Int, Int) -> Bool, cells: inout Int, _ step: (Step) -> Void
+    ) {
         let n = b.count
         let m = r.count
         var i = 0
         var j = 0
         guard n > 0 && m > 0 && n <= maximumTable / m else {
             while i < n || j < m {
-                if i < n && j < m && b[b.startIndex + i] == r[r.startIndex + j] {
-                    step(.pair(b.startIndex + i, r.startIndex + j))
+                if i < n && j < m && matches(b.lowerBound + i, r.lowerBound + j) {
+                    step(.pair(b.lowerBound + i, r.lowerBound + j))
                     i += 1
                     j += 1
                 } else if j < m {
-                    step(.replayOnly(r.startIndex + j))
+                    step(.replayOnly(r.lowerBound + j))
                     j += 1
                 } else {
-                    step(.boardOnly(b.startIndex + i))
+                    step(.boardOnly(b.lowerBound + i))
                     i += 1
                 }
             }
@@ -98,19 +109,20 @@ extension Replay {
         for i in stride(from: n - 1, through: 0, by: -1) {
             for j in stride(from: m - 1, through: 0, by: -1) {
                 table[i * w + j] =
-                    b[b.startIndex + i] == r[r.startIndex + j] ? table[(i + 1) * w + j + 1] + 1 : max(table[(i + 1) * w + j], table[i * w + j + 1])
+                    matches(b.lowerBound + i, r.lowerBound + j)
+                    ? table[(i + 1) * w + j + 1] + 1 : max(table[(i + 1) * w + j], table[i * w + j + 1])
             }
         }
         while i < n || j < m {
-            if i < n && j < m && b[b.startIndex + i] == r[r.startIndex + j] {
-                step(.pair(b.startIndex + i, r.startIndex + j))
+            if i < n && j < m && matches(b.lowerBound + i, r.lowerBound + j) {
+                step(.pair(b.lowerBound + i, r.lowerBound + j))
                 i += 1
                 j += 1
             } else if j < m && (i == n || table[i * w + j + 1] >= table[(i + 1) * w + j]) {
-                step(.replayOnly(r.startIndex + j))
+                step(.replayOnly(r.lowerBound + j))
                 j += 1
             } else {
-                step(.boardOnly(b.startIndex + i))
+                step(.boardOnly(b.lowerBound + i))
                 i += 1
             }
         }
