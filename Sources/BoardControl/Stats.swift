@@ -137,7 +137,7 @@ public enum Stats {
         var lateMax = gauge("boardd_task_lateness_max_seconds", "A task's largest lateness.")
         var fires = counter("boardd_reaction_fires_total", "Times a reaction fired.")
         var rskipped = counter("boardd_reaction_skipped_total", "Times a reaction's trigger came but it did not fire (its mode, a condition, its rate).")
-        var done = gauge("boardd_reaction_trigger_to_done_seconds", "From a reaction's trigger to its actions done, at quantile 0.5 and 0.99.")
+        var done = gauge("boardd_reaction_trigger_to_done_seconds", "From a reaction's trigger time (an edge's kernel timestamp, a software debounce included) to its actions done, at quantile 0.5 and 0.99.")
         var doneMax = gauge("boardd_reaction_trigger_to_done_max_seconds", "The longest from a reaction's trigger to its actions done.")
         var events = counter("boardd_line_events_total", "Edge events an input line delivered.")
         var held = counter("boardd_line_held_events_total", "Events held in a line's ring because its loop was busy.")
