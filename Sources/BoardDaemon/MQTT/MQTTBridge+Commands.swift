@@ -20,7 +20,7 @@ extension MQTTBridge {
         guard raw.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0a && $0 != 0x0d }) else {
             // An empty publish is how MQTT clears a retained message: it is
             // never a command, and not an error either.
-            logger.info("mqtt: \(topic): an empty payload is not a command; ignored")
+            logger.info("mqtt: \(Echo(topic).bare): an empty payload is not a command; ignored")
             return
         }
         let payload = String(decoding: raw.prefix(Self.maxPayload), as: UTF8.self)
