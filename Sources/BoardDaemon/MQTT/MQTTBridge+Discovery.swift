@@ -7,7 +7,11 @@ import Logging
 extension MQTTBridge {
     // MARK: Home Assistant discovery
 
-    func discoveryTopic(_ c: MQTTConfig) -> String { "\(c.discovery?.prefix ?? "homeassistant")/device/\(Self.objectID(c.clientID))/config" }
+    func discoveryTopic(_ c: MQTTConfig) -> String { Self.discoveryTopic(c) }
+
+    /// `<prefix>/device/<client id>/config`: Home Assistant's topic for a
+    /// device-based discovery message.
+    static func discoveryTopic(_ c: MQTTConfig) -> String { "\(c.discovery?.prefix ?? "homeassistant")/device/\(objectID(c.clientID))/config" }
 
     /// `[a-zA-Z0-9_-]`, as Home Assistant's discovery topics want.
     static func objectID(_ s: String) -> String {
