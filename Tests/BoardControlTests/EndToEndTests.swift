@@ -31,7 +31,7 @@ import Testing
             env.removeValue(forKey: "NOTIFY_SOCKET")
             env.removeValue(forKey: "JOURNAL_STREAM")
             process.environment = env
-            FileManager.default.createFile(atPath: logPath, contents: nil)
+            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
             process.standardError = FileHandle(forWritingAtPath: logPath)
             process.standardOutput = FileHandle.nullDevice
             try process.run()
