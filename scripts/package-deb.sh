@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
     shift
 done
 note() { echo "package-deb.sh: $*" >&2; }
-for tool in dpkg-deb dpkg-shlibdeps strip; do
+for tool in dpkg-deb dpkg-shlibdeps strip nm; do
     command -v "$tool" > /dev/null || { note "no $tool (apt-get install dpkg-dev binutils)"; exit 1; }
 done
 umask 022
@@ -47,6 +47,15 @@ bin_dir=$(cd "$bin_dir" && pwd)
 for exe in boardd boardctl; do
     [ -x "$bin_dir/$exe" ] || { note "no $bin_dir/$exe"; exit 1; }
 done
+
+# boardd is shipped without Foundation and ICU (its YAML, JSON and text
+# are the package's own, on libyaml): a symbol of Foundation,
+# FoundationInternationalization, CoreFoundation or ICU in it means a change
+# or a dependency brought them back, with their ~40 MiB.
+if nm "$bin_dir/boardd" 2> /dev/null | grep -qE '\$s10Foundation|\$s30FoundationInternationalization|__CFInitialize|icu_[0-9]+|icudt[0-9]+_dat'; then
+    note "boardd links Foundation or ICU again: $(nm "$bin_dir/boardd" | grep -oE '\$s10Foundation[A-Za-z0-9_]{0,20}|\$s30FoundationInternationalization[A-Za-z0-9_]{0,20}|__CFInitialize|icu_[0-9]+[A-Za-z0-9_]{0,20}|icudt[0-9]+_dat' | sort -u | head -5 | tr '\n' ' ')"
+    exit 1
+fi
 
 # The version: boardd's own ("boardd 0.1.0 (...)", "commit 67cb7f2").
 version_text=$("$bin_dir/boardd" --version)
