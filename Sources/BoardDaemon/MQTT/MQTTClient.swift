@@ -616,21 +616,12 @@ final class Attempt: @unchecked Sendable {
             lock.withLock { result = (p, rc, e) }
             done()
         }
-        var t = pthread_t()
-        let arg = Unmanaged.passRetained(ThreadBody(run)).toOpaque()
-        let rc = pthread_create(
-            &t, nil,
-            { a in
-                Unmanaged<ThreadBody>.fromOpaque(a!).takeRetainedValue().run()
-                return nil
-            }, arg)
-        if rc != 0 {
-            Unmanaged<ThreadBody>.fromOpaque(arg).release()
-            lock.withLock { result = (p, MOSQ_ERR_ERRNO.rawValue, rc) }
+        switch DaemonThread.start(run) {
+        case let .success(t): thread = t
+        case let .failure(e):
+            lock.withLock { result = (p, MOSQ_ERR_ERRNO.rawValue, e.errno) }
             done()
-            return
         }
-        thread = t
     }
 
     /// The finished attempt's instance and outcome (nil: none finished).

@@ -32,7 +32,7 @@ final class ReloadRead: @unchecked Sendable {
             before?()
             read.run(options)
         }
-        switch DetachedThread.start(name: "boardd-reload", run) {
+        switch DaemonThread.startDetached(name: "boardd-reload", run) {
         case .success: return .success(read)
         case let .failure(e): return .failure(e)
         }
@@ -71,41 +71,4 @@ final class ReloadRead: @unchecked Sendable {
             item = nil
         }
     }
-}
-
-/// A thread could not be started: pthread_create's error.
-struct ThreadStartError: Error, CustomStringConvertible {
-    var errno: Int32
-    var description: String { "cannot start a thread: \(String(cString: strerror(errno)))" }
-}
-
-/// A thread that runs `body` once and ends; nobody joins it.
-enum DetachedThread {
-    static func start(name: String, _ body: @escaping @Sendable () -> Void) -> Result<Void, ThreadStartError> {
-        let arg = Unmanaged.passRetained(
-            ThreadBody {
-                OSThread.setName(name)
-                body()
-            }
-        ).toOpaque()
-        var t = pthread_t()
-        let rc = pthread_create(
-            &t, nil,
-            { a in
-                Unmanaged<ThreadBody>.fromOpaque(a!).takeRetainedValue().run()
-                return nil
-            }, arg)
-        guard rc == 0 else {
-            Unmanaged<ThreadBody>.fromOpaque(arg).release()
-            return .failure(ThreadStartError(errno: rc))
-        }
-        pthread_detach(t)
-        return .success(())
-    }
-}
-
-/// A thread's body, handed to pthread_create retained.
-final class ThreadBody {
-    let run: @Sendable () -> Void
-    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
 }
