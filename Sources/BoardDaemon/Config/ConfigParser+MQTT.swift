@@ -24,7 +24,7 @@ public struct MQTTConfig: Sendable, Equatable {
     public var writableOutputs: [LineID] = []
     public var writableSequences: [SequenceID] = []
     public var writableModes: [ModeID] = []
-    /// Where each permission was given (`FILE:LINE:COL`), in the order of
+    /// Where each permission was given, in the order of
     /// the three lists above: `--check` says so when they come from more
     /// than one file (packages merged). Not part of the config's equality.
     public var commandOrigins = Provenance()
@@ -172,11 +172,11 @@ extension ConfigParser {
             c.published = ids
         }
         if let w = entry("commands") {
-            func origin(_ node: Node) -> String {
+            func origin(_ node: Node) -> Provenance.Place {
                 let at = r.position(node)
-                return "\(r.log.place(at).file):\(at.line):\(at.column)"
+                return Provenance.Place(file: r.log.place(at).file, line: at.line, column: at.column)
             }
-            var origins: (outputs: [String], sequences: [String], modes: [String]) = ([], [], [])
+            var origins: (outputs: [Provenance.Place], sequences: [Provenance.Place], modes: [Provenance.Place]) = ([], [], [])
             defer { c.commandOrigins.places = origins.outputs + origins.sequences + origins.modes }
             for we in r.mapping(w.value, w.path, allowed: Self.mqttCommandKeys, what: "a mapping of outputs, sequences, modes") ?? [] {
                 let names = r.names(we.value, we.path) ?? []
@@ -314,8 +314,15 @@ extension ConfigParser {
 /// summary; two configs that differ only in where they were written are
 /// the same config (a reload of a file with a line added above is no change).
 public struct Provenance: Sendable, Equatable {
-    /// `FILE:LINE:COL` per setting, in the order its owner documents.
-    public var places: [String] = []
+    /// Where one setting was written.
+    public struct Place: Sendable, Equatable, CustomStringConvertible {
+        public var file: String
+        public var line: Int, column: Int
+        /// `FILE:LINE:COL`.
+        public var description: String { "\(file):\(line):\(column)" }
+    }
+    /// One per setting, in the order its owner documents.
+    public var places: [Place] = []
     public init() {}
     public static func == (_: Provenance, _: Provenance) -> Bool { true }
 }

@@ -183,8 +183,7 @@ public struct ConfigSummary: Codable, Sendable, Equatable {
                 + m.writableModes.map { "mode \(c.modes[$0.index].name)" }
             // Merged from several files (packages): each says where it was given.
             let places = m.commandOrigins.places
-            let files = Set(places.map { $0.split(separator: ":").dropLast(2).joined(separator: ":") })
-            if places.count == commanded.count && files.count > 1 {
+            if places.count == commanded.count && Set(places.map(\.file)).count > 1 {
                 commanded = zip(commanded, places).map { "\($0) (\($1))" }
             }
             parts.append("commands: \(commanded.isEmpty ? "none" : commanded.joined(separator: ", "))")

@@ -60,30 +60,25 @@ public enum ConfigLoader {
         switch FileSystem.readConfigText(path) {
         case let .success(text):
             var (result, included) = parse(text: text, file: path, options: options)
-            var seen: Set<String> = []
             var insecure: [Diagnostic] = []
-            for file in [path] + included where seen.insert(file).inserted {
-                guard let who = whoElseMayWrite(file) else { continue }
-                let severity: Diagnostic.Severity = options.refuseInsecureConfig ? .error : .warning
-                let what = file == path ? "the config" : "the included file"
+            // `what` (the config, an included file, the board file) `who`:
+            // anyone who can change it decides `decides`.
+            func check(_ file: String, _ what: String, decides: String) {
+                guard let who = whoElseMayWrite(file) else { return }
                 insecure.append(
                     Diagnostic(
-                        severity, file: file, line: 0, column: 0, path: "",
+                        options.refuseInsecureConfig ? .error : .warning, file: file, line: 0, column: 0, path: "",
                         message:
-                            "\(what) \(who): anyone who can change it decides what boardd runs (its commands run as boardd's user); make it writable only by its owner, root or boardd's user (chmod o-w, chown)\(options.refuseInsecureConfig ? "; --allow-insecure-config accepts it" : "")"
+                            "\(what) \(who): anyone who can change it decides \(decides); make it writable only by its owner, root or boardd's user (chmod o-w, chown)\(options.refuseInsecureConfig ? "; --allow-insecure-config accepts it" : "")"
                     ))
+            }
+            var seen: Set<String> = []
+            for file in [path] + included where seen.insert(file).inserted {
+                check(file, file == path ? "the config" : "the included file", decides: "what boardd runs (its commands run as boardd's user)")
             }
             // The board file decides which lines are driven, and how: the
             // same rule (a built-in board has no file).
-            if let board = result.config?.board.file, let who = whoElseMayWrite(board) {
-                let severity: Diagnostic.Severity = options.refuseInsecureConfig ? .error : .warning
-                insecure.append(
-                    Diagnostic(
-                        severity, file: board, line: 0, column: 0, path: "",
-                        message:
-                            "the board file \(who): anyone who can change it decides which lines boardd drives and how; make it writable only by its owner, root or boardd's user (chmod o-w, chown)\(options.refuseInsecureConfig ? "; --allow-insecure-config accepts it" : "")"
-                    ))
-            }
+            if let board = result.config?.board.file { check(board, "the board file", decides: "which lines boardd drives and how") }
             result.diagnostics.insert(contentsOf: insecure, at: 0)
             if insecure.contains(where: { $0.severity == .error }) {
                 result.config = nil
