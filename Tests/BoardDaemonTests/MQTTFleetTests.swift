@@ -13,14 +13,8 @@ final class MQTTFleetTests: XCTestCase {
     func testThreeBoardsFromOnePackageOnOneBrokerWithAPythonController() throws {
         let password = "fleet-\(UInt32.random(in: 0...UInt32.max))"
         let broker = try Broker(credentials: .init(user: "boardd", password: password))
-        let dir = NSTemporaryDirectory() + "fleet-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try PythonTools.fleetDirectory(password: password)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        for f in ["common.yaml", "mqtt.yaml"] {
-            try FileManager.default.copyItem(atPath: Fixtures.examples + "/fleet/" + f, toPath: dir + "/" + f)
-        }
-        try "mqtt_password: \(password)\n".write(toFile: dir + "/secrets.yaml", atomically: true, encoding: .utf8)
-        chmod(dir + "/secrets.yaml", 0o600)
         try password.write(toFile: dir + "/controller-password", atomically: true, encoding: .utf8)
 
         var daemons: [Spawned] = []
@@ -53,30 +47,13 @@ final class MQTTFleetTests: XCTestCase {
         }
         for d in daemons { XCTAssertTrue(d.waitFor("mqtt: connected"), d.log) }
 
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: try Self.python())
-        p.arguments = [Fixtures.packageRoot + "/tests-fleet/controller.py", "--port", "\(broker.port)", "--user", "boardd",
-            "--password-file", dir + "/controller-password"] + boards
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        XCTAssertEqual(p.terminationStatus, 0, "the controller:\n\(text)\n\(daemons.map(\.log).joined(separator: "\n---\n"))")
+        let python = try PythonTools.python(venv: "venv", "python3", installs: "paho-mqtt")
+        let (status, text) = try PythonTools.run(
+            python,
+            [Fixtures.packageRoot + "/tests-fleet/controller.py", "--port", "\(broker.port)", "--user", "boardd",
+                "--password-file", dir + "/controller-password"] + boards)
+        XCTAssertEqual(status, 0, "the controller:\n\(text)\n\(daemons.map(\.log).joined(separator: "\n---\n"))")
         XCTAssertTrue(text.contains("OK: 0 failed check(s)"), text)
         XCTAssertGreaterThan(text.components(separatedBy: "PASS ").count, 40, text)
-    }
-
-    /// The python with paho-mqtt that scripts/install-deps.sh makes (a venv
-    /// under ~/.cache/boardloop).
-    static func python() throws -> String {
-        let env = ProcessInfo.processInfo.environment
-        let cache = env["XDG_CACHE_HOME"] ?? ((env["HOME"] ?? "/root") + "/.cache")
-        let path = cache + "/boardloop/venv/bin/python3"
-        guard FileManager.default.isExecutableFile(atPath: path) else {
-            throw BrokerError("no \(path): run scripts/install-deps.sh (it installs paho-mqtt from PyPI there)")
-        }
-        return path
     }
 }

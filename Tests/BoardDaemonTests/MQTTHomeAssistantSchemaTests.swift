@@ -14,13 +14,7 @@ import Testing
     /// The python of the venv scripts/install-deps.sh makes, or a failure
     /// saying to make it: these tests do not skip.
     static func python() throws -> String {
-        let env = ProcessInfo.processInfo.environment
-        let cache = env["XDG_CACHE_HOME"] ?? ((env["HOME"] ?? "/root") + "/.cache")
-        let path = cache + "/boardloop/ha-venv/bin/python"
-        try #require(
-            FileManager.default.isExecutableFile(atPath: path),
-            "no \(path): run scripts/install-deps.sh (it installs Home Assistant 2025.4.4 from PyPI there)")
-        return path
+        try PythonTools.python(venv: "ha-venv", "python", installs: "Home Assistant 2025.4.4")
     }
 
     static let checker = Fixtures.packageRoot + "/tests-ha/check_discovery.py"
@@ -49,16 +43,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: file) }
         let list = JSON.array(messages.map { .object([("topic", .string($0.topic)), ("payload", .string($0.payload))]) })
         try list.serialized.write(toFile: file, atomically: true, encoding: .utf8)
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: python)
-        p.arguments = [checker, file] + (prefix.map { ["--prefix", $0] } ?? [])
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        return (p.terminationStatus, text)
+        return try PythonTools.run(python, [checker, file] + (prefix.map { ["--prefix", $0] } ?? []))
     }
 
     static func expectAccepted(_ messages: [Message], prefix: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws {
@@ -146,14 +131,8 @@ import Testing
     /// package, as one Home Assistant sees them: three devices, no
     /// unique_id shared.
     @Test func theFleetsThreeBoards() throws {
-        let dir = NSTemporaryDirectory() + "ha-fleet-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try PythonTools.fleetDirectory(password: "fleet")
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        for f in ["common.yaml", "mqtt.yaml"] {
-            try FileManager.default.copyItem(atPath: Fixtures.examples + "/fleet/" + f, toPath: dir + "/" + f)
-        }
-        try "mqtt_password: fleet\n".write(toFile: dir + "/secrets.yaml", atomically: true, encoding: .utf8)
-        chmod(dir + "/secrets.yaml", 0o600)
         var messages: [Message] = []
         for n in 1...3 {
             let board = try String(contentsOfFile: Fixtures.examples + "/fleet/greenhouse-\(n).yaml", encoding: .utf8)

@@ -365,3 +365,49 @@ func controlRequest(_ socketPath: String, _ json: String) throws -> String {
     }
     return String(decoding: reply, as: UTF8.self)
 }
+
+/// The Python venvs scripts/install-deps.sh makes for the tests (under
+/// ~/.cache/boardloop), their helper scripts run as processes, and the
+/// fleet example laid out for a test.
+enum PythonTools {
+    /// `bin/NAME` of the venv `venv` there; a failure that says to make it
+    /// when it is missing (these tests do not skip).
+    static func python(venv: String, _ name: String, installs what: String) throws -> String {
+        let env = ProcessInfo.processInfo.environment
+        let cache = env["XDG_CACHE_HOME"] ?? ((env["HOME"] ?? "/root") + "/.cache")
+        let path = cache + "/boardloop/\(venv)/bin/\(name)"
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw BrokerError("no \(path): run scripts/install-deps.sh (it installs \(what) from PyPI there)")
+        }
+        return path
+    }
+
+    /// Runs `executable` with `arguments` to its end: its exit status and
+    /// what it wrote to stdout and stderr, together.
+    static func run(_ executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: executable)
+        p.arguments = arguments
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        return (p.terminationStatus, text)
+    }
+
+    /// A new directory with examples/fleet's shared packages (common.yaml,
+    /// mqtt.yaml) and a secrets.yaml giving `mqtt_password`; the caller
+    /// removes it.
+    static func fleetDirectory(password: String) throws -> String {
+        let dir = NSTemporaryDirectory() + "fleet-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        for f in ["common.yaml", "mqtt.yaml"] {
+            try FileManager.default.copyItem(atPath: Fixtures.examples + "/fleet/" + f, toPath: dir + "/" + f)
+        }
+        try "mqtt_password: \(password)\n".write(toFile: dir + "/secrets.yaml", atomically: true, encoding: .utf8)
+        chmod(dir + "/secrets.yaml", 0o600)
+        return dir
+    }
+}
