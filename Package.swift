@@ -98,7 +98,7 @@ let package = Package(
         // Layer 4 and 5: board descriptions and detection; the daemon library
         // (config language, loading, validation, the resolved model).
         .target(
-            name: "BoardSupport", dependencies: ["BoardloopGPIO", "Clibyaml"],
+            name: "BoardSupport", dependencies: ["BoardloopGPIO", "BoardControl", "Clibyaml"],
             // Every board file, compiled in (links to boards/, the only
             // copies) as the catalog's built-in boards: a boardd copied
             // anywhere knows every board; files in /etc/boardd/boards and
@@ -176,7 +176,7 @@ let package = Package(
             name: "BoardloopGPIOTests",
             dependencies: ["BoardloopGPIO", "BoardloopGPIOMock", "Boardloop", "BoardloopTestSupport", "BoardloopXCTestSupport", "CGPIOD", "CLinux"],
             swiftSettings: strict),
-        .testTarget(name: "BoardSupportTests", dependencies: ["BoardSupport", "BoardloopGPIOMock"], exclude: ["Fixtures"], swiftSettings: strict),
+        .testTarget(name: "BoardSupportTests", dependencies: ["BoardSupport", "BoardControl", "BoardloopGPIOMock"], exclude: ["Fixtures"], swiftSettings: strict),
         // Depends on `boardd` so the binary its CLI tests run is built first.
         .testTarget(
             name: "BoardDaemonTests",

@@ -47,16 +47,8 @@ public enum EventStream {
             text.removeFirst(line.count + 1)
         }
         var note = kind
-        if kind == "reaction", let took = e["took_ns"]?.int { note += ", \(short(took))" }
+        if kind == "reaction", let took = e["took_ns"]?.int { note += ", \(DurationText.rounded(nanoseconds: took))" }
         return "\(time) \(loop)  \(line ?? "-")  \(text) (\(note))"
-    }
-
-    /// 850ns, 85us, 1.2ms, 3.4s.
-    static func short(_ ns: Int) -> String {
-        if ns < 1000 { return "\(ns)ns" }
-        if ns < 1_000_000 { return "\(ns / 1000)us" }
-        if ns < 1_000_000_000 { return "\(ns / 1_000_000).\(ns / 100_000 % 10)ms" }
-        return "\(ns / 1_000_000_000).\(ns / 100_000_000 % 10)s"
     }
 
     /// Runs `boardctl events`: each event to `out` (a line with its

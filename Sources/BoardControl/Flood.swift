@@ -51,19 +51,6 @@ public enum Flood {
         return "\(k).\(frac)kHz"
     }
 
-    /// Nanoseconds as `1.5s`, `250ms`, `40us`, `0s`.
-    public static func durationText(ns: Int) -> String {
-        func trimmed(_ v: Double) -> String {
-            let r = (v * 100).rounded() / 100
-            return r == r.rounded() ? String(Int(r)) : String(r)
-        }
-        if ns == 0 { return "0s" }
-        if ns >= 1_000_000_000 { return trimmed(Double(ns) / 1e9) + "s" }
-        if ns >= 1_000_000 { return trimmed(Double(ns) / 1e6) + "ms" }
-        if ns >= 1_000 { return trimmed(Double(ns) / 1e3) + "us" }
-        return "\(ns)ns"
-    }
-
     /// What boardctl prints for a reply: `button: flooding 1000 edges at 2kHz for 499.5ms`,
     /// or for a stop `button: flood stopped after 120 of 1000 edges`.
     public static func human(_ r: JSON, line: String) -> String {
@@ -73,7 +60,7 @@ public enum Flood {
             return "\(name): flood stopped after \(r["driven"]?.int ?? 0) of \(edges) edges"
         }
         let rate = r["rate_hz"]?.int.map(rateText) ?? "?"
-        let d = r["duration_ns"]?.int.map { durationText(ns: $0) } ?? "?"
+        let d = r["duration_ns"]?.int.map { DurationText.rounded(nanoseconds: $0, decimals: 2) } ?? "?"
         return "\(name): flooding \(edges) edge\(edges == 1 ? "" : "s") at \(rate), done in \(d)"
     }
 }

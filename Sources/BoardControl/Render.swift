@@ -16,16 +16,6 @@ public enum Render {
         }.joined(separator: "\n")
     }
 
-    /// "3d 4h", "2h 05m", "5m 03s", "42s".
-    public static func duration(seconds s: Int) -> String {
-        let d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60, sec = s % 60
-        func two(_ n: Int) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        if d > 0 { return "\(d)d \(h)h" }
-        if h > 0 { return "\(h)h \(two(m))m" }
-        if m > 0 { return "\(m)m \(two(sec))s" }
-        return "\(sec)s"
-    }
-
     /// A list of CPUs as a range list: [0,1,2,3,6] -> "0-3,6".
     public static func cpus(_ list: [Int]) -> String {
         var parts: [String] = []
@@ -57,7 +47,7 @@ public enum Render {
         let generation = config?["generation"].map { " (generation \($0.cell))" } ?? ""
         pairs.append(("config", file + generation))
         var process = "pid \(r["pid"]?.cell ?? "?")"
-        if let up = r["uptime_s"]?.double { process += ", up \(duration(seconds: Int(up)))" }
+        if let up = r["uptime_s"]?.double { process += ", up \(DurationText.uptime(seconds: Int(up)))" }
         if let c = r["children"]?.int { process += ", \(c) child process\(c == 1 ? "" : "es")" }
         pairs.append(("boardd", process))
         if let reloads = r["reloads"] {
@@ -82,7 +72,7 @@ public enum Render {
                 if let p = l["thread"]?["priority_now"]?.int, p > 0 { sched += " \(p)" }
                 var slowest = "-"
                 if let s = l["slowest_handler"], let what = s["what"]?.string, let ns = s["took_ns"]?.int {
-                    slowest = "\(what) \(EventStream.short(ns))"
+                    slowest = "\(what) \(DurationText.rounded(nanoseconds: ns))"
                 }
                 return [
                     l["name"]?.cell ?? "?", l["mode"]?.cell ?? "?", l["thread_tid"]?.cell ?? "-",
@@ -128,7 +118,7 @@ public enum Render {
     /// "rising 3.2s ago", or "-".
     static func lastEdge(_ e: JSON?) -> String {
         guard let e, let edge = e["edge"]?.string, let ago = e["ago_ns"]?.int else { return "-" }
-        return "\(edge) \(EventStream.short(ago)) ago"
+        return "\(edge) \(DurationText.rounded(nanoseconds: ago)) ago"
     }
 }
 

@@ -2,20 +2,7 @@
 /// Prometheus text exposition format (node_exporter's textfile collector
 /// reads it; docs/control.md lists every metric).
 public enum Stats {
-    /// Nanoseconds as a person reads them: `850ns`, `85us`, `1.2ms`, `3s`.
-    public static func duration(nanoseconds ns: Int) -> String {
-        func f(_ v: Double) -> String {
-            let r = (v * 10).rounded() / 10
-            return r == r.rounded() ? String(Int(r)) : String(r)
-        }
-        let a = abs(ns)
-        if a < 1000 { return "\(ns)ns" }
-        if a < 1_000_000 { return f(Double(ns) / 1e3) + "us" }
-        if a < 1_000_000_000 { return f(Double(ns) / 1e6) + "ms" }
-        return f(Double(ns) / 1e9) + "s"
-    }
-
-    static func ns(_ v: JSON?) -> String { v?.int.map { duration(nanoseconds: $0) } ?? "-" }
+    static func ns(_ v: JSON?) -> String { v?.int.map { DurationText.rounded(nanoseconds: $0) } ?? "-" }
 
     public static func human(_ r: JSON) -> String {
         let loops = r["loops"]?.array ?? []

@@ -1,4 +1,5 @@
 import ArgumentParser
+import BoardControl
 import BoardDaemon
 import BoardSupport
 import Glibc

@@ -96,14 +96,6 @@ enum PrometheusParser {
         return r
     }
 
-    @Test func durationsReadAsAPersonWritesThem() {
-        #expect(Stats.duration(nanoseconds: 850) == "850ns")
-        #expect(Stats.duration(nanoseconds: 85000) == "85us")
-        #expect(Stats.duration(nanoseconds: 1_200_000) == "1.2ms")
-        #expect(Stats.duration(nanoseconds: 12_345) == "12.3us")
-        #expect(Stats.duration(nanoseconds: 3_000_000_000) == "3s")
-    }
-
     @Test func humanIsAlignedTables() throws {
         let r = try run(false)
         #expect(r.status == 0, "\(r.stderr)")

@@ -1,3 +1,4 @@
+import BoardControl
 import Foundation
 import Testing
 import BoardDaemon

@@ -1,3 +1,4 @@
+import BoardControl
 import BoardloopGPIOMock
 import Foundation
 import Testing

@@ -1,3 +1,4 @@
+import BoardControl
 import Boardloop
 import BoardloopGPIO
 import BoardSupport

@@ -1,3 +1,4 @@
+import BoardControl
 import BoardSupport
 
 // Held events by default: a line a sequence can hold keeps what comes while

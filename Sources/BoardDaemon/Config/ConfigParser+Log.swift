@@ -1,3 +1,4 @@
+import BoardControl
 import BoardSupport
 
 /// The `log:` block: how boardd's log is written (docs/config.md, "log").

@@ -1,3 +1,4 @@
+import BoardControl
 import BoardSupport
 import BoardloopGPIO
 

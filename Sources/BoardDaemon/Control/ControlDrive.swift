@@ -209,7 +209,7 @@ extension ControlServer {
             line: l.name, target: t, edges: Int(n), rate: rate, start: now, first: !current,
             batch: max(1, min(Self.floodBatch, kernelBuffer(l) / 4)))
         let took = f.due(f.edges - 1) &- now
-        mutation(c, "flood \(l.name) \(n) edges at \(BoardControl.Flood.rateText(rate)) (\(BoardControl.Flood.durationText(ns: Int(took))))")
+        mutation(c, "flood \(l.name) \(n) edges at \(BoardControl.Flood.rateText(rate)) (\(DurationText.rounded(nanoseconds: Int(took), decimals: 2)))")
         floods.append(f)
         floodTick(now)
         armDrive()

@@ -1,3 +1,4 @@
+import BoardControl
 import BoardSupport
 
 /// A test file for a config (`boardd test FILE`): the config it tests and

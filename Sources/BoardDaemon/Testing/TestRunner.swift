@@ -384,20 +384,8 @@ public enum ConfigTestRunner {
 
     static func onOff(_ v: Bool) -> String { v ? "on" : "off" }
 
-    /// A time from the test's start, exact to the nanosecond: `150 ms`,
-    /// `42.458997 ms`, `12 s`, `12.00025 s` (seconds from 10 s on).
-    static func ms(_ d: Duration) -> String {
-        let ns = d.nanosecondsClamped
-        let sign = ns < 0 ? "-" : ""
-        let a = ns.magnitude
-        func decimal(_ v: UInt64, _ scale: UInt64, _ unit: String) -> String {
-            var fraction = String(v % scale)
-            fraction = String(repeating: "0", count: String(scale).count - 1 - fraction.count) + fraction
-            while fraction.hasSuffix("0") { fraction.removeLast() }
-            return sign + "\(v / scale)" + (fraction.isEmpty ? "" : "." + fraction) + " " + unit
-        }
-        return a >= 10_000_000_000 ? decimal(a, 1_000_000_000, "s") : decimal(a, 1_000_000, "ms")
-    }
+    /// A time from the test's start: `150 ms`, `42.458997 ms`, `12.00025 s`.
+    static func ms(_ d: Duration) -> String { DurationText.offset(d) }
 }
 
 extension Simulation {

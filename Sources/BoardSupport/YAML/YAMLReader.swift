@@ -1,3 +1,4 @@
+import BoardControl
 import Boardloop
 
 /// Reads a composed YAML document node by node, reporting what is wrong
@@ -388,94 +389,21 @@ public struct YAMLReader {
     }
 }
 
-/// Duration text: a decimal number and a unit, without floating point.
-public enum DurationText {
-    public enum Problem: Error, Equatable {
-        case noUnit, unknownUnit(String), negative, notANumber, tooPrecise, tooLarge
-
-        /// What is wrong with `text`, in words (the config's and the command
-        /// line's messages are the same); `suggest` is the unit a bare
-        /// number is told to take.
-        public func message(_ text: String, suggest: String = "ms") -> String {
-            let text = Echo(text).bare
-            return switch self {
-            case .noUnit: "'\(text)' has no unit; write \(text)\(suggest) (units: us, ms, s, min, h)"
-            case let .unknownUnit(u):
-                "unknown unit '\(Echo(u).bare)' in '\(text)'; units are us, ms, s, min, h" + DidYouMean.hint(u, in: DurationText.units.map(\.0))
-            case .negative: "'\(text)' is negative; a duration is zero or more"
-            case .notANumber: "expected a duration such as 20ms, found \(Echo(text))"
-            case .tooPrecise: "'\(text)' is finer than a nanosecond"
-            case .tooLarge: "'\(text)' is too long (the limit is about 292 years)"
-            }
+extension DurationText.Problem {
+    /// What is wrong with `text`, in words (the config's, the command
+    /// line's and the remote front ends' messages are the same);
+    /// `suggest` is the unit a bare number is told to take.
+    public func message(_ text: String, suggest: String = "ms") -> String {
+        let text = Echo(text).bare
+        return switch self {
+        case .noUnit: "'\(text)' has no unit; write \(text)\(suggest) (units: us, ms, s, min, h)"
+        case let .unknownUnit(u):
+            "unknown unit '\(Echo(u).bare)' in '\(text)'; units are us, ms, s, min, h" + DidYouMean.hint(u, in: DurationText.units.map(\.0))
+        case .negative: "'\(text)' is negative; a duration is zero or more"
+        case .notANumber: "expected a duration such as 20ms, found \(Echo(text))"
+        case .tooPrecise: "'\(text)' is finer than a nanosecond"
+        case .tooLarge: "'\(text)' is too long (the limit is about 292 years)"
         }
-    }
-
-    /// Units and their length in nanoseconds.
-    public static let units: [(String, Int64)] = [
-        ("us", 1_000), ("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000),
-        ("min", 60_000_000_000), ("h", 3_600_000_000_000),
-    ]
-
-    public static func parse(_ text: String) -> Result<Duration, Problem> {
-        let t = text.trimmingSpaces
-        var chars = Substring(t)
-        if chars.hasPrefix("-") { return .failure(.negative) }
-        if chars.hasPrefix("+") { chars = chars.dropFirst() }
-        let numberEnd = chars.firstIndex { !($0.isASCII && ($0.isNumber || $0 == ".")) } ?? chars.endIndex
-        let number = chars[chars.startIndex..<numberEnd]
-        let unit = String(chars[numberEnd...]).trimmingSpaces
-        let parts = number.split(separator: ".", omittingEmptySubsequences: false)
-        guard !number.isEmpty, parts.count <= 2, parts.allSatisfy({ $0.allSatisfy(\.isNumber) }),
-            !(parts[0].isEmpty && (parts.count == 1 || parts[1].isEmpty))
-        else { return .failure(.notANumber) }
-        if unit.isEmpty { return .failure(.noUnit) }
-        guard let scale = units.first(where: { $0.0 == unit })?.1 else {
-            return unit.allSatisfy({ $0.isLetter }) ? .failure(.unknownUnit(unit)) : .failure(.notANumber)
-        }
-        guard let whole = parts[0].isEmpty ? 0 : Int64(parts[0]) else { return .failure(.tooLarge) }
-        var (ns, overflow) = whole.multipliedReportingOverflow(by: scale)
-        if overflow { return .failure(.tooLarge) }
-        if parts.count == 2 && !parts[1].isEmpty {
-            let digits = parts[1].drop { _ in false }
-            var fraction: Int64 = 0
-            var denominator: Int64 = 1
-            for d in digits {
-                guard denominator < 1_000_000_000_000_000 else { return .failure(.tooPrecise) }
-                fraction = fraction * 10 + Int64(d.wholeNumberValue!)
-                denominator *= 10
-            }
-            let (scaled, o) = fraction.multipliedReportingOverflow(by: scale)
-            guard !o else { return .failure(.tooPrecise) }
-            guard scaled % denominator == 0 else { return .failure(.tooPrecise) }
-            (ns, overflow) = ns.addingReportingOverflow(scaled / denominator)
-            if overflow { return .failure(.tooLarge) }
-        }
-        return .success(.nanoseconds(ns))
-    }
-
-    /// `20ms`, `1.5s`, `500us`: the shortest exact text for a duration.
-    public static func format(_ d: Duration) -> String {
-        let ns = d.nanosecondsClamped
-        if ns == 0 { return "0s" }
-        for (unit, scale) in [("h", Int64(3_600_000_000_000)), ("min", 60_000_000_000), ("s", 1_000_000_000)] {
-            if ns % scale == 0 { return "\(ns / scale)\(unit)" }
-        }
-        if ns < 1_000_000_000 && ns % 1_000_000 == 0 { return "\(ns / 1_000_000)ms" }
-        if ns < 1_000_000 && ns % 1_000 == 0 { return "\(ns / 1_000)us" }
-        // A decimal of the largest unit it reaches, when that is exact
-        // within three decimals (1.5s, 1.25ms); else the smaller unit.
-        for (unit, scale) in [("s", Int64(1_000_000_000)), ("ms", 1_000_000), ("us", 1_000)] where ns >= scale {
-            if ns % (scale / 1000) == 0 { return decimal(ns, scale, unit) }
-        }
-        return "\(ns)ns"
-    }
-
-    static func decimal(_ ns: Int64, _ scale: Int64, _ unit: String) -> String {
-        var frac = String(ns % scale)
-        let width = String(scale).count - 1
-        frac = String(repeating: "0", count: width - frac.count) + frac
-        while frac.hasSuffix("0") { frac.removeLast() }
-        return "\(ns / scale).\(frac)\(unit)"
     }
 }
 
