@@ -1,3 +1,4 @@
+import BoardControl
 import Boardloop
 
 /// A fixed-size latency histogram: log-linear buckets (8 per power of two)
@@ -65,16 +66,7 @@ public final class LatencyHistogram: @unchecked Sendable {
 }
 
 extension Duration {
-    /// A short human form: `850ns`, `12.3µs`, `4.56ms`, `1.2s`.
-    var short: String {
-        let ns = nanosecondsClamped
-        func f(_ v: Double) -> String {
-            let r = (v * 10).rounded() / 10
-            return r == r.rounded() ? String(Int(r)) : String(r)
-        }
-        if abs(ns) < 1000 { return "\(ns)ns" }
-        if abs(ns) < 1_000_000 { return f(Double(ns) / 1e3) + "µs" }
-        if abs(ns) < 1_000_000_000 { return f(Double(ns) / 1e6) + "ms" }
-        return f(Double(ns) / 1e9) + "s"
-    }
+    /// The rounded form a person reads in the log: `850ns`, `12.3us`,
+    /// `4.6ms`, `1.2s` (`DurationText.rounded`).
+    var short: String { DurationText.rounded(nanoseconds: Int(nanosecondsClamped)) }
 }
