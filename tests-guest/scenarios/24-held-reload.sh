@@ -39,11 +39,14 @@ YAML
 field() { ctl stats --json | grep -o "\"name\":\"$1\",\"events\"[^}]*" | grep -o "\"$2\":[0-9]*" | sed 's/.*://'; }
 # fires NAME: a reaction's fires from `boardctl stats --json`.
 fires() { ctl stats --json | grep -o "\"name\":\"$1\"[^}]*\"fires\":[0-9]*" | sed 's/.*"fires"://'; }
+# drive N: N up-and-down cycles, a short sleep after each (a flow sensor's
+# pace, not the shell's: libgpiod 1.6's kernel keeps 16 events a line).
 drive() {
     k=0
     while [ $k -lt "$1" ]; do
         pull $FLOW up
         pull $FLOW down
+        sleep 0.001
         k=$((k + 1))
     done
 }
@@ -75,13 +78,37 @@ delivered=$(fires flow_up)
 ctl sequence stop pour >/dev/null || bad "boardctl sequence stop pour: exit $?"
 wait_value $VALVE 0 30 || bad "the valve did not close when the pour was stopped"
 end=$(( $(now_cs) + 6000 ))
-until [ "$(fires flow_up)" = $CYCLES ] || [ "$(now_cs)" -gt "$end" ]; do sleep 0.1; done
-events=$(field flow events) lost=$(field flow lost) up=$(fires flow_up) down=$(fires flow_down)
+# Until every rising edge reacted; or, when fewer edges came (below), until
+# every edge that came reacted, seen twice a second apart with no new one.
+settled=""
+until [ "$(fires flow_up)" = $CYCLES ] || [ "$(now_cs)" -gt "$end" ]; do
+    e=$(field flow held) u=$(fires flow_up) d=$(fires flow_down)
+    if [ "${e:-0}" -gt 0 ] && [ $((u + d)) -ge "$e" ]; then
+        [ "$settled" = "$e" ] && break
+        settled=$e
+        sleep 1
+    else
+        settled=""
+        sleep 0.1
+    fi
+done
+events=$(field flow events) lost=$(field flow lost) held=$(field flow held) up=$(fires flow_up) down=$(fires flow_down)
 line="$((CYCLES * 2)) edges, a reload after $((half * 2)): flow counted $events events, lost $lost; flow_up fired $up, flow_down $down"
+# The stop's summary names a full FIFO, if the line had one.
+kill -TERM $pid
+wait_exit $pid 30 || { bad "boardd did not exit within 30 s of SIGTERM"; kill -9 $pid; exit 1; }
+# libgpiod 1.6's kernel interface keeps 16 events a line and cannot say how
+# many it dropped when full; boardd then logs the full FIFO and reads the
+# level again. There (a guest its host starves can miss a read) fewer edges
+# may come, but only with a full FIFO in the log; every event held is then
+# delivered and reacted to, and more than the half driven after the reload
+# came: what was held before the reload was not thrown away.
+fifos=$(grep -o '[0-9]* full FIFO(s)' $log | tail -n 1 | sed 's/ .*//')
 if [ "$events" = $((CYCLES * 2)) ] && [ "$lost" = 0 ] && [ "$up" = $CYCLES ] && [ "$down" = $CYCLES ]; then
     ok "$line (every held edge delivered after the pour, exactly)"
+elif grep -q 'libgpiod 1.6 cannot count' $log && [ "${fifos:-0}" -gt 0 ] \
+    && [ "$events" -gt $CYCLES ] && [ $((up + down)) = "$held" ]; then
+    ok "$line, $held held (libgpiod 1.6: the kernel's FIFO was full $fifos time(s), which it cannot count; every held event was delivered after the pour)"
 else
     bad "$line (wanted $((CYCLES * 2)), 0, $CYCLES, $CYCLES)"; show_log
 fi
-kill -TERM $pid
-wait_exit $pid 30 || { bad "boardd did not exit within 30 s of SIGTERM"; kill -9 $pid; exit 1; }
