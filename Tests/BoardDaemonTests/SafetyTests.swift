@@ -284,6 +284,8 @@ final class SafetyTests: XCTestCase {
         XCTAssertEqual(try h.writes("VALVE").last, false, "the stuck worker's valve is set safe from the main thread")
         XCTAssertEqual(try h.writes("FAN").last, false, "and its fan, the second line of the same request")
         XCTAssertTrue(h.log.contains("worker 'io' is stuck in"), h.log)
+        // Once its handler returns, the stopped worker ends and is joined.
+        XCTAssertTrue(h.daemon.joinStuckWorkers(within: .seconds(20)), "the stuck worker ends once its handler returns")
     }
 
     /// On SIGTERM the outputs go to their safe values before the children

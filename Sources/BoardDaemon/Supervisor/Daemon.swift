@@ -7,7 +7,8 @@ import Logging
 /// A loop's runtime, reachable from its port's handler (set on the loop's
 /// thread before the port is scheduled) and from the main thread.
 final class RuntimeBox: @unchecked Sendable {
-    /// Set once, before its loop runs, and never cleared.
+    /// Set once, before its loop runs; cleared only when the daemon that
+    /// made it goes, once its loop has ended (`release`).
     var rt: LoopRuntime? {
         didSet { rtRef = rt.map(Unmanaged.passUnretained) }
     }
@@ -18,6 +19,16 @@ final class RuntimeBox: @unchecked Sendable {
     var loop: BoardRunLoop?
     /// The tables a worker's counters are read into (main loop only; `workerCounters`).
     var figures: LoopFigures?
+
+    /// Lets go of the loop and its runtime. The loop holds its port, the
+    /// port's handler this box, and this box the loop and the runtime: a
+    /// cycle only this breaks. Only for a loop that has ended (its thread
+    /// joined, or the main loop once its daemon is gone).
+    func release() {
+        rt = nil
+        loop = nil
+        figures = nil
+    }
 
     /// A message on the loop's port, to its runtime (none yet: dropped).
     func received(_ m: BoardMessagePort.Message) {
@@ -122,6 +133,12 @@ public final class Daemon: @unchecked Sendable {
     var watchdogPingsSent = false
     public internal(set) var stopRequested = false
     var stopResult: Bool?
+    /// The boxes whose loops the stop ended (the main loop's, and each
+    /// worker's that joined): released when the daemon goes. A stuck
+    /// worker's is kept, as its thread may still use it.
+    var endedBoxes: [Int] = []
+    /// The workers the stop found stuck, with their boxes: still running.
+    var stuckWorkers: [(box: Int, worker: WorkerHandle)] = []
     public internal(set) var reloads = (applied: 0, refused: 0)
     /// A reload read off the main loop, and the requests waiting for it.
     var reloadQueue = ReloadQueue()
@@ -137,6 +154,33 @@ public final class Daemon: @unchecked Sendable {
     /// The services beside the loops, in the order they started
     /// (`SupervisedService`).
     var services: [any SupervisedService] = []
+
+    deinit {
+        // Each box holds its loop in a cycle (`RuntimeBox.release`): let go
+        // of those whose loops no thread runs any more. After a stop, the
+        // ones it ended; without one (a start that failed, a test's daemon
+        // let go), the main loop's and any not on a thread of its own.
+        if stopResult != nil { _ = joinStuckWorkers(within: .zero) }
+        let ended =
+            stopResult != nil
+            ? endedBoxes : [0] + boxes.indices.dropFirst().filter { $0 - 1 >= workers.count || workers[$0 - 1].thread == nil }
+        for i in ended { boxes[i].release() }
+    }
+
+    /// After a stop that found workers stuck: waits at most `limit` for
+    /// their threads to end (a stuck handler that returns lets its stopped
+    /// loop end), and joins those that did, so their loops are let go with
+    /// the daemon. Returns whether none is left running.
+    public func joinStuckWorkers(within limit: Duration) -> Bool {
+        let deadline = MonotonicInstant.now + limit
+        stuckWorkers.removeAll { stuck in
+            let left = max(deadline - MonotonicInstant.now, .zero)
+            guard stuck.worker.join(timeout: left) else { return false }
+            endedBoxes.append(stuck.box)
+            return true
+        }
+        return stuckWorkers.isEmpty
+    }
 
     public init(config: DaemonConfig, options: Options) throws {
         if options.inlineWorkers {
