@@ -45,9 +45,8 @@ enum Boardd {
         p.standardOutput = out
         p.standardError = err
         try p.run()
-        // Read before waiting, so a full pipe cannot stall the child.
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
+        // Read both before waiting, so a full pipe cannot stall the child.
+        let (o, e) = ChildOutput.readBoth(out, err)
         p.waitUntilExit()
         return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
     }

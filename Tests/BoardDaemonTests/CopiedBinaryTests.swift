@@ -37,8 +37,7 @@ import Testing
             p.standardOutput = out
             p.standardError = err
             try p.run()
-            let o = out.fileHandleForReading.readDataToEndOfFile()
-            let e = err.fileHandleForReading.readDataToEndOfFile()
+            let (o, e) = ChildOutput.readBoth(out, err)
             p.waitUntilExit()
             return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
         }

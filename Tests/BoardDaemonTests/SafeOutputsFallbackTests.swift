@@ -194,8 +194,7 @@ final class SafeOutputsFallbackTests: XCTestCase {
         p.standardError = err
         p.standardOutput = out
         try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
+        let (o, e) = ChildOutput.readBoth(out, err)
         p.waitUntilExit()
         return (p.terminationStatus, String(decoding: o, as: UTF8.self) + String(decoding: e, as: UTF8.self))
     }
