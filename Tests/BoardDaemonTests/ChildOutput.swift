@@ -37,5 +37,9 @@ enum ChildOutput {
 enum TestBuild {
     /// Whether this build (the tests' and the boardd they run, built
     /// together) runs under AddressSanitizer.
-    static let addressSanitized = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__asan_init") != nil
+    static let addressSanitized = linked("__asan_init")
+    /// Whether it runs under AddressSanitizer or ThreadSanitizer.
+    static let sanitized = addressSanitized || linked("__tsan_init")
+
+    private static func linked(_ symbol: String) -> Bool { dlsym(UnsafeMutableRawPointer(bitPattern: 0), symbol) != nil }
 }
