@@ -133,11 +133,8 @@ public final class Daemon: @unchecked Sendable {
     var watchdogPingsSent = false
     public internal(set) var stopRequested = false
     var stopResult: Bool?
-    /// The boxes whose loops the stop ended (the main loop's, and each
-    /// worker's that joined): released when the daemon goes. A stuck
-    /// worker's is kept, as its thread may still use it.
-    var endedBoxes: [Int] = []
-    /// The workers the stop found stuck, with their boxes: still running.
+    /// The workers the stop found stuck, with their boxes: their threads
+    /// may still run, so their boxes are kept when the daemon goes.
     var stuckWorkers: [(box: Int, worker: WorkerHandle)] = []
     public internal(set) var reloads = (applied: 0, refused: 0)
     /// A reload read off the main loop, and the requests waiting for it.
@@ -157,14 +154,12 @@ public final class Daemon: @unchecked Sendable {
 
     deinit {
         // Each box holds its loop in a cycle (`RuntimeBox.release`): let go
-        // of those whose loops no thread runs any more. After a stop, the
-        // ones it ended; without one (a start that failed, a test's daemon
-        // let go), the main loop's and any not on a thread of its own.
-        if stopResult != nil { _ = joinStuckWorkers(within: .zero) }
-        let ended =
-            stopResult != nil
-            ? endedBoxes : [0] + boxes.indices.dropFirst().filter { $0 - 1 >= workers.count || workers[$0 - 1].thread == nil }
-        for i in ended { boxes[i].release() }
+        // of every one whose loop no thread may still run. Those are the
+        // workers on threads of their own a stop never ended (none after a
+        // stop, which empties `workers`) and the stuck ones still running.
+        _ = joinStuckWorkers(within: .zero)
+        let running = stuckWorkers.map(\.box) + workers.indices.filter { workers[$0].thread != nil }.map { $0 + 1 }
+        for (i, box) in boxes.enumerated() where !running.contains(i) { box.release() }
     }
 
     /// After a stop that found workers stuck: waits at most `limit` for
@@ -173,12 +168,7 @@ public final class Daemon: @unchecked Sendable {
     /// the daemon. Returns whether none is left running.
     public func joinStuckWorkers(within limit: Duration) -> Bool {
         let deadline = MonotonicInstant.now + limit
-        stuckWorkers.removeAll { stuck in
-            let left = max(deadline - MonotonicInstant.now, .zero)
-            guard stuck.worker.join(timeout: left) else { return false }
-            endedBoxes.append(stuck.box)
-            return true
-        }
+        stuckWorkers.removeAll { $0.worker.join(timeout: max(deadline - MonotonicInstant.now, .zero)) }
         return stuckWorkers.isEmpty
     }
 

@@ -119,7 +119,6 @@ extension Daemon {
                 logger.error("stop: worker '\(w.name)' did not end within the stop budget")
             }
         }
-        endedBoxes = [0] + workers.indices.filter { !stuck.contains($0) }.map { $0 + 1 }
         stuckWorkers = stuck.map { (box: $0 + 1, worker: workers[$0]) }
         workers = []
         let clean = stuck.isEmpty
