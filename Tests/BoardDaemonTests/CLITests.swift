@@ -33,13 +33,19 @@ enum Boardd {
         if let d = env?["RUNTIME_DIRECTORY"], d.hasPrefix("/tmp/boardd-test-") { try? FileManager.default.removeItem(atPath: d) }
     }
 
-    static func run(_ arguments: [String], cwd: String = Fixtures.packageRoot) throws -> (status: Int32, stdout: String, stderr: String) {
+    /// Runs `executable` (the built boardd, or a copy of it, or a wrapper
+    /// such as setpriv) to its end with `env` (default: `environment()`),
+    /// in `cwd` (nil: the tests' own).
+    static func run(
+        _ arguments: [String], executable: String = path, environment env: [String: String]? = nil,
+        cwd: String? = Fixtures.packageRoot
+    ) throws -> (status: Int32, stdout: String, stderr: String) {
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: path)
+        p.executableURL = URL(fileURLWithPath: executable)
         p.arguments = arguments
-        p.environment = environment()
+        p.environment = env ?? environment()
         defer { removeRuntimeDirectory(p.environment) }
-        p.currentDirectoryURL = URL(fileURLWithPath: cwd)
+        if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }
         let out = Pipe()
         let err = Pipe()
         p.standardOutput = out

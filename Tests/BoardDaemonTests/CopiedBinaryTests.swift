@@ -26,20 +26,7 @@ import Testing
         deinit { try? FileManager.default.removeItem(atPath: root) }
 
         func run(_ arguments: [String]) throws -> (status: Int32, stdout: String, stderr: String) {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: binary)
-            p.arguments = arguments
-            p.environment = Boardd.environment()
-            defer { Boardd.removeRuntimeDirectory(p.environment) }
-            p.currentDirectoryURL = URL(fileURLWithPath: empty)
-            let out = Pipe()
-            let err = Pipe()
-            p.standardOutput = out
-            p.standardError = err
-            try p.run()
-            let (o, e) = ChildOutput.readBoth(out, err)
-            p.waitUntilExit()
-            return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+            try Boardd.run(arguments, executable: binary, cwd: empty)
         }
     }
 

@@ -182,21 +182,10 @@ final class SafeOutputsFallbackTests: XCTestCase {
         XCTAssertEqual(chmod(binary, 0o755), 0)
         var argv = [binary] + args + ["--config", file]
         if geteuid() == 0 { argv = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + argv }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: argv[0])
-        p.arguments = Array(argv.dropFirst())
         var env = Boardd.environment()
         env.removeValue(forKey: "JOURNAL_STREAM")
-        p.environment = env
-        defer { Boardd.removeRuntimeDirectory(p.environment) }
-        let out = Pipe()
-        let err = Pipe()
-        p.standardError = err
-        p.standardOutput = out
-        try p.run()
-        let (o, e) = ChildOutput.readBoth(out, err)
-        p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self) + String(decoding: e, as: UTF8.self))
+        let r = try Boardd.run(Array(argv.dropFirst()), executable: argv[0], environment: env, cwd: nil)
+        return (r.status, r.stdout + r.stderr)
     }
 
     /// `boardd --check` as a user who cannot read the secrets file fails at
